@@ -1,0 +1,54 @@
+package lock
+
+import (
+	"context"
+	"time"
+)
+
+// Backend is what a storage backend implements; a [Manager] builds the full
+// [Locker] contract on top of it. All methods must be safe for concurrent use.
+// Owners are opaque strings chosen by the Manager (128 random bits, hex).
+type Backend interface {
+	// TryAcquire makes one attempt to take key for owner for ttl. On success it
+	// returns a fencing token strictly greater than every token it issued before
+	// for key. If another owner holds key it returns an error wrapping
+	// ErrNotAcquired and, when known, how long the holder's lease has left (0 if
+	// unknown), which the Manager uses to time its next attempt.
+	TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (token uint64, holderTTL time.Duration, err error)
+
+	// Renew extends key's lease to ttl from now if owner still holds it, and
+	// returns an error wrapping ErrNotHeld if not. Any other error is treated as
+	// transient: the Manager retries until the lease's local deadline.
+	Renew(ctx context.Context, key, owner string, ttl time.Duration) error
+
+	// Release deletes key's lock if owner holds it (compare-and-delete, atomic)
+	// and wakes waiters. It returns an error wrapping ErrNotHeld if owner did not
+	// hold it.
+	Release(ctx context.Context, key, owner string) error
+}
+
+// ReleaseWatcher is implemented by backends that can tell waiters that a key
+// may have been released (pub/sub, LISTEN/NOTIFY, watches), so they need not
+// poll. Signals may be spurious; a missed signal costs only latency, because
+// the Manager keeps a slow poll as a safety net.
+type ReleaseWatcher interface {
+	// WatchRelease starts watching key. The returned channel receives a value
+	// (it may be buffered and coalesce signals) when key may be free. stop
+	// releases the watch's resources; it is called exactly once.
+	WatchRelease(ctx context.Context, key string) (wake <-chan struct{}, stop func(), err error)
+}
+
+// Renewal is one lease to extend in a batch.
+type Renewal struct {
+	Key, Owner string
+	TTL        time.Duration
+}
+
+// BatchRenewer is implemented by backends that can renew many leases in one
+// round trip (a pipeline, one statement). The Manager then renews all leases
+// due at a tick together instead of one call per lease.
+type BatchRenewer interface {
+	// RenewBatch renews every lease in batch and returns one error per lease,
+	// in order, with the meaning of Backend.Renew's error.
+	RenewBatch(ctx context.Context, batch []Renewal) []error
+}

@@ -1,0 +1,21 @@
+// Package lock is latchkey's distributed-lock contract and the machinery every
+// backend shares.
+//
+// A [Locker] hands out a [Lease] for a key. While a lease is held it is renewed in
+// the background (the watchdog) every TTL/3, unless it was taken with
+// [WithFixedTTL]. The holder learns the moment it can no longer be sure it holds
+// the lock: [Lease.Done] closes and [Lease.Err] says why. [Lease.Token] is a
+// fencing token, strictly greater than every token issued before it for that key,
+// for the resource to check with the [github.com/latchkey-go/latchkey/fence]
+// pattern: a lock can always be lost without its holder noticing in time (GC
+// pause, SIGSTOP, partition), so the resource must have the last word.
+//
+// Backends (lock/sqllock, lock/memlock, and the Redis, etcd and ZooKeeper
+// packages) implement the small [Backend] interface; a [Manager] turns a Backend
+// into a Locker, so renewal, waiting, loss detection and release behave the same
+// everywhere. A Manager keeps one scheduler goroutine while it holds leases, not
+// one per lease, and none when it holds nothing.
+//
+// Locks are not reentrant: Go has no goroutine identity, and sync.Mutex is not
+// reentrant either. Pass the Lease instead.
+package lock

@@ -1,0 +1,132 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// A Lease is a held lock. It is created by Locker.Acquire and owned by the
+// Manager that renews it; all its methods are safe for concurrent use.
+type Lease struct {
+	m     *Manager
+	key   string
+	owner string
+	token uint64
+	ttl   time.Duration
+	fixed bool
+	done  chan struct{}
+
+	// Guarded by m.mu.
+	err      error     // nil while held
+	renewAt  time.Time // next renewal (renewed leases only)
+	deadline time.Time // local deadline: last confirmed start + ttl - drift
+	renewing bool      // a renewal is in flight
+	index    int       // position in m.heap, -1 when not scheduled
+	onDone   []func(error)
+}
+
+// Key returns the key the lease holds.
+func (l *Lease) Key() string { return l.key }
+
+// Token returns the lease's fencing token: strictly greater than every token
+// the backend issued earlier for this key. Pass it to the resource you write
+// to, which should refuse writes carrying a token lower than one it has seen.
+func (l *Lease) Token() uint64 { return l.token }
+
+// TTL returns the lease length the lock was taken with.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// Done returns a channel that is closed the moment the holder can no longer be
+// sure it holds the lock: after Release, or when the lease is lost (expired,
+// renewal refused, renewal not confirmed before the local deadline). Err says
+// which.
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// Err returns nil while the lease is held; after Done is closed it returns
+// ErrReleased or an error wrapping ErrLeaseLost.
+func (l *Lease) Err() error {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	return l.err
+}
+
+// Release stops renewal and then deletes the lock if it is still ours
+// (compare-and-delete: it never deletes another holder's lock). It is safe to
+// call more than once; later calls return nil. If the lease had been lost it
+// returns an error wrapping ErrNotHeld and ErrLeaseLost. If the backend cannot
+// be reached the error is returned and the lock expires after its TTL; renewal
+// has stopped either way, so no orphan renewal keeps it alive.
+func (l *Lease) Release(ctx context.Context) error {
+	m := l.m
+	m.mu.Lock()
+	if l.err != nil {
+		err := l.err
+		m.mu.Unlock()
+		if err == ErrReleased {
+			return nil
+		}
+		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	}
+	cbs := m.finishLocked(l, ErrReleased)
+	m.mu.Unlock()
+	runAll(cbs, ErrReleased)
+
+	if err := m.backend.Release(ctx, l.key, l.owner); err != nil {
+		return fmt.Errorf("lock: release: %w", err)
+	}
+	return nil
+}
+
+// afterDone registers f to run with the lease's final error when the lease
+// ends (on whichever goroutine ends it). If it has already ended, f runs now.
+func (l *Lease) afterDone(f func(err error)) {
+	l.m.mu.Lock()
+	if err := l.err; err != nil {
+		l.m.mu.Unlock()
+		f(err)
+		return
+	}
+	l.onDone = append(l.onDone, f)
+	l.m.mu.Unlock()
+}
+
+func runAll(fs []func(error), err error) {
+	for _, f := range fs {
+		f(err)
+	}
+}
+
+// leaseHeap orders scheduled leases by their next event.
+type leaseHeap []*Lease
+
+func (h leaseHeap) Len() int           { return len(h) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].next().Before(h[j].next()) }
+func (h leaseHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
+}
+func (h *leaseHeap) Push(x any) {
+	l := x.(*Lease)
+	l.index = len(*h)
+	*h = append(*h, l)
+}
+func (h *leaseHeap) Pop() any {
+	old := *h
+	n := len(old)
+	l := old[n-1]
+	old[n-1] = nil
+	l.index = -1
+	*h = old[:n-1]
+	return l
+}
+
+// next is the time of the lease's next event: a renewal, or its deadline
+// when it is not renewed or a renewal is already in flight.
+func (l *Lease) next() time.Time {
+	if l.fixed || l.renewing || l.deadline.Before(l.renewAt) {
+		return l.deadline
+	}
+	return l.renewAt
+}

@@ -1,0 +1,586 @@
+// Package locktest is the conformance suite every lock backend passes against
+// a real server. A backend is done when Run passes.
+//
+//	func TestConformance(t *testing.T) {
+//		locktest.Run(t, locktest.Harness{
+//			New:    func(t *testing.T) lock.Locker { ... },
+//			Revoke: func(t *testing.T, key string) { ... },
+//		})
+//	}
+package locktest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/latchkey-go/latchkey/lock"
+)
+
+// Harness describes a backend under test.
+type Harness struct {
+	// New returns a new Locker with its own connection(s) to the server. It is
+	// called several times per test to model separate processes. If the
+	// Locker implements io.Closer, the suite closes it at the end of the test.
+	New func(t *testing.T) lock.Locker
+
+	// Revoke deletes key's lock behind its holder's back, as an operator, an
+	// eviction or a failover would.
+	Revoke func(t *testing.T, key string)
+
+	// Restart restarts the server (or reopens the store), keeping only what
+	// the backend persists. Lockers made before may stop working; the suite
+	// makes new ones. Nil means the backend has no server to restart, and the
+	// restart test is skipped with that reason.
+	Restart func(t *testing.T)
+}
+
+// TTL used where a test needs renewal or expiry to happen during the test.
+const shortTTL = 300 * time.Millisecond
+
+// eventually bounds waits for things that must happen; it is a failure
+// timeout, not a performance target.
+const eventually = 10 * time.Second
+
+// Run runs the whole suite. Subtests run in parallel with unique keys, except
+// the goroutine-leak and restart tests, which run alone.
+func Run(t *testing.T, h Harness) {
+	if h.New == nil || h.Revoke == nil {
+		t.Fatal("locktest: Harness.New and Harness.Revoke are required")
+	}
+	s := &suite{h: h}
+	t.Run("NoGoroutineLeaks", s.noGoroutineLeaks)
+	t.Run("Contract", func(t *testing.T) {
+		for _, c := range []struct {
+			name string
+			fn   func(*testing.T)
+		}{
+			{"BadInput", s.badInput},
+			{"MutualExclusion", s.mutualExclusion},
+			{"TryOnce", s.tryOnce},
+			{"WaitLimit", s.waitLimit},
+			{"ContextCancelWhileWaiting", s.ctxCancel},
+			{"WaiterWakesOnRelease", s.wakeOnRelease},
+			{"ReleaseOnlyOwnLock", s.releaseOwn},
+			{"ReleaseTwice", s.releaseTwice},
+			{"FixedTTLExpires", s.fixedTTL},
+			{"RenewalKeepsLeaseAlive", s.renewal},
+			{"DoneWhenRevoked", s.revoked},
+			{"DoCancelsOnLoss", s.doCancels},
+			{"DoReleases", s.doReleases},
+			{"TokensIncrease", s.tokensIncrease},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				c.fn(t)
+			})
+		}
+	})
+	t.Run("TokensIncreaseAcrossRestart", s.restart)
+}
+
+type suite struct{ h Harness }
+
+func (s *suite) locker(t *testing.T) lock.Locker {
+	t.Helper()
+	l := s.h.New(t)
+	if l == nil {
+		t.Fatal("Harness.New returned nil")
+	}
+	if c, ok := l.(io.Closer); ok {
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	return l
+}
+
+var unsafeKeyChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// key returns a key unique to this test and run.
+func key(t *testing.T, suffix string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "locktest:" + unsafeKeyChars.ReplaceAllString(t.Name(), "_") + ":" + hex.EncodeToString(b[:]) + ":" + suffix
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustAcquire(t *testing.T, l lock.Locker, key string, opts ...lock.Option) *lock.Lease {
+	t.Helper()
+	lease, err := l.Acquire(ctxT(t), key, opts...)
+	if err != nil {
+		t.Fatalf("Acquire(%q): %v", key, err)
+	}
+	if lease.Key() != key {
+		t.Fatalf("lease.Key() = %q, want %q", lease.Key(), key)
+	}
+	if lease.Err() != nil {
+		t.Fatalf("fresh lease has Err() = %v", lease.Err())
+	}
+	return lease
+}
+
+func release(t *testing.T, lease *lock.Lease) {
+	t.Helper()
+	if err := lease.Release(ctxT(t)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
+func waitDone(t *testing.T, lease *lock.Lease, within time.Duration) {
+	t.Helper()
+	select {
+	case <-lease.Done():
+	case <-time.After(within):
+		t.Fatalf("Done not closed within %v", within)
+	}
+}
+
+func notDone(t *testing.T, lease *lock.Lease) {
+	t.Helper()
+	select {
+	case <-lease.Done():
+		t.Fatalf("lease lost unexpectedly: %v", lease.Err())
+	default:
+	}
+}
+
+func (s *suite) badInput(t *testing.T) {
+	l := s.locker(t)
+	ctx := ctxT(t)
+	k := key(t, "k")
+	cases := []struct {
+		name string
+		key  string
+		opts []lock.Option
+	}{
+		{"empty key", "", nil},
+		{"key too long", strings.Repeat("k", lock.MaxKeyLen+1), nil},
+		{"TTL too short", k, []lock.Option{lock.WithTTL(time.Millisecond)}},
+		{"TTL zero", k, []lock.Option{lock.WithTTL(0)}},
+		{"TTL too long", k, []lock.Option{lock.WithTTL(25 * time.Hour)}},
+		{"negative wait", k, []lock.Option{lock.WithWait(-time.Second)}},
+	}
+	for _, c := range cases {
+		lease, err := l.Acquire(ctx, c.key, c.opts...)
+		if !errors.Is(err, lock.ErrInvalid) || lease != nil {
+			t.Errorf("%s: Acquire = (%v, %v), want ErrInvalid", c.name, lease, err)
+		}
+	}
+	// Nothing was taken: the key is free.
+	release(t, mustAcquire(t, l, k, lock.WithWait(0)))
+}
+
+// mutualExclusion runs a deliberately racy read-sleep-write counter under the
+// lock from several Lockers and goroutines; any overlap loses an increment.
+func (s *suite) mutualExclusion(t *testing.T) {
+	const lockers, perLocker, rounds = 3, 4, 8
+	k := key(t, "counter")
+	// The counter is read, then written after a pause: a lost update unless the
+	// lock serialises holders. Atomics keep the race detector quiet, since it
+	// cannot see the ordering a remote lock provides.
+	var (
+		counter    atomic.Int64
+		inside     atomic.Int32
+		lastToken  atomic.Uint64
+		overlaps   atomic.Int64
+		tokenDrops atomic.Int64
+		wg         sync.WaitGroup
+	)
+	for range lockers {
+		l := s.locker(t)
+		for range perLocker {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range rounds {
+					lease, err := l.Acquire(ctxT(t), k, lock.WithTTL(5*time.Second))
+					if err != nil {
+						t.Errorf("Acquire: %v", err)
+						return
+					}
+					if n := inside.Add(1); n != 1 {
+						overlaps.Add(1)
+					}
+					if lease.Token() <= lastToken.Load() {
+						tokenDrops.Add(1)
+					}
+					lastToken.Store(lease.Token())
+					v := counter.Load()
+					time.Sleep(200 * time.Microsecond)
+					counter.Store(v + 1)
+					inside.Add(-1)
+					if err := lease.Release(ctxT(t)); err != nil {
+						t.Errorf("Release: %v", err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if n := overlaps.Load(); n > 0 {
+		t.Errorf("%d times a holder entered while another was inside", n)
+	}
+	if n := tokenDrops.Load(); n > 0 {
+		t.Errorf("%d times a holder's token was not above its predecessor's", n)
+	}
+	if got, want := counter.Load(), int64(lockers*perLocker*rounds); got != want {
+		t.Fatalf("counter = %d, want %d: the lock let holders overlap", got, want)
+	}
+}
+
+func (s *suite) tryOnce(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	k := key(t, "k")
+	held := mustAcquire(t, a, k, lock.WithTTL(10*time.Second))
+	lease, err := b.Acquire(ctxT(t), k, lock.WithWait(0))
+	if !errors.Is(err, lock.ErrNotAcquired) || lease != nil {
+		t.Fatalf("try-once on a held key = (%v, %v), want ErrNotAcquired", lease, err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("try-once error %v looks like a context error", err)
+	}
+	// Also from the same Locker: not reentrant.
+	if _, err := a.Acquire(ctxT(t), k, lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("second Acquire on the same Locker = %v, want ErrNotAcquired", err)
+	}
+	release(t, held)
+	release(t, mustAcquire(t, b, k, lock.WithWait(0)))
+}
+
+func (s *suite) waitLimit(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	k := key(t, "k")
+	held := mustAcquire(t, a, k, lock.WithTTL(20*time.Second))
+	defer release(t, held)
+	const wait = 200 * time.Millisecond
+	start := time.Now()
+	_, err := b.Acquire(ctxT(t), k, lock.WithWait(wait))
+	elapsed := time.Since(start)
+	if !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("Acquire with a wait limit = %v, want ErrNotAcquired", err)
+	}
+	if elapsed < wait {
+		t.Fatalf("gave up after %v, before the %v wait limit", elapsed, wait)
+	}
+	if elapsed > eventually {
+		t.Fatalf("waited %v for a %v wait limit", elapsed, wait)
+	}
+	notDone(t, held)
+}
+
+func (s *suite) ctxCancel(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	k := key(t, "k")
+	held := mustAcquire(t, a, k, lock.WithTTL(20*time.Second))
+	defer release(t, held)
+
+	ctx, cancel := context.WithCancel(ctxT(t))
+	time.AfterFunc(150*time.Millisecond, cancel)
+	if _, err := b.Acquire(ctx, k); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire cancelled while waiting = %v, want context.Canceled", err)
+	}
+	ctx, cancel = context.WithTimeout(ctxT(t), 150*time.Millisecond)
+	defer cancel()
+	if _, err := b.Acquire(ctx, k); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire past its ctx deadline = %v, want context.DeadlineExceeded", err)
+	}
+	// A done context fails at once and takes nothing.
+	if _, err := b.Acquire(ctx, key(t, "free")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire with a done ctx = %v, want context.DeadlineExceeded", err)
+	}
+}
+
+// wakeOnRelease checks that a waiter gets the lock soon after the holder
+// releases, not when the holder's TTL runs out.
+func (s *suite) wakeOnRelease(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	k := key(t, "k")
+	const ttl = 30 * time.Second
+	held := mustAcquire(t, a, k, lock.WithTTL(ttl))
+	got := make(chan *lock.Lease, 1)
+	go func() {
+		lease, err := b.Acquire(ctxT(t), k, lock.WithWait(ttl/2))
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		got <- lease
+	}()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-got:
+		t.Fatal("waiter acquired a held lock")
+	default:
+	}
+	released := time.Now()
+	release(t, held)
+	lease := <-got
+	if lease == nil {
+		return
+	}
+	if lag := time.Since(released); lag > 5*time.Second {
+		t.Fatalf("waiter took %v after release (TTL %v): not woken by the release", lag, ttl)
+	}
+	if lease.Token() <= held.Token() {
+		t.Fatalf("successor token %d <= predecessor's %d", lease.Token(), held.Token())
+	}
+	release(t, lease)
+}
+
+func (s *suite) releaseOwn(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	k := key(t, "k")
+	first := mustAcquire(t, a, k, lock.WithTTL(shortTTL))
+	s.h.Revoke(t, k)
+	second := mustAcquire(t, b, k, lock.WithTTL(10*time.Second), lock.WithWait(eventually))
+	if err := first.Release(ctxT(t)); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("stale holder's Release = %v, want ErrNotHeld", err)
+	}
+	// The stale release must not have deleted the new holder's lock.
+	if _, err := a.Acquire(ctxT(t), k, lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("after a stale Release the key is free (%v): it deleted another holder's lock", err)
+	}
+	notDone(t, second)
+	release(t, second)
+}
+
+func (s *suite) releaseTwice(t *testing.T) {
+	l := s.locker(t)
+	k := key(t, "k")
+	lease := mustAcquire(t, l, k)
+	release(t, lease)
+	if err := lease.Release(ctxT(t)); err != nil {
+		t.Fatalf("second Release = %v, want nil", err)
+	}
+	waitDone(t, lease, time.Second)
+	if !errors.Is(lease.Err(), lock.ErrReleased) {
+		t.Fatalf("Err after Release = %v, want ErrReleased", lease.Err())
+	}
+	// Someone else holds it now; our third Release must not touch it.
+	other := mustAcquire(t, s.locker(t), k, lock.WithWait(0))
+	if err := lease.Release(ctxT(t)); err != nil {
+		t.Fatalf("third Release = %v", err)
+	}
+	if _, err := l.Acquire(ctxT(t), k, lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("repeated Release freed another holder's lock: %v", err)
+	}
+	release(t, other)
+}
+
+func (s *suite) fixedTTL(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	k := key(t, "k")
+	lease := mustAcquire(t, a, k, lock.WithTTL(shortTTL), lock.WithFixedTTL())
+	start := time.Now()
+	waitDone(t, lease, eventually)
+	// The holder must learn of the expiry before the server expires the lock.
+	// The slack covers timer latency on a loaded machine, nothing else.
+	if since, slack := time.Since(start), 50*time.Millisecond; since > shortTTL+slack {
+		t.Fatalf("fixed lease reported lost after %v, later than its TTL %v", since, shortTTL)
+	}
+	if !errors.Is(lease.Err(), lock.ErrLeaseLost) {
+		t.Fatalf("Err after expiry = %v, want ErrLeaseLost", lease.Err())
+	}
+	next := mustAcquire(t, b, k, lock.WithWait(eventually))
+	if next.Token() <= lease.Token() {
+		t.Fatalf("token after expiry %d <= expired holder's %d", next.Token(), lease.Token())
+	}
+	if err := lease.Release(ctxT(t)); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Release of an expired lease = %v, want ErrNotHeld", err)
+	}
+	notDone(t, next)
+	release(t, next)
+}
+
+func (s *suite) renewal(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	k := key(t, "k")
+	lease := mustAcquire(t, a, k, lock.WithTTL(shortTTL))
+	time.Sleep(6 * shortTTL)
+	notDone(t, lease)
+	if _, err := b.Acquire(ctxT(t), k, lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("a renewed lease was acquirable by another holder after 6 TTLs: %v", err)
+	}
+	release(t, lease)
+}
+
+func (s *suite) revoked(t *testing.T) {
+	l := s.locker(t)
+	k := key(t, "k")
+	lease := mustAcquire(t, l, k, lock.WithTTL(shortTTL))
+	s.h.Revoke(t, k)
+	waitDone(t, lease, eventually)
+	if !errors.Is(lease.Err(), lock.ErrLeaseLost) {
+		t.Fatalf("Err after revocation = %v, want ErrLeaseLost", lease.Err())
+	}
+	if err := lease.Release(ctxT(t)); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Release after loss = %v, want ErrNotHeld", err)
+	}
+}
+
+func (s *suite) doCancels(t *testing.T) {
+	l := s.locker(t)
+	k := key(t, "k")
+	err := lock.Do(ctxT(t), l, k, func(ctx context.Context, lease *lock.Lease) error {
+		s.h.Revoke(t, k)
+		select {
+		case <-ctx.Done():
+			if !errors.Is(context.Cause(ctx), lock.ErrLeaseLost) {
+				t.Errorf("cause = %v, want ErrLeaseLost", context.Cause(ctx))
+			}
+			return ctx.Err()
+		case <-time.After(eventually):
+			t.Error("fn's context not cancelled after the lock was revoked")
+			return nil
+		}
+	}, lock.WithTTL(shortTTL))
+	if !errors.Is(err, lock.ErrLeaseLost) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Do = %v, want ErrLeaseLost and context.Canceled", err)
+	}
+}
+
+func (s *suite) doReleases(t *testing.T) {
+	l := s.locker(t)
+	k := key(t, "k")
+	var token uint64
+	sentinel := errors.New("fn failed")
+	err := lock.Do(ctxT(t), l, k, func(ctx context.Context, lease *lock.Lease) error {
+		token = lease.Token()
+		if _, err := s.locker(t).Acquire(ctx, k, lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
+			t.Errorf("lock free while Do runs: %v", err)
+		}
+		return sentinel
+	})
+	if !errors.Is(err, sentinel) {
+		t.Fatalf("Do = %v, want fn's error", err)
+	}
+	next := mustAcquire(t, l, k, lock.WithWait(0))
+	if next.Token() <= token {
+		t.Fatalf("token %d after Do <= Do's token %d", next.Token(), token)
+	}
+	release(t, next)
+}
+
+func (s *suite) tokensIncrease(t *testing.T) {
+	lockers := []lock.Locker{s.locker(t), s.locker(t), s.locker(t)}
+	k := key(t, "k")
+	var last uint64
+	for i := range 12 {
+		lease := mustAcquire(t, lockers[i%len(lockers)], k)
+		if lease.Token() <= last {
+			t.Fatalf("acquisition %d: token %d <= previous %d", i, lease.Token(), last)
+		}
+		last = lease.Token()
+		release(t, lease)
+	}
+	// Tokens are per key, but a new key must also never issue 0.
+	other := mustAcquire(t, lockers[0], key(t, "other"))
+	if other.Token() == 0 {
+		t.Fatal("token 0 issued")
+	}
+	release(t, other)
+}
+
+func (s *suite) restart(t *testing.T) {
+	if s.h.Restart == nil {
+		t.Skip("backend has no server to restart (Harness.Restart is nil)")
+	}
+	k := key(t, "k")
+	before := mustAcquire(t, s.locker(t), k)
+	release(t, before)
+	s.h.Restart(t)
+	var after *lock.Lease
+	deadline := time.Now().Add(eventually)
+	for {
+		lease, err := s.locker(t).Acquire(ctxT(t), k, lock.WithWait(eventually))
+		if err == nil {
+			after = lease
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Acquire after restart: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if after.Token() <= before.Token() {
+		t.Fatalf("token after restart %d <= token before %d: fencing went backwards", after.Token(), before.Token())
+	}
+	release(t, after)
+}
+
+// noGoroutineLeaks holds, waits for and releases leases, then checks that
+// no goroutine started by latchkey is left once the Lockers are closed.
+func (s *suite) noGoroutineLeaks(t *testing.T) {
+	before := latchkeyGoroutines()
+	t.Run("work", func(t *testing.T) {
+		a, b := s.locker(t), s.locker(t)
+		k := key(t, "k")
+		held := mustAcquire(t, a, k, lock.WithTTL(shortTTL))
+		fixed := mustAcquire(t, a, key(t, "fixed"), lock.WithTTL(shortTTL), lock.WithFixedTTL())
+		got := make(chan error, 1)
+		go func() {
+			lease, err := b.Acquire(ctxT(t), k)
+			if err == nil {
+				err = lease.Release(ctxT(t))
+			}
+			got <- err
+		}()
+		time.Sleep(2 * shortTTL / 3) // at least one renewal
+		release(t, held)
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		waitDone(t, fixed, eventually)
+		lost := mustAcquire(t, a, k, lock.WithTTL(shortTTL))
+		s.h.Revoke(t, k)
+		waitDone(t, lost, eventually)
+	}) // Lockers are closed by the subtest's cleanup.
+	deadline := time.Now().Add(eventually)
+	for {
+		after := latchkeyGoroutines()
+		if len(after) <= len(before) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d latchkey goroutines before, %d after:\n%s",
+				len(before), len(after), strings.Join(after, "\n\n"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// latchkeyGoroutines returns the stacks of goroutines running latchkey code,
+// other than test functions.
+func latchkeyGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "github.com/latchkey-go/latchkey/") &&
+			!strings.Contains(g, "testing.tRunner") &&
+			!strings.Contains(g, "locktest.latchkeyGoroutines") {
+			out = append(out, g)
+		}
+	}
+	return out
+}

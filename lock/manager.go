@@ -1,0 +1,344 @@
+package lock
+
+import (
+	"container/heap"
+	"context"
+	cryptorand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// A Manager implements Locker on top of a Backend: it validates input, waits
+// for held keys, renews held leases in the background and detects their loss.
+// Backends wrap one in their own Locker type. The zero value is not usable; use
+// NewManager.
+//
+// A Manager runs one scheduler goroutine while it holds at least one
+// renewed or fixed lease, and none otherwise, so it needs no Close.
+type Manager struct {
+	backend Backend
+	batch   BatchRenewer   // backend's, or nil
+	watcher ReleaseWatcher // backend's, or nil
+
+	mu      sync.Mutex
+	heap    leaseHeap     // guarded by mu
+	running bool          // scheduler goroutine alive; guarded by mu
+	kick    chan struct{} // wakes the scheduler when an earlier event is scheduled
+}
+
+var _ Locker = (*Manager)(nil)
+
+// NewManager returns a Manager for b. If b also implements BatchRenewer or
+// ReleaseWatcher, the Manager uses them. It returns an error wrapping
+// ErrInvalid if b is nil.
+func NewManager(b Backend) (*Manager, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: nil backend", ErrInvalid)
+	}
+	m := &Manager{backend: b, kick: make(chan struct{}, 1)}
+	m.batch, _ = b.(BatchRenewer)
+	m.watcher, _ = b.(ReleaseWatcher)
+	return m, nil
+}
+
+// Acquire implements Locker.
+func (m *Manager) Acquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
+	cfg, err := newConfig(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	owner := newOwner()
+
+	var wake <-chan struct{}
+	if m.watcher != nil && cfg.wait != 0 {
+		// Watch before the first attempt, so a release between a failed
+		// attempt and the wait cannot be missed. If watching fails we still
+		// acquire, by polling.
+		if ch, stop, err := m.watcher.WatchRelease(ctx, key); err == nil {
+			defer stop()
+			wake = ch
+		}
+	}
+	var limit <-chan time.Time
+	if cfg.wait > 0 {
+		t := time.NewTimer(cfg.wait)
+		defer t.Stop()
+		limit = t.C
+	}
+	var poll *time.Timer
+	defer func() {
+		if poll != nil {
+			poll.Stop()
+		}
+	}()
+	b := backoff{safetyNet: wake != nil}
+	for {
+		start := time.Now()
+		token, holderTTL, err := m.backend.TryAcquire(ctx, key, owner, cfg.ttl)
+		if err == nil {
+			return m.hold(key, owner, token, cfg, start), nil
+		}
+		if !errors.Is(err, ErrNotAcquired) {
+			if ctx.Err() != nil {
+				m.abandon(ctx, key, owner, cfg.ttl)
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("lock: acquire: %w", err)
+		}
+		if cfg.wait == 0 {
+			return nil, ErrNotAcquired
+		}
+		d := b.next(holderTTL)
+		if poll == nil {
+			poll = time.NewTimer(d)
+		} else {
+			poll.Reset(d)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-limit:
+			return nil, ErrNotAcquired
+		case <-wake:
+			b.reset()
+		case <-poll.C:
+		}
+	}
+}
+
+// abandon deletes a lock that an attempt interrupted by ctx may have taken on
+// the server, so it does not sit there until its TTL. The owner is fresh and
+// compare-and-delete makes this safe.
+func (m *Manager) abandon(ctx context.Context, key, owner string, ttl time.Duration) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(ttl, time.Second))
+	defer cancel()
+	_ = m.backend.Release(rctx, key, owner)
+}
+
+// driftMargin is how much earlier than the server's expiry the holder gives
+// up, to allow for clock rate differences and the time the request took.
+func driftMargin(ttl time.Duration) time.Duration {
+	return ttl/100 + 2*time.Millisecond
+}
+
+func (m *Manager) hold(key, owner string, token uint64, cfg config, start time.Time) *Lease {
+	l := &Lease{
+		m: m, key: key, owner: owner, token: token, ttl: cfg.ttl, fixed: cfg.fixed,
+		done:     make(chan struct{}),
+		deadline: start.Add(cfg.ttl - driftMargin(cfg.ttl)),
+		renewAt:  start.Add(cfg.ttl / 3),
+		index:    -1,
+	}
+	m.mu.Lock()
+	heap.Push(&m.heap, l)
+	m.scheduleLocked(l)
+	m.mu.Unlock()
+	return l
+}
+
+// scheduleLocked makes sure the scheduler runs and sees l's next event.
+func (m *Manager) scheduleLocked(l *Lease) {
+	if !m.running {
+		m.running = true
+		go m.run()
+		return
+	}
+	if l.index == 0 {
+		select {
+		case m.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// finishLocked ends l with err (ErrReleased or a lost-lease error): it stops
+// scheduling it, records err, closes Done, and returns the callbacks to run
+// once m.mu is released.
+func (m *Manager) finishLocked(l *Lease, err error) []func(error) {
+	if l.index >= 0 {
+		heap.Remove(&m.heap, l.index)
+	}
+	l.err = err
+	close(l.done)
+	cbs := l.onDone
+	l.onDone = nil
+	return cbs
+}
+
+// lose ends a lease that is no longer certainly ours and deletes the lock in
+// case the server still has it, so others need not wait for its TTL.
+func (m *Manager) loseLocked(l *Lease, err error) (cleanup func()) {
+	cbs := m.finishLocked(l, err)
+	return func() {
+		runAll(cbs, err)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), min(l.ttl, 5*time.Second))
+			defer cancel()
+			_ = m.backend.Release(ctx, l.key, l.owner)
+		}()
+	}
+}
+
+// run is the scheduler: it renews leases when due and declares them lost
+// when their deadline passes unconfirmed. It exits when nothing is held.
+func (m *Manager) run() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		m.mu.Lock()
+		if len(m.heap) == 0 {
+			m.running = false
+			m.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		var due []*Lease
+		var after []func()
+		for len(m.heap) > 0 && !m.heap[0].next().After(now) {
+			l := m.heap[0]
+			if !now.Before(l.deadline) {
+				cause := "renewal not confirmed before the local deadline"
+				if l.fixed {
+					cause = "fixed TTL expired"
+				}
+				after = append(after, m.loseLocked(l, fmt.Errorf("%w: %s", ErrLeaseLost, cause)))
+				continue
+			}
+			l.renewing = true
+			heap.Fix(&m.heap, 0)
+			due = append(due, l)
+		}
+		var wait time.Duration
+		if len(m.heap) > 0 {
+			wait = m.heap[0].next().Sub(now)
+		}
+		m.mu.Unlock()
+
+		for _, f := range after {
+			f()
+		}
+		if len(due) > 0 {
+			go m.renew(due)
+		}
+		if wait <= 0 {
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-m.kick:
+			timer.Stop() // since Go 1.23 no stale tick can be left behind
+		}
+	}
+}
+
+// maxParallelRenewals bounds concurrent Renew calls for backends without
+// batch renewal.
+const maxParallelRenewals = 16
+
+// renew renews due leases, in batches when the backend supports it.
+func (m *Manager) renew(due []*Lease) {
+	latest := due[0].deadline
+	for _, l := range due[1:] {
+		if l.deadline.After(latest) {
+			latest = l.deadline
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), latest)
+	defer cancel()
+	sent := time.Now()
+
+	if m.batch != nil {
+		reqs := make([]Renewal, len(due))
+		for i, l := range due {
+			reqs[i] = Renewal{Key: l.key, Owner: l.owner, TTL: l.ttl}
+		}
+		errs := m.batch.RenewBatch(ctx, reqs)
+		for i, l := range due {
+			var err error
+			if i < len(errs) {
+				err = errs[i]
+			} else {
+				err = errors.New("lock: backend returned too few renewal results")
+			}
+			m.renewed(l, sent, err)
+		}
+		return
+	}
+	sem := make(chan struct{}, maxParallelRenewals)
+	var wg sync.WaitGroup
+	for _, l := range due {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			m.renewed(l, sent, m.backend.Renew(ctx, l.key, l.owner, l.ttl))
+		}()
+	}
+	wg.Wait()
+}
+
+// renewed applies the outcome of a renewal sent at sent.
+func (m *Manager) renewed(l *Lease, sent time.Time, err error) {
+	m.mu.Lock()
+	if l.err != nil || !l.renewing { // released or lost meanwhile
+		m.mu.Unlock()
+		return
+	}
+	l.renewing = false
+	switch {
+	case err == nil:
+		l.deadline = sent.Add(l.ttl - driftMargin(l.ttl))
+		l.renewAt = sent.Add(l.ttl / 3)
+	case errors.Is(err, ErrNotHeld):
+		cleanup := m.finishLocked(l, fmt.Errorf("%w: renewal refused: %w", ErrLeaseLost, err))
+		m.mu.Unlock()
+		runAll(cleanup, l.err)
+		return
+	default:
+		// Transient: retry soon; the deadline still stands.
+		l.renewAt = time.Now().Add(min(max(l.ttl/10, 5*time.Millisecond), time.Second))
+	}
+	heap.Fix(&m.heap, l.index)
+	m.scheduleLocked(l)
+	m.mu.Unlock()
+}
+
+// backoff times the attempts of a waiting Acquire.
+type backoff struct {
+	safetyNet bool // a release watcher wakes us; polling is only a safety net
+	n         int
+}
+
+func (b *backoff) reset() { b.n = 0 }
+
+// next returns how long to wait before the next attempt, given the holder's
+// remaining lease (0 if unknown).
+func (b *backoff) next(holderTTL time.Duration) time.Duration {
+	base, ceil := 2*time.Millisecond, 100*time.Millisecond
+	if b.safetyNet {
+		base, ceil = 50*time.Millisecond, time.Second
+	}
+	d := base << min(b.n, 10)
+	b.n++
+	d = min(d, ceil)
+	if holderTTL > 0 && holderTTL+time.Millisecond < d {
+		d = holderTTL + time.Millisecond
+	}
+	// Jitter of up to 25% keeps waiters of one key from attempting in lockstep.
+	return d - time.Duration(rand.Int64N(int64(d/4)+1))
+}
+
+// newOwner returns 128 random bits, hex-encoded.
+func newOwner() string {
+	var b [16]byte
+	_, _ = cryptorand.Read(b[:]) // never fails (crypto/rand panics instead)
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,131 @@
+// Package memlock is an in-process lock backend that keeps the full lock
+// contract: fencing tokens, renewal, loss detection, waking waiters on
+// release. It is for tests and single-process programs; it coordinates
+// goroutines of one process only.
+package memlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/latchkey-go/latchkey/lock"
+)
+
+// A Locker is an in-process lock.Locker. Use New; it needs no Close.
+type Locker struct {
+	*lock.Manager
+	s *store
+}
+
+var _ lock.Locker = (*Locker)(nil)
+
+// New returns an empty in-process Locker.
+//
+// Tokens start at the current Unix time in microseconds and grow by one per
+// acquisition, so a new Locker (a restarted process) issues tokens above an
+// earlier one's unless that one issued more than a million per second of its
+// life.
+func New() *Locker {
+	s := &store{
+		locks:   make(map[string]*entry),
+		next:    uint64(time.Now().UnixMicro()),
+		waiters: make(map[string]map[chan struct{}]struct{}),
+	}
+	m, _ := lock.NewManager(s) // s is not nil
+	return &Locker{Manager: m, s: s}
+}
+
+// Revoke deletes key's lock whoever holds it, as an operator or a failover
+// would. The holder's lease is lost at its next renewal.
+func (l *Locker) Revoke(key string) {
+	l.s.mu.Lock()
+	delete(l.s.locks, key)
+	l.s.mu.Unlock()
+	l.s.notify(key)
+}
+
+type entry struct {
+	owner   string
+	expires time.Time
+}
+
+type store struct {
+	mu      sync.Mutex
+	locks   map[string]*entry                     // guarded by mu
+	next    uint64                                // last token issued; guarded by mu
+	waiters map[string]map[chan struct{}]struct{} // guarded by mu
+}
+
+func (s *store) TryAcquire(_ context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if e, ok := s.locks[key]; ok && now.Before(e.expires) {
+		return 0, e.expires.Sub(now), lock.ErrNotAcquired
+	}
+	s.locks[key] = &entry{owner: owner, expires: now.Add(ttl)}
+	s.next++
+	return s.next, 0, nil
+}
+
+func (s *store) Renew(_ context.Context, key, owner string, ttl time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	e, ok := s.locks[key]
+	if !ok || e.owner != owner || !now.Before(e.expires) {
+		return lock.ErrNotHeld
+	}
+	e.expires = now.Add(ttl)
+	return nil
+}
+
+func (s *store) Release(_ context.Context, key, owner string) error {
+	s.mu.Lock()
+	e, ok := s.locks[key]
+	if !ok || e.owner != owner || !time.Now().Before(e.expires) {
+		s.mu.Unlock()
+		return fmt.Errorf("memlock: %w", lock.ErrNotHeld)
+	}
+	delete(s.locks, key)
+	s.mu.Unlock()
+	s.notify(key)
+	return nil
+}
+
+func (s *store) WatchRelease(_ context.Context, key string) (<-chan struct{}, func(), error) {
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	set := s.waiters[key]
+	if set == nil {
+		set = make(map[chan struct{}]struct{})
+		s.waiters[key] = set
+	}
+	set[ch] = struct{}{}
+	s.mu.Unlock()
+	stop := func() {
+		s.mu.Lock()
+		delete(set, ch)
+		if len(set) == 0 {
+			delete(s.waiters, key)
+		}
+		s.mu.Unlock()
+	}
+	return ch, stop, nil
+}
+
+// notify wakes every waiter of key. In one process the herd is cheap, and
+// waking one waiter that is about to give up would strand the others until
+// their safety-net poll.
+func (s *store) notify(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.waiters[key] {
+		select {
+		case ch <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}
+}
