@@ -22,6 +22,7 @@ type Lease struct {
 	renewAt  time.Time // next renewal (renewed leases only)
 	deadline time.Time // local deadline: last confirmed start + ttl - drift
 	renewing bool      // a renewal is in flight
+	renewErr error     // the last failed renewal's error, for the loss report
 	index    int       // position in m.heap, -1 when not scheduled
 	onDone   []func(error)
 }

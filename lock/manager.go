@@ -61,7 +61,13 @@ func (m *Manager) Acquire(ctx context.Context, key string, opts ...Option) (*Lea
 		// Watch before the first attempt, so a release between a failed
 		// attempt and the wait cannot be missed. If watching fails we still
 		// acquire, by polling.
-		if ch, stop, err := m.watcher.WatchRelease(ctx, key); err == nil {
+		watch := m.watcher.WatchRelease
+		if ow, ok := m.watcher.(OwnerWatcher); ok {
+			watch = func(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+				return ow.WatchReleaseOwner(ctx, key, owner)
+			}
+		}
+		if ch, stop, err := watch(ctx, key); err == nil {
 			defer stop()
 			wake = ch
 		}
@@ -204,11 +210,14 @@ func (m *Manager) run() {
 		for len(m.heap) > 0 && !m.heap[0].next().After(now) {
 			l := m.heap[0]
 			if !now.Before(l.deadline) {
-				cause := "renewal not confirmed before the local deadline"
-				if l.fixed {
-					cause = "fixed TTL expired"
+				err := fmt.Errorf("%w: renewal not confirmed before the local deadline", ErrLeaseLost)
+				switch {
+				case l.fixed:
+					err = fmt.Errorf("%w: fixed TTL expired", ErrLeaseLost)
+				case l.renewErr != nil:
+					err = fmt.Errorf("%w (last renewal error: %w)", err, l.renewErr)
 				}
-				after = append(after, m.loseLocked(l, fmt.Errorf("%w: %s", ErrLeaseLost, cause)))
+				after = append(after, m.loseLocked(l, err))
 				continue
 			}
 			l.renewing = true
@@ -295,6 +304,7 @@ func (m *Manager) renewed(l *Lease, sent time.Time, err error) {
 	l.renewing = false
 	switch {
 	case err == nil:
+		l.renewErr = nil
 		l.deadline = sent.Add(l.ttl - driftMargin(l.ttl))
 		l.renewAt = sent.Add(l.ttl / 3)
 	case errors.Is(err, ErrNotHeld):
@@ -304,6 +314,7 @@ func (m *Manager) renewed(l *Lease, sent time.Time, err error) {
 		return
 	default:
 		// Transient: retry soon; the deadline still stands.
+		l.renewErr = err
 		l.renewAt = time.Now().Add(min(max(l.ttl/10, 5*time.Millisecond), time.Second))
 	}
 	heap.Fix(&m.heap, l.index)

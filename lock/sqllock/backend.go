@@ -1,0 +1,126 @@
+package sqllock
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/latchkey-go/latchkey/lock"
+)
+
+// backend implements lock.Backend and lock.BatchRenewer on a lease table.
+type backend struct {
+	db      conn
+	dialect Dialect
+	q       queries
+}
+
+var (
+	_ lock.Backend      = (*backend)(nil)
+	_ lock.BatchRenewer = (*backend)(nil)
+)
+
+func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
+	var token int64
+	ok, err := b.db.queryRow(ctx, b.q.acquire, []any{key, owner, ttl.Milliseconds()}, &token)
+	if err != nil {
+		return 0, 0, fmt.Errorf("sqllock: acquire: %w", err)
+	}
+	if ok {
+		return uint64(token), 0, nil
+	}
+	// Held: ask how long the holder has left, to time the next attempt.
+	var left int64
+	if ok, err := b.db.queryRow(ctx, b.q.holder, []any{key}, &left); err != nil || !ok || left < 0 {
+		left = 0
+	}
+	return 0, time.Duration(left) * time.Millisecond, lock.ErrNotAcquired
+}
+
+func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
+	n, err := b.db.exec(ctx, b.q.renew, key, owner, ttl.Milliseconds())
+	if err != nil {
+		return fmt.Errorf("sqllock: renew: %w", err)
+	}
+	if n == 0 {
+		return lock.ErrNotHeld
+	}
+	return nil
+}
+
+func (b *backend) Release(ctx context.Context, key, owner string) error {
+	args := []any{key, owner}
+	if b.dialect == Postgres {
+		args = append(args, keyHash(key))
+	}
+	var released any
+	ok, err := b.db.queryRow(ctx, b.q.release, args, &released)
+	if err != nil {
+		return fmt.Errorf("sqllock: release: %w", err)
+	}
+	if !ok {
+		return lock.ErrNotHeld
+	}
+	return nil
+}
+
+// maxBatch bounds the leases renewed by one statement.
+const maxBatch = 1000
+
+func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error {
+	errs := make([]error, len(batch))
+	for start := 0; start < len(batch); start += maxBatch {
+		chunk := batch[start:min(start+maxBatch, len(batch))]
+		renewed, err := b.renewChunk(ctx, chunk)
+		for i, r := range chunk {
+			switch {
+			case err != nil:
+				errs[start+i] = fmt.Errorf("sqllock: renew: %w", err)
+			case !renewed[r.Key]:
+				errs[start+i] = lock.ErrNotHeld
+			}
+		}
+	}
+	return errs
+}
+
+func (b *backend) renewChunk(ctx context.Context, chunk []lock.Renewal) (map[string]bool, error) {
+	var args []any
+	switch b.dialect {
+	case Postgres:
+		keys, owners, ttls := make([]string, len(chunk)), make([]string, len(chunk)), make([]int64, len(chunk))
+		for i, r := range chunk {
+			keys[i], owners[i], ttls[i] = r.Key, r.Owner, r.TTL.Milliseconds()
+		}
+		args = []any{keys, owners, ttls}
+	default:
+		triples := make([][3]any, len(chunk))
+		for i, r := range chunk {
+			triples[i] = [3]any{r.Key, r.Owner, r.TTL.Milliseconds()}
+		}
+		js, err := json.Marshal(triples)
+		if err != nil {
+			return nil, err
+		}
+		args = []any{string(js)}
+	}
+	keys, err := b.db.queryStrings(ctx, b.q.batch, args...)
+	if err != nil {
+		return nil, err
+	}
+	renewed := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		renewed[k] = true
+	}
+	return renewed, nil
+}
+
+// keyHash names a key in NOTIFY payloads: fixed length whatever the key, and
+// the key itself never leaves for other listeners to read.
+func keyHash(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(h[:16])
+}

@@ -1,0 +1,28 @@
+// Package sqllock is a lease lock on a SQL table, for PostgreSQL and SQLite.
+//
+// Each key has one row holding its owner, its expiry and its fencing token.
+// Time always comes from the database's clock, never the client's, so clients
+// with skewed clocks agree on who holds a lock. Acquiring is one statement
+// (INSERT ... ON CONFLICT DO UPDATE ... WHERE expired RETURNING token), so two
+// clients can never both succeed; renewal and release compare the owner in the
+// same statement that changes the row.
+//
+// Tokens: a key's token is max(previous token + 1, database clock in
+// microseconds). It is strictly increasing for as long as the row exists,
+// which is forever unless someone deletes it; if a row is deleted, the next
+// token still exceeds the deleted ones unless the database clock went back or
+// the key was acquired more than a million times a second. Rows of released
+// keys stay (owner NULL) to keep their counter; one row per distinct key.
+//
+// Waiting: on PostgreSQL through pgx ([NewPgx]), release sends NOTIFY and
+// waiters LISTEN on one shared connection per Locker, so they wake at once; on
+// SQLite, and on PostgreSQL through database/sql, waiters poll with capped
+// backoff, timed by the holder's remaining lease.
+//
+// SQLite: open the database with WAL and a busy timeout, e.g.
+// "file:/path/locks.db?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)",
+// and several processes on one machine can share the file. Give each process
+// one connection (db.SetMaxOpenConns(1)): SQLite lets one writer in at a time
+// and its busy handler is not fair, so a process's own connections could
+// starve its renewals; one connection queues them in order instead.
+package sqllock

@@ -1,0 +1,158 @@
+package sqllock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// listener keeps one connection LISTENing for release notifications and
+// wakes the waiters of the released key. It starts with the first waiter and
+// runs until close, reconnecting when the connection drops.
+type listener struct {
+	pool    *pgxpool.Pool
+	channel string
+	ctx     context.Context
+	cancel  context.CancelFunc
+
+	mu      sync.Mutex
+	started bool                                  // guarded by mu
+	ready   chan struct{}                         // closed while LISTEN is active; guarded by mu
+	waiters map[string]map[chan struct{}]struct{} // key hash -> wake channels; guarded by mu
+	done    chan struct{}                         // closed when run returns
+}
+
+// readyWait bounds how long a new waiter waits for the LISTEN connection
+// before it goes ahead and relies on polling.
+const readyWait = 2 * time.Second
+
+func newListener(pool *pgxpool.Pool, channel string) *listener {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &listener{
+		pool: pool, channel: channel, ctx: ctx, cancel: cancel,
+		ready:   make(chan struct{}),
+		waiters: make(map[string]map[chan struct{}]struct{}),
+		done:    make(chan struct{}),
+	}
+}
+
+// WatchRelease implements lock.ReleaseWatcher. It returns once the LISTEN is
+// active (or after readyWait), so a release after it returns is not missed.
+func (ln *listener) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	h := keyHash(key)
+	ch := make(chan struct{}, 1)
+	ln.mu.Lock()
+	if ln.ctx.Err() != nil {
+		ln.mu.Unlock()
+		return nil, nil, ln.ctx.Err()
+	}
+	set := ln.waiters[h]
+	if set == nil {
+		set = make(map[chan struct{}]struct{})
+		ln.waiters[h] = set
+	}
+	set[ch] = struct{}{}
+	if !ln.started {
+		ln.started = true
+		go ln.run()
+	}
+	ready := ln.ready
+	ln.mu.Unlock()
+
+	stop := func() {
+		ln.mu.Lock()
+		delete(set, ch)
+		if len(set) == 0 {
+			delete(ln.waiters, h)
+		}
+		ln.mu.Unlock()
+	}
+	t := time.NewTimer(readyWait)
+	defer t.Stop()
+	select {
+	case <-ready:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return ch, stop, nil
+}
+
+func (ln *listener) run() {
+	defer close(ln.done)
+	backoff := 50 * time.Millisecond
+	for ln.ctx.Err() == nil {
+		if err := ln.listen(); err != nil && ln.ctx.Err() == nil {
+			select {
+			case <-time.After(backoff):
+			case <-ln.ctx.Done():
+			}
+			backoff = min(2*backoff, 2*time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+	}
+}
+
+// listen holds one LISTEN connection until it fails or the listener closes.
+func (ln *listener) listen() error {
+	pc, err := ln.pool.Acquire(ln.ctx)
+	if err != nil {
+		return err
+	}
+	// A connection that has LISTENed must never go back to the pool.
+	c := pc.Hijack()
+	defer c.Close(context.Background())
+	if _, err := c.Exec(ln.ctx, "LISTEN "+pgx.Identifier{ln.channel}.Sanitize()); err != nil {
+		return err
+	}
+	ln.mu.Lock()
+	close(ln.ready)
+	ln.wakeLocked(nil) // releases while we were not listening went unheard
+	ln.mu.Unlock()
+	defer func() {
+		ln.mu.Lock()
+		ln.ready = make(chan struct{})
+		ln.mu.Unlock()
+	}()
+	for {
+		n, err := c.WaitForNotification(ln.ctx)
+		if err != nil {
+			return err
+		}
+		ln.mu.Lock()
+		ln.wakeLocked(ln.waiters[n.Payload])
+		ln.mu.Unlock()
+	}
+}
+
+// wakeLocked wakes the given waiters, or all of them if set is nil.
+func (ln *listener) wakeLocked(set map[chan struct{}]struct{}) {
+	wake := func(s map[chan struct{}]struct{}) {
+		for ch := range s {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+	if set != nil {
+		wake(set)
+		return
+	}
+	for _, s := range ln.waiters {
+		wake(s)
+	}
+}
+
+func (ln *listener) close() {
+	ln.mu.Lock()
+	started := ln.started
+	ln.cancel()
+	ln.mu.Unlock()
+	if started {
+		<-ln.done
+	}
+}

@@ -1,0 +1,106 @@
+package sqllock
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/latchkey-go/latchkey/lock"
+)
+
+// DefaultTable is the lease table's name unless WithTable says otherwise.
+const DefaultTable = "latchkey_locks"
+
+// A Locker is a lock.Locker on a SQL lease table. Close it when done: on
+// PostgreSQL through pgx it owns the connection waiters LISTEN on.
+type Locker struct {
+	*lock.Manager
+	backend  *backend
+	listener *listener // nil unless PostgreSQL through pgx
+	closeOne sync.Once
+}
+
+var _ lock.Locker = (*Locker)(nil)
+
+// An Option configures a Locker.
+type Option func(*options)
+
+type options struct {
+	table string
+}
+
+// WithTable sets the lease table's name, a plain SQL identifier (letters,
+// digits, underscores). Default: "latchkey_locks" ([DefaultTable]).
+func WithTable(name string) Option { return func(o *options) { o.table = name } }
+
+// New returns a Locker on db, a database/sql handle for dialect d, and creates
+// the lease table if it does not exist. On PostgreSQL through database/sql,
+// waiters poll; use NewPgx for LISTEN/NOTIFY wake-ups. Errors wrap
+// lock.ErrInvalid for a nil db, an unknown dialect or a bad table name.
+func New(ctx context.Context, db *sql.DB, d Dialect, opts ...Option) (*Locker, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: sqllock: nil *sql.DB", lock.ErrInvalid)
+	}
+	return newLocker(ctx, sqlConn{db}, d, nil, opts)
+}
+
+// NewPgx returns a Locker on a pgx pool for PostgreSQL and creates the lease
+// table if it does not exist. Waiters are woken by NOTIFY on release through
+// one LISTEN connection per Locker, taken from the pool while anyone waits.
+// Errors wrap lock.ErrInvalid for a nil pool or a bad table name.
+func NewPgx(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Locker, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: sqllock: nil *pgxpool.Pool", lock.ErrInvalid)
+	}
+	return newLocker(ctx, pgxConn{pool}, Postgres, pool, opts)
+}
+
+func newLocker(ctx context.Context, db conn, d Dialect, pool *pgxpool.Pool, opts []Option) (*Locker, error) {
+	o := options{table: DefaultTable}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	channel := o.table + "_released"
+	q, err := newQueries(d, o.table, channel)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sqllock: %w", lock.ErrInvalid, err)
+	}
+	for _, stmt := range q.migrate {
+		if _, err := db.exec(ctx, stmt); err != nil {
+			return nil, fmt.Errorf("sqllock: creating table %s: %w", o.table, err)
+		}
+	}
+	b := &backend{db: db, dialect: d, q: q}
+	l := &Locker{backend: b}
+	var lb lock.Backend = b
+	if pool != nil {
+		l.listener = newListener(pool, channel)
+		lb = watchingBackend{b, l.listener}
+	}
+	l.Manager, _ = lock.NewManager(lb) // lb is not nil
+	return l, nil
+}
+
+// Close stops the LISTEN connection, if any. Held leases keep being renewed
+// until released; Close does not release them.
+func (l *Locker) Close() error {
+	l.closeOne.Do(func() {
+		if l.listener != nil {
+			l.listener.close()
+		}
+	})
+	return nil
+}
+
+// watchingBackend adds LISTEN/NOTIFY wake-ups to the backend.
+type watchingBackend struct {
+	*backend
+	*listener
+}
+
+var _ lock.ReleaseWatcher = watchingBackend{}
