@@ -1,0 +1,221 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeBackend lets a test control the order of events, which a real server
+// cannot: it counts calls and can hold renewals back. The conformance suite
+// runs the same contract against real servers.
+type fakeBackend struct {
+	mu       sync.Mutex
+	held     map[string]string // key -> owner
+	token    uint64
+	calls    atomic.Int64 // every call that would reach a server
+	renews   atomic.Int64
+	batches  atomic.Int64
+	gate     chan struct{} // when non-nil, Renew waits for it
+	renewing chan struct{} // receives when a gated Renew starts
+}
+
+func newFake() *fakeBackend { return &fakeBackend{held: make(map[string]string)} }
+
+func (f *fakeBackend) TryAcquire(_ context.Context, key, owner string, _ time.Duration) (uint64, time.Duration, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.held[key]; ok {
+		return 0, 0, ErrNotAcquired
+	}
+	f.held[key] = owner
+	f.token++
+	return f.token, 0, nil
+}
+
+func (f *fakeBackend) Renew(ctx context.Context, key, owner string, _ time.Duration) error {
+	f.calls.Add(1)
+	f.renews.Add(1)
+	if f.gate != nil {
+		f.renewing <- struct{}{}
+		select {
+		case <-f.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.held[key] != owner {
+		return ErrNotHeld
+	}
+	return nil
+}
+
+func (f *fakeBackend) Release(_ context.Context, key, owner string) error {
+	f.calls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.held[key] != owner {
+		return ErrNotHeld
+	}
+	delete(f.held, key)
+	return nil
+}
+
+type batchFake struct{ *fakeBackend }
+
+func (b batchFake) RenewBatch(ctx context.Context, batch []Renewal) []error {
+	b.batches.Add(1)
+	errs := make([]error, len(batch))
+	for i, r := range batch {
+		errs[i] = b.fakeBackend.Renew(ctx, r.Key, r.Owner, r.TTL)
+	}
+	return errs
+}
+
+func TestBadInputTouchesNoServer(t *testing.T) {
+	if _, err := NewManager(nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("NewManager(nil) = %v, want ErrInvalid", err)
+	}
+	f := newFake()
+	m, _ := NewManager(f)
+	for name, call := range map[string]func() error{
+		"empty key":    func() error { _, err := m.Acquire(t.Context(), ""); return err },
+		"long key":     func() error { _, err := m.Acquire(t.Context(), string(make([]byte, MaxKeyLen+1))); return err },
+		"short TTL":    func() error { _, err := m.Acquire(t.Context(), "k", WithTTL(9*time.Millisecond)); return err },
+		"long TTL":     func() error { _, err := m.Acquire(t.Context(), "k", WithTTL(MaxTTL+1)); return err },
+		"neg wait":     func() error { _, err := m.Acquire(t.Context(), "k", WithWait(-1)); return err },
+		"Do nil fn":    func() error { return Do(t.Context(), m, "k", nil) },
+		"Do nil lock":  func() error { return Do(t.Context(), nil, "k", func(context.Context, *Lease) error { return nil }) },
+		"Do bad input": func() error { return Do(t.Context(), m, "", func(context.Context, *Lease) error { return nil }) },
+	} {
+		if err := call(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if n := f.calls.Load(); n != 0 {
+		t.Fatalf("bad input made %d backend calls", n)
+	}
+	// Limits themselves are accepted.
+	for _, ttl := range []time.Duration{MinTTL, MaxTTL} {
+		l, err := m.Acquire(t.Context(), "k", WithTTL(ttl), WithFixedTTL())
+		if err != nil {
+			t.Fatalf("TTL %v: %v", ttl, err)
+		}
+		_ = l.Release(t.Context())
+	}
+}
+
+// TestReleaseDuringRenewal is the race behind orphan locks (a renewal in
+// flight when the holder unlocks, which then re-extends the lock forever):
+// after Release, the in-flight renewal's success must change nothing, and no
+// renewal may be sent again.
+func TestReleaseDuringRenewal(t *testing.T) {
+	f := newFake()
+	f.gate, f.renewing = make(chan struct{}), make(chan struct{}, 1)
+	m, _ := NewManager(f)
+	lease, err := m.Acquire(t.Context(), "k", WithTTL(30*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-f.renewing // a renewal is in flight
+	if err := lease.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	close(f.gate) // let the renewal complete now
+	renews := f.renews.Load()
+	time.Sleep(150 * time.Millisecond) // five renewal periods
+	if n := f.renews.Load(); n != renews {
+		t.Fatalf("%d renewals sent after Release", n-renews)
+	}
+	if !errors.Is(lease.Err(), ErrReleased) {
+		t.Fatalf("Err = %v, want ErrReleased", lease.Err())
+	}
+	waitScheduler(t, m)
+}
+
+// TestUnconfirmedRenewalLosesLease holds back every renewal: the lease must
+// be declared lost by its local deadline, before the server would expire it.
+func TestUnconfirmedRenewalLosesLease(t *testing.T) {
+	f := newFake()
+	f.gate, f.renewing = make(chan struct{}), make(chan struct{}, 100)
+	defer close(f.gate)
+	m, _ := NewManager(f)
+	const ttl = 200 * time.Millisecond
+	start := time.Now()
+	lease, err := m.Acquire(t.Context(), "k", WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-lease.Done()
+	if !errors.Is(lease.Err(), ErrLeaseLost) {
+		t.Fatalf("Err = %v, want ErrLeaseLost", lease.Err())
+	}
+	// Timer latency on a loaded machine is the only slack.
+	if lost := time.Since(start); lost > ttl+50*time.Millisecond {
+		t.Fatalf("lease declared lost after %v, past its TTL %v", lost, ttl)
+	}
+	if err := lease.Release(t.Context()); !errors.Is(err, ErrNotHeld) || !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("Release after loss = %v, want ErrNotHeld and ErrLeaseLost", err)
+	}
+}
+
+// TestManyLeasesShareOneScheduler holds 10,000 leases: they must cost no
+// goroutine each, and with a batch renewer one call per tick renews them all.
+func TestManyLeasesShareOneScheduler(t *testing.T) {
+	f := newFake()
+	m, _ := NewManager(batchFake{f})
+	before := runtime.NumGoroutine()
+	const n = 10000
+	leases := make([]*Lease, n)
+	for i := range leases {
+		var err error
+		leases[i], err = m.Acquire(t.Context(), "k"+string(rune(i+0x100)), WithTTL(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if extra := runtime.NumGoroutine() - before; extra > 5 {
+		t.Fatalf("%d extra goroutines for %d leases", extra, n)
+	}
+	time.Sleep(2500 * time.Millisecond) // about two renewal ticks
+	batches, renews := f.batches.Load(), f.renews.Load()
+	if renews < n {
+		t.Fatalf("only %d renewals for %d leases over two ticks", renews, n)
+	}
+	// Leases acquired within one tick's span renew together; allow some
+	// splitting because they were acquired over a stretch of time.
+	if batches > renews/100 {
+		t.Fatalf("%d batch calls for %d renewals: not batched", batches, renews)
+	}
+	for _, l := range leases {
+		if err := l.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitScheduler(t, m)
+}
+
+// waitScheduler checks the scheduler goroutine exits once nothing is held.
+func waitScheduler(t *testing.T, m *Manager) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m.mu.Lock()
+		running := m.running
+		m.mu.Unlock()
+		if !running {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("scheduler still running with no leases held")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
