@@ -1,0 +1,112 @@
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// outcome is what Do records: the JSON value, or a kept failure's message.
+type outcome struct {
+	Value json.RawMessage `json:"v,omitempty"`
+	Err   *string         `json:"e,omitempty"`
+}
+
+// Do runs fn at most once per key across every process sharing s, and hands
+// every caller the first successful run's result.
+//
+// The first caller claims key, runs fn with a context that ends at the
+// in-progress deadline, and records the result, JSON-encoded, for the
+// retention. Later callers with the same key get the recorded result decoded
+// into a T; fn does not run for them. While the first run is in progress they
+// get an *InProgressError (ErrInProgress), or wait for the result with
+// WithWait.
+//
+// When fn fails, its claim is released and its error returned, so a retry runs
+// fn again; WithKeepError records chosen failures instead. When fn panics, the
+// claim is released and the panic continues. When the result cannot be
+// recorded, Do returns the result together with an error wrapping
+// ErrNotRecorded.
+//
+// Other errors: ErrFingerprintMismatch (see WithFingerprint), ErrInvalidKey,
+// ErrInvalid, the store's error, and ctx's error.
+func Do[T any](ctx context.Context, s Store, key string, fn func(context.Context) (T, error), opts ...Option) (T, error) {
+	var zero T
+	cfg := newConfig(opts)
+	run, replay, err := Begin(ctx, s, key, cfg.fingerprint, opts...)
+	if err != nil {
+		return zero, err
+	}
+	if replay != nil {
+		return decodeOutcome[T](replay.Result)
+	}
+
+	v, err := runOnce(ctx, run, fn)
+	if err != nil {
+		if cfg.keepError != nil && cfg.keepError(err) {
+			msg := err.Error()
+			b, _ := json.Marshal(outcome{Err: &msg}) // a string and nothing else: cannot fail
+			if rerr := Finish(ctx, func(c context.Context) error { return run.Record(c, b) }); rerr != nil {
+				return zero, errors.Join(err, fmt.Errorf("%w: %w", ErrNotRecorded, rerr))
+			}
+			return zero, err
+		}
+		if rerr := Finish(ctx, run.Release); rerr != nil {
+			return zero, errors.Join(err, fmt.Errorf("idem: releasing claim: %w", rerr))
+		}
+		return zero, err
+	}
+	var b []byte
+	raw, err := json.Marshal(v)
+	if err == nil {
+		b, err = json.Marshal(outcome{Value: raw})
+	}
+	if err != nil {
+		// The effect happened but its result cannot be replayed. Record that
+		// fact rather than release: a copy must not run the operation again.
+		msg := fmt.Sprintf("idem: result of type %T could not be recorded: %v", v, err)
+		b, _ = json.Marshal(outcome{Err: &msg})
+		if rerr := Finish(ctx, func(c context.Context) error { return run.Record(c, b) }); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return v, fmt.Errorf("%w: encoding result: %w", ErrNotRecorded, err)
+	}
+	if err := Finish(ctx, func(c context.Context) error { return run.Record(c, b) }); err != nil {
+		return v, fmt.Errorf("%w: %w", ErrNotRecorded, err)
+	}
+	return v, nil
+}
+
+// runOnce runs fn under the run's deadline and releases the claim if fn panics.
+func runOnce[T any](ctx context.Context, run *Run, fn func(context.Context) (T, error)) (v T, err error) {
+	rctx, cancel := run.Context(ctx)
+	defer cancel()
+	panicking := true
+	defer func() {
+		if panicking {
+			_ = Finish(ctx, run.Release)
+		}
+	}()
+	v, err = fn(rctx)
+	panicking = false
+	return v, err
+}
+
+func decodeOutcome[T any](b []byte) (T, error) {
+	var zero T
+	var o outcome
+	if err := json.Unmarshal(b, &o); err != nil {
+		return zero, fmt.Errorf("idem: decoding recorded outcome: %w", err)
+	}
+	if o.Err != nil {
+		return zero, &replayedError{msg: *o.Err}
+	}
+	var v T
+	if len(o.Value) > 0 {
+		if err := json.Unmarshal(o.Value, &v); err != nil {
+			return zero, fmt.Errorf("idem: decoding recorded result into %T: %w", v, err)
+		}
+	}
+	return v, nil
+}

@@ -1,0 +1,235 @@
+package idemhttp
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/latchkey-go/latchkey/idem"
+)
+
+// Middleware guards handlers with the Idempotency-Key header. For a guarded
+// request (POST or PATCH by default) it answers:
+//
+//	first request with a key         runs the handler, records its response, passes it through
+//	same key, same request, finished replays status, headers and body, adds Idempotent-Replayed: true
+//	same key, request still running  409 with Retry-After (or, with WithWait, waits and replays)
+//	same key, different request      422
+//	no key (unless WithOptionalKey)  400
+//	malformed key, or > 255 bytes    400
+//	request body over the cap        413
+//	store unreachable                503 with Retry-After; the handler does not run
+//
+// Handler answers of 5xx (see WithStoreStatus), 401 and 429, panics and
+// hijacked connections are not recorded: the claim is released and a retry
+// runs the handler again. Set-Cookie and hop-by-hop headers are never
+// recorded. Error answers are application/problem+json (RFC 9457) with a
+// "code" member (CodeKeyMissing and the others).
+//
+// Keys are scoped by principal (WithPrincipal), method and route (WithRoute),
+// encoded with idem.Key so that no two scopes alias: a client never receives
+// another principal's response.
+//
+// The handler's request context ends at the in-progress deadline. The
+// response is recorded with a context detached from the client's, so a client
+// that hangs up does not leave its payment unrecorded.
+//
+// An invalid option makes every guarded request fail with 500 (code
+// "idempotency-misconfigured") and the handler never run; use NewMiddleware
+// to get the error at start-up instead.
+func Middleware(store idem.Store, opts ...Option) func(http.Handler) http.Handler {
+	m, err := NewMiddleware(store, opts...)
+	if err != nil {
+		return func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				writeProblem(w, http.StatusInternalServerError, CodeMisconfigured, "the idempotency middleware is misconfigured")
+			})
+		}
+	}
+	return m
+}
+
+// NewMiddleware is Middleware that reports an invalid option or a nil store
+// (wrapping idem.ErrInvalid) instead of failing every request.
+func NewMiddleware(store idem.Store, opts ...Option) (func(http.Handler) http.Handler, error) {
+	c := newConfig(opts)
+	if c.invalid != nil {
+		return nil, c.invalid
+	}
+	if store == nil {
+		return nil, fmt.Errorf("%w: nil store", idem.ErrInvalid)
+	}
+	return func(next http.Handler) http.Handler {
+		return &handler{c: c, store: store, next: next}
+	}, nil
+}
+
+type handler struct {
+	c     *config
+	store idem.Store
+	next  http.Handler
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c := h.c
+	if !c.methods[r.Method] {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	body, status, err := readBody(r, c.maxRequest)
+	if err != nil {
+		code := CodeBodyUnreadable
+		if status == http.StatusRequestEntityTooLarge {
+			code = CodeBodyTooLarge
+		}
+		writeProblem(w, status, code, err.Error())
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+
+	key, err := c.key(r, body)
+	switch {
+	case errors.Is(err, ErrKeyTooLong):
+		writeProblem(w, http.StatusBadRequest, CodeKeyTooLong, "the idempotency key is longer than 255 bytes")
+		return
+	case err != nil:
+		writeProblem(w, http.StatusBadRequest, CodeKeyMalformed, err.Error())
+		return
+	case key == "" && c.optional:
+		h.next.ServeHTTP(w, r)
+		return
+	case key == "":
+		writeProblem(w, http.StatusBadRequest, CodeKeyMissing, "this request needs an idempotency key")
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body)) // the key function may have read it
+
+	scoped := idem.Key("http", "p"+digest(c.principal(r)), r.Method, scopePart(c.route(r)), key)
+	run, replay, err := idem.Begin(r.Context(), h.store, scoped, c.fingerprint(r, body), c.idemOptions...)
+	var inProgress *idem.InProgressError
+	switch {
+	case errors.As(err, &inProgress):
+		w.Header().Set("Retry-After", retryAfter(inProgress.RetryAfter))
+		writeProblem(w, http.StatusConflict, CodeInProgress, "a request with this idempotency key is still being processed")
+		return
+	case errors.Is(err, idem.ErrFingerprintMismatch):
+		writeProblem(w, http.StatusUnprocessableEntity, CodeFingerprintMismatch, "this idempotency key was used for a different request")
+		return
+	case errors.Is(err, idem.ErrInvalidKey):
+		writeProblem(w, http.StatusBadRequest, CodeKeyMalformed, err.Error())
+		return
+	case err != nil:
+		if r.Context().Err() != nil {
+			return // the client is gone; nobody reads an answer
+		}
+		c.onError(r, fmt.Errorf("idemhttp: claim: %w", err))
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "the idempotency store is unavailable; the request was not processed")
+		return
+	case replay != nil:
+		h.replay(w, r, replay.Result)
+		return
+	}
+	h.serve(w, r, run)
+}
+
+// serve runs the handler under the claim and records or releases it.
+func (h *handler) serve(w http.ResponseWriter, r *http.Request, run *idem.Run) {
+	c := h.c
+	rec := &recorder{w: w, max: c.maxResponse}
+	ctx, cancel := run.Context(r.Context())
+	defer cancel()
+	finished := false
+	defer func() {
+		if !finished { // the handler panicked
+			if err := idem.Finish(r.Context(), run.Release); err != nil {
+				c.onError(r, fmt.Errorf("idemhttp: releasing after panic: %w", err))
+			}
+		}
+	}()
+	h.next.ServeHTTP(rec, r.WithContext(ctx))
+	finished = true
+
+	status := rec.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	keep := !rec.hijacked && status >= 200 && status != http.StatusUnauthorized &&
+		status != http.StatusTooManyRequests && c.store(status)
+	if !keep {
+		if err := idem.Finish(r.Context(), run.Release); err != nil {
+			c.onError(r, fmt.Errorf("idemhttp: releasing claim: %w", err))
+		}
+		return
+	}
+	header := rec.header
+	if header == nil {
+		header = w.Header()
+	}
+	s := &stored{status: status, header: storableHeader(header, c.dropHeaders), body: rec.body.Bytes(), omitted: rec.over}
+	if rec.over {
+		s.body = nil
+	}
+	if err := idem.Finish(r.Context(), func(ctx context.Context) error { return run.Record(ctx, s.encode()) }); err != nil {
+		c.onError(r, fmt.Errorf("idemhttp: %w: %w", idem.ErrNotRecorded, err))
+	}
+}
+
+func (h *handler) replay(w http.ResponseWriter, r *http.Request, b []byte) {
+	s, err := decode(b)
+	if err != nil {
+		h.c.onError(r, err)
+		writeProblem(w, http.StatusInternalServerError, CodeNotRetained, "the stored response cannot be read")
+		return
+	}
+	w.Header().Set("Idempotent-Replayed", "true")
+	if s.omitted {
+		writeProblem(w, http.StatusInternalServerError, CodeNotRetained,
+			"the request was processed, but its response was too large to keep for replay; it was not processed again")
+		return
+	}
+	dst := w.Header()
+	for k, vs := range s.header {
+		dst[k] = append(dst[k][:0], vs...)
+	}
+	dst.Set("Content-Length", strconv.Itoa(len(s.body)))
+	w.WriteHeader(s.status)
+	_, _ = w.Write(s.body)
+}
+
+// readBody reads the whole body, at most max bytes.
+func readBody(r *http.Request, max int64) ([]byte, int, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return []byte{}, 0, nil
+	}
+	defer r.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	if err != nil {
+		return nil, http.StatusBadRequest, fmt.Errorf("reading the request body: %w", err)
+	}
+	if int64(len(b)) > max {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("the request body is larger than %d bytes", max)
+	}
+	return b, 0, nil
+}
+
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// scopePart keeps a short printable part as it is and replaces any other by
+// its digest; the prefixes keep the two forms apart.
+func scopePart(s string) string {
+	if len(s) <= 256 && utf8.ValidString(s) && idem.CheckKey("x"+s) == nil {
+		return "=" + s
+	}
+	return "#" + digest(s)
+}

@@ -1,0 +1,633 @@
+package idemhttp_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/idem/idemhttp"
+	"github.com/latchkey-go/latchkey/idem/memstore"
+	"github.com/latchkey-go/latchkey/idem/redisstore"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+)
+
+// payHandler charges once per call and counts the calls.
+type payHandler struct {
+	calls atomic.Int32
+	gate  chan struct{} // if set, each call waits for it to close
+}
+
+func (p *payHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := p.calls.Add(1)
+	if p.gate != nil {
+		<-p.gate
+	}
+	body, _ := io.ReadAll(r.Body)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", "/charges/"+fmt.Sprint(n))
+	w.WriteHeader(http.StatusCreated)
+	fmt.Fprintf(w, `{"charge":%d,"request":%q}`, n, body)
+}
+
+type resp struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func do(t *testing.T, h http.Handler, method, key, auth, body string, hdr ...string) resp {
+	t.Helper()
+	req := httptest.NewRequest(method, "/pay?order=1001", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return resp{rec.Code, rec.Header(), rec.Body.String()}
+}
+
+func problemCode(t *testing.T, r resp) string {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("error answer has Content-Type %q, want application/problem+json", ct)
+	}
+	var p struct {
+		Status int    `json:"status"`
+		Code   string `json:"code"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &p); err != nil || p.Status != r.status {
+		t.Fatalf("problem body %q: %v", r.body, err)
+	}
+	return p.Code
+}
+
+func TestReplayIsFaithfulAndMarked(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	h := idemhttp.Middleware(memstore.New())(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Charge", "ch_1")
+		w.Header().Add("Set-Cookie", "session=secret-of-the-first-client")
+		w.Header().Set("Connection", "X-Hop")
+		w.Header().Set("X-Hop", "per-connection")
+		w.Header().Set("Keep-Alive", "timeout=5")
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"id":"ch_1"}`)
+	}))
+	first := do(t, h, "POST", "k1", "Bearer a", `{"amount":100}`)
+	if first.status != 201 || first.header.Get("Set-Cookie") == "" || first.header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("first = %+v", first)
+	}
+	for range 2 {
+		r := do(t, h, "POST", "k1", "Bearer a", `{"amount":100}`)
+		if r.status != 201 || r.body != `{"id":"ch_1"}` || r.header.Get("X-Charge") != "ch_1" ||
+			r.header.Get("Content-Type") != "application/json" {
+			t.Fatalf("replay = %+v, want the first response", r)
+		}
+		if r.header.Get("Idempotent-Replayed") != "true" {
+			t.Error("replay lacks Idempotent-Replayed: true")
+		}
+		for _, h := range []string{"Set-Cookie", "X-Hop", "Keep-Alive", "Connection"} {
+			if v := r.header.Get(h); v != "" {
+				t.Errorf("replay carries %s: %q", h, v)
+			}
+		}
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("handler ran %d times", calls.Load())
+	}
+}
+
+// The issue's first must-have: 50 copies of one request at once run the
+// handler once; each copy gets the replay or 409 (or, waiting, the replay).
+func TestFiftyConcurrentCopies(t *testing.T) {
+	t.Parallel()
+	for _, st := range realStores {
+		for _, wait := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/wait=%v", st.name, wait), func(t *testing.T) {
+				t.Parallel()
+				pay := &payHandler{gate: make(chan struct{})}
+				opts := []idemhttp.Option{}
+				if wait {
+					opts = append(opts, idemhttp.WithWait(20*time.Second))
+				}
+				srv := httptest.NewServer(idemhttp.Middleware(st.open(t), opts...)(pay))
+				defer srv.Close()
+				const n = 50
+				var wg sync.WaitGroup
+				results := make(chan resp, n)
+				var answered atomic.Int32
+				for range n {
+					wg.Go(func() {
+						req, _ := http.NewRequest("POST", srv.URL+"/pay", strings.NewReader(`{"amount":100}`))
+						req.Header.Set("Idempotency-Key", "order-1001")
+						req.Header.Set("Content-Type", "application/json")
+						res, err := srv.Client().Do(req)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						b, _ := io.ReadAll(res.Body)
+						res.Body.Close()
+						answered.Add(1)
+						results <- resp{res.StatusCode, res.Header, string(b)}
+					})
+				}
+				// Hold the first run until every other copy has been answered
+				// (409) or is waiting, so all of them really overlap it.
+				deadline := time.Now().Add(10 * time.Second)
+				for pay.calls.Load() == 0 || (!wait && answered.Load() < n-1) {
+					if time.Now().After(deadline) {
+						break
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				if wait {
+					time.Sleep(100 * time.Millisecond)
+				}
+				close(pay.gate)
+				wg.Wait()
+				close(results)
+				if c := pay.calls.Load(); c != 1 {
+					t.Fatalf("handler ran %d times for %d copies, want 1", c, n)
+				}
+				var first string
+				counts := map[int]int{}
+				for r := range results {
+					counts[r.status]++
+					switch r.status {
+					case http.StatusCreated:
+						if first == "" {
+							first = r.body
+						}
+						if r.body != first {
+							t.Errorf("copies got different bodies: %q and %q", r.body, first)
+						}
+					case http.StatusConflict:
+						if wait {
+							t.Error("409 in wait mode")
+						}
+						if r.header.Get("Retry-After") == "" {
+							t.Error("409 without Retry-After")
+						}
+					default:
+						t.Errorf("copy answered %d: %s", r.status, r.body)
+					}
+				}
+				if !wait && counts[http.StatusConflict] != n-1 {
+					t.Errorf("statuses %v, want one 201 and %d 409", counts, n-1)
+				}
+				if wait && counts[http.StatusCreated] != n {
+					t.Errorf("statuses %v, want %d replays of the 201", counts, n)
+				}
+			})
+		}
+	}
+}
+
+func TestCrossPrincipalIsolation(t *testing.T) {
+	t.Parallel()
+	for _, st := range realStores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			pay := &payHandler{}
+			h := idemhttp.Middleware(st.open(t))(pay)
+			alice := do(t, h, "POST", "same-key", "Bearer alice", `{"amount":100}`)
+			bob := do(t, h, "POST", "same-key", "Bearer bob", `{"amount":100}`)
+			if pay.calls.Load() != 2 {
+				t.Fatalf("handler ran %d times for two principals, want 2", pay.calls.Load())
+			}
+			if alice.body == bob.body || bob.header.Get("Idempotent-Replayed") != "" {
+				t.Fatalf("bob received alice's response: %q", bob.body)
+			}
+			if r := do(t, h, "POST", "same-key", "Bearer alice", `{"amount":100}`); r.body != alice.body {
+				t.Fatalf("alice's replay = %q, want her own %q", r.body, alice.body)
+			}
+			anon := do(t, h, "POST", "same-key", "", `{"amount":100}`)
+			if anon.body == alice.body || anon.body == bob.body {
+				t.Fatal("an anonymous request received a principal's response")
+			}
+
+			byAccount := &payHandler{}
+			h2 := idemhttp.Middleware(st.open(t), idemhttp.WithPrincipal(func(r *http.Request) string {
+				return r.Header.Get("X-Account")
+			}))(byAccount)
+			do(t, h2, "POST", "k", "", "{}", "X-Account", "acct-1")
+			do(t, h2, "POST", "k", "", "{}", "X-Account", "acct-2")
+			do(t, h2, "POST", "k", "", "{}", "X-Account", "acct-1")
+			if byAccount.calls.Load() != 2 {
+				t.Fatalf("WithPrincipal: handler ran %d times, want 2", byAccount.calls.Load())
+			}
+		})
+	}
+}
+
+func TestFingerprintMismatchIs422(t *testing.T) {
+	t.Parallel()
+	pay := &payHandler{}
+	h := idemhttp.Middleware(memstore.New())(pay)
+	do(t, h, "POST", "k", "", `{"amount":100}`)
+	r := do(t, h, "POST", "k", "", `{"amount":999}`)
+	if r.status != http.StatusUnprocessableEntity || problemCode(t, r) != idemhttp.CodeFingerprintMismatch {
+		t.Fatalf("other body = %d %s, want 422", r.status, r.body)
+	}
+	req := httptest.NewRequest("POST", "/pay?order=1001", strings.NewReader(`{"amount":100}`))
+	req.Header.Set("Idempotency-Key", "k")
+	req.Header.Set("Content-Type", "text/plain")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusUnprocessableEntity {
+		t.Fatalf("other content type = %d, want 422", rec.Code)
+	}
+	req = httptest.NewRequest("POST", "/pay?order=2002", strings.NewReader(`{"amount":100}`))
+	req.Header.Set("Idempotency-Key", "k")
+	req.Header.Set("Content-Type", "application/json")
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusUnprocessableEntity {
+		t.Fatalf("other query = %d, want 422", rec.Code)
+	}
+	if pay.calls.Load() != 1 {
+		t.Fatalf("handler ran %d times", pay.calls.Load())
+	}
+}
+
+func TestBadKeysAre400(t *testing.T) {
+	t.Parallel()
+	pay := &payHandler{}
+	h := idemhttp.Middleware(memstore.New())(pay)
+	cases := []struct {
+		name string
+		hdr  []string
+		code string
+	}{
+		{"missing", nil, idemhttp.CodeKeyMissing},
+		{"empty quoted", []string{"Idempotency-Key", `""`}, idemhttp.CodeKeyMalformed},
+		{"blank", []string{"Idempotency-Key", "  "}, idemhttp.CodeKeyMalformed},
+		{"list", []string{"Idempotency-Key", "a, b"}, idemhttp.CodeKeyMalformed},
+		{"params", []string{"Idempotency-Key", `"a";x=1`}, idemhttp.CodeKeyMalformed},
+		{"unterminated", []string{"Idempotency-Key", `"abc`}, idemhttp.CodeKeyMalformed},
+		{"twice", []string{"Idempotency-Key", "a", "Idempotency-Key", "b"}, idemhttp.CodeKeyMalformed},
+		{"non-ascii", []string{"Idempotency-Key", "ключ"}, idemhttp.CodeKeyMalformed},
+		{"256 bytes", []string{"Idempotency-Key", strings.Repeat("k", 256)}, idemhttp.CodeKeyTooLong},
+		{"256 bytes quoted", []string{"Idempotency-Key", `"` + strings.Repeat("k", 256) + `"`}, idemhttp.CodeKeyTooLong},
+		{"huge", []string{"Idempotency-Key", strings.Repeat("k", 100000)}, idemhttp.CodeKeyTooLong},
+	}
+	for _, c := range cases {
+		r := do(t, h, "POST", "", "", "{}", c.hdr...)
+		if r.status != http.StatusBadRequest || problemCode(t, r) != c.code {
+			t.Errorf("%s: %d %s, want 400 %s", c.name, r.status, r.body, c.code)
+		}
+	}
+	if r := do(t, h, "POST", strings.Repeat("k", 255), "", "{}"); r.status != http.StatusCreated {
+		t.Errorf("255-byte key = %d, want accepted", r.status)
+	}
+	if pay.calls.Load() != 1 {
+		t.Fatalf("handler ran %d times; bad keys must not reach it", pay.calls.Load())
+	}
+}
+
+func TestQuotedAndBareKeysAreTheSameKey(t *testing.T) {
+	t.Parallel()
+	pay := &payHandler{}
+	h := idemhttp.Middleware(memstore.New())(pay)
+	a := do(t, h, "POST", "8e03978e-40d5-43e8-bc93-6894a57f9324", "", "{}")
+	b := do(t, h, "POST", `"8e03978e-40d5-43e8-bc93-6894a57f9324"`, "", "{}")
+	c := do(t, h, "POST", ` "8e03978e-40d5-43e8-bc93-6894a57f9324"	`, "", "{}")
+	if a.status != 201 || b.body != a.body || c.body != a.body || pay.calls.Load() != 1 {
+		t.Fatalf("bare %q, quoted %q, padded %q after %d calls; want one run", a.body, b.body, c.body, pay.calls.Load())
+	}
+	q := do(t, h, "POST", `"with \"quotes\" and \\ and spaces"`, "", "{}")
+	if q.status != 201 {
+		t.Fatalf("escaped sf-string = %d", q.status)
+	}
+}
+
+// statusHandler answers the statuses in turn and counts its runs.
+func statusHandler(statuses ...int) (*atomic.Int32, http.Handler) {
+	var n atomic.Int32
+	return &n, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := int(n.Add(1)) - 1
+		w.WriteHeader(statuses[min(i, len(statuses)-1)])
+		fmt.Fprintf(w, "run %d", i+1)
+	})
+}
+
+// The seeds' lost request: the key is set, the handler fails, and every retry
+// is refused. Here a 5xx releases the claim and the retry runs.
+func TestFailedRunReleasesClaim(t *testing.T) {
+	t.Parallel()
+	for _, st := range realStores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			runs, hh := statusHandler(503, 500, 201)
+			h := idemhttp.Middleware(st.open(t))(hh)
+			for i, want := range []int{503, 500, 201, 201} {
+				if r := do(t, h, "POST", "k", "", "{}"); r.status != want {
+					t.Fatalf("call %d = %d, want %d", i+1, r.status, want)
+				}
+			}
+			if runs.Load() != 3 {
+				t.Fatalf("handler ran %d times, want 3 (two failures, one success, one replay)", runs.Load())
+			}
+		})
+	}
+}
+
+func TestStoreStatusOption(t *testing.T) {
+	t.Parallel()
+	runs, hh := statusHandler(502, 201)
+	h := idemhttp.Middleware(memstore.New(), idemhttp.WithStoreStatus(func(int) bool { return true }))(hh)
+	do(t, h, "POST", "k", "", "{}")
+	if r := do(t, h, "POST", "k", "", "{}"); r.status != 502 || r.header.Get("Idempotent-Replayed") != "true" || runs.Load() != 1 {
+		t.Fatalf("stored 5xx: %d after %d runs, want the 502 replayed", r.status, runs.Load())
+	}
+}
+
+func TestUnauthorizedAndTooManyNeverStored(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{http.StatusUnauthorized, http.StatusTooManyRequests} {
+		runs, hh := statusHandler(status, 201)
+		h := idemhttp.Middleware(memstore.New(), idemhttp.WithStoreStatus(func(int) bool { return true }))(hh)
+		do(t, h, "POST", "k", "", "{}")
+		if r := do(t, h, "POST", "k", "", "{}"); r.status != 201 || runs.Load() != 2 {
+			t.Fatalf("%d was stored: retry got %d after %d runs", status, r.status, runs.Load())
+		}
+	}
+}
+
+func TestFourHundredsAreStored(t *testing.T) {
+	t.Parallel()
+	runs, hh := statusHandler(402, 201)
+	h := idemhttp.Middleware(memstore.New())(hh)
+	do(t, h, "POST", "k", "", "{}")
+	if r := do(t, h, "POST", "k", "", "{}"); r.status != 402 || runs.Load() != 1 {
+		t.Fatalf("402 (card declined) not replayed: %d after %d runs", r.status, runs.Load())
+	}
+}
+
+func TestPanicNotStored(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int32
+	h := idemhttp.Middleware(memstore.New())(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			panic("handler bug")
+		}
+		w.WriteHeader(201)
+	}))
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("panic swallowed by the middleware")
+			}
+		}()
+		do(t, h, "POST", "k", "", "{}")
+	}()
+	if r := do(t, h, "POST", "k", "", "{}"); r.status != 201 || runs.Load() != 2 {
+		t.Fatalf("retry after panic = %d after %d runs, want it to run", r.status, runs.Load())
+	}
+}
+
+func TestOversizedResponseNeverReplayedTruncated(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int32
+	big := strings.Repeat("x", 100)
+	h := idemhttp.Middleware(memstore.New(), idemhttp.WithMaxResponseBody(64))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.WriteHeader(201)
+		io.WriteString(w, big[:50])
+		io.WriteString(w, big[50:])
+	}))
+	if r := do(t, h, "POST", "k", "", "{}"); r.status != 201 || r.body != big {
+		t.Fatalf("first client got %d, %d bytes; want all 100", r.status, len(r.body))
+	}
+	r := do(t, h, "POST", "k", "", "{}")
+	if r.status != 500 || problemCode(t, r) != idemhttp.CodeNotRetained || strings.Contains(r.body, "xxx") {
+		t.Fatalf("copy got %d %q, want 500 response-not-retained and no partial body", r.status, r.body)
+	}
+	if r.header.Get("Idempotent-Replayed") != "true" || runs.Load() != 1 {
+		t.Fatalf("handler ran %d times, want 1", runs.Load())
+	}
+}
+
+func TestRequestBodyCap(t *testing.T) {
+	t.Parallel()
+	pay := &payHandler{}
+	h := idemhttp.Middleware(memstore.New(), idemhttp.WithMaxRequestBody(10))(pay)
+	if r := do(t, h, "POST", "k", "", strings.Repeat("a", 11)); r.status != http.StatusRequestEntityTooLarge || problemCode(t, r) != idemhttp.CodeBodyTooLarge {
+		t.Fatalf("11-byte body = %d", r.status)
+	}
+	if r := do(t, h, "POST", "k", "", strings.Repeat("a", 10)); r.status != 201 || !strings.Contains(r.body, "aaaaaaaaaa") {
+		t.Fatalf("10-byte body = %d %q; the handler must see the whole body", r.status, r.body)
+	}
+}
+
+func TestBodyKey(t *testing.T) {
+	t.Parallel()
+	pay := &payHandler{}
+	h := idemhttp.Middleware(memstore.New(), idemhttp.WithBodyKey("requestId"))(pay)
+	a := do(t, h, "POST", "", "", `{"requestId":"R-1","amount":100}`)
+	b := do(t, h, "POST", "", "", `{"requestId":"R-1","amount":100}`)
+	c := do(t, h, "POST", "", "", `{"requestId":"R-2","amount":100}`)
+	if a.status != 201 || b.body != a.body || c.body == a.body || pay.calls.Load() != 2 {
+		t.Fatalf("R-1, R-1, R-2 ran the handler %d times, want 2", pay.calls.Load())
+	}
+	if r := do(t, h, "POST", "", "", `{"amount":100}`); r.status != 400 || problemCode(t, r) != idemhttp.CodeKeyMissing {
+		t.Fatalf("no requestId = %d", r.status)
+	}
+	if r := do(t, h, "POST", "", "", `{"requestId":42}`); r.status != 400 || problemCode(t, r) != idemhttp.CodeKeyMalformed {
+		t.Fatalf("numeric requestId = %d", r.status)
+	}
+}
+
+func TestKeyFunc(t *testing.T) {
+	t.Parallel()
+	pay := &payHandler{}
+	h := idemhttp.Middleware(memstore.New(), idemhttp.WithKeyFunc(func(r *http.Request, _ []byte) (string, error) {
+		return r.URL.Query().Get("order"), nil
+	}))(pay)
+	do(t, h, "POST", "", "", "{}")
+	do(t, h, "POST", "", "", "{}")
+	if pay.calls.Load() != 1 {
+		t.Fatalf("ran %d times", pay.calls.Load())
+	}
+}
+
+func TestSafeMethodsAndOptionalKeyPassThrough(t *testing.T) {
+	t.Parallel()
+	pay := &payHandler{}
+	h := idemhttp.Middleware(memstore.New())(pay)
+	do(t, h, "GET", "", "", "")
+	do(t, h, "GET", "", "", "")
+	if pay.calls.Load() != 2 {
+		t.Fatal("GET was guarded")
+	}
+	opt := &payHandler{}
+	h = idemhttp.Middleware(memstore.New(), idemhttp.WithOptionalKey())(opt)
+	do(t, h, "POST", "", "", "{}")
+	do(t, h, "POST", "", "", "{}")
+	if opt.calls.Load() != 2 {
+		t.Fatal("keyless POST with WithOptionalKey was guarded")
+	}
+}
+
+func TestHandlerContextEndsAtDeadline(t *testing.T) {
+	t.Parallel()
+	var dl time.Time
+	h := idemhttp.Middleware(memstore.New(), idemhttp.WithInProgress(time.Hour))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dl, _ = r.Context().Deadline()
+	}))
+	start := time.Now()
+	do(t, h, "POST", "k", "", "{}")
+	if dl.Before(start.Add(59*time.Minute)) || dl.After(time.Now().Add(time.Hour)) {
+		t.Fatalf("handler deadline %v, want one hour after the claim", dl)
+	}
+}
+
+func TestMisconfigured(t *testing.T) {
+	t.Parallel()
+	pay := &payHandler{}
+	if _, err := idemhttp.NewMiddleware(memstore.New(), idemhttp.WithInProgress(-time.Second)); err == nil {
+		t.Fatal("NewMiddleware accepted a negative deadline")
+	}
+	if _, err := idemhttp.NewMiddleware(nil); err == nil {
+		t.Fatal("NewMiddleware accepted a nil store")
+	}
+	h := idemhttp.Middleware(nil)(pay)
+	if r := do(t, h, "POST", "k", "", "{}"); r.status != 500 || problemCode(t, r) != idemhttp.CodeMisconfigured || pay.calls.Load() != 0 {
+		t.Fatalf("misconfigured = %d after %d runs", r.status, pay.calls.Load())
+	}
+}
+
+// Redis unreachable: the middleware fails closed (503), it never runs the
+// handler without a claim.
+func TestStoreDownFailsClosed(t *testing.T) {
+	t.Parallel()
+	p := testsvc.NewProxy(t, testsvc.RedisAddr(t))
+	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+		ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = c.Close() })
+	var logged atomic.Int32
+	pay := &payHandler{}
+	h := idemhttp.Middleware(redisstore.New(c, redisstore.WithPrefix(testsvc.KeyPrefix(t))),
+		idemhttp.WithErrorHandler(func(*http.Request, error) { logged.Add(1) }))(pay)
+	p.Cut()
+	r := do(t, h, "POST", "k", "", "{}")
+	if r.status != http.StatusServiceUnavailable || problemCode(t, r) != idemhttp.CodeStoreUnavailable || r.header.Get("Retry-After") == "" {
+		t.Fatalf("store down = %d %s", r.status, r.body)
+	}
+	if pay.calls.Load() != 0 || logged.Load() == 0 {
+		t.Fatalf("handler ran %d times, %d errors reported", pay.calls.Load(), logged.Load())
+	}
+}
+
+// A client that hangs up mid-request does not stop the outcome from being
+// recorded: the retry replays instead of charging again.
+func TestRecordedAfterClientHangsUp(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int32
+	s := memstore.New()
+	h := idemhttp.Middleware(s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.WriteHeader(201)
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	req := httptest.NewRequestWithContext(ctx, "POST", "/pay", strings.NewReader("{}"))
+	req.Header.Set("Idempotency-Key", "k")
+	h = wrapCancel(h, cancel)
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if ctx.Err() == nil {
+		t.Fatal("the client did not hang up")
+	}
+	req = httptest.NewRequest("POST", "/pay", strings.NewReader("{}"))
+	req.Header.Set("Idempotency-Key", "k")
+	rec := httptest.NewRecorder()
+	idemhttp.Middleware(s)(http.NotFoundHandler()).ServeHTTP(rec, req)
+	if rec.Code != 201 || rec.Header().Get("Idempotent-Replayed") != "true" || runs.Load() != 1 {
+		t.Fatalf("retry = %d after %d runs, want the recorded 201 replayed", rec.Code, runs.Load())
+	}
+}
+
+// wrapCancel cancels the request context after the handler ran but before the
+// middleware records: the client went away at the worst moment.
+func wrapCancel(h http.Handler, cancel func()) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(cancelOnWrite{w, cancel}, r)
+	})
+}
+
+type cancelOnWrite struct {
+	http.ResponseWriter
+	cancel func()
+}
+
+func (c cancelOnWrite) WriteHeader(code int) { c.ResponseWriter.WriteHeader(code); c.cancel() }
+
+func TestDropHeadersOption(t *testing.T) {
+	t.Parallel()
+	h := idemhttp.Middleware(memstore.New(), idemhttp.WithDropHeaders("x-request-id"))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-Id", "first-request")
+		w.Header().Set("X-Charge", "ch_1")
+		w.WriteHeader(201)
+	}))
+	do(t, h, "POST", "k", "", "{}")
+	r := do(t, h, "POST", "k", "", "{}")
+	if r.header.Get("X-Request-Id") != "" || r.header.Get("X-Charge") != "ch_1" {
+		t.Fatalf("replayed headers %v", r.header)
+	}
+}
+
+// A handler that takes the connection over (websocket upgrade) has no response
+// to record; its claim is released.
+func TestHijackedNotRecorded(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int32
+	srv := httptest.NewServer(idemhttp.Middleware(memstore.New())(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			conn, buf, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi")
+			buf.Flush()
+			conn.Close()
+			return
+		}
+		w.WriteHeader(201)
+	})))
+	defer srv.Close()
+	for i, want := range []int{200, 201} {
+		req, _ := http.NewRequest("POST", srv.URL+"/pay", strings.NewReader("{}"))
+		req.Header.Set("Idempotency-Key", "k")
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Fatalf("request %d = %d, want %d", i+1, res.StatusCode, want)
+		}
+	}
+	if runs.Load() != 2 {
+		t.Fatalf("ran %d times, want 2", runs.Load())
+	}
+}

@@ -1,0 +1,139 @@
+package idemhttp
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/http"
+	"net/textproto"
+	"strings"
+)
+
+// stored is a response as kept in the store.
+type stored struct {
+	status  int
+	header  http.Header
+	body    []byte
+	omitted bool // the body was larger than the cap: not kept, never replayed truncated
+}
+
+const encodingVersion = 1
+
+// encode writes: version, flags, status (uvarint), header count (uvarint), then
+// for each header line name and value (uvarint length + bytes), then the body.
+func (s *stored) encode() []byte {
+	n := 16 + len(s.body)
+	for k, vs := range s.header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	b := make([]byte, 0, n)
+	var flags byte
+	if s.omitted {
+		flags |= 1
+	}
+	b = append(b, encodingVersion, flags)
+	b = binary.AppendUvarint(b, uint64(s.status))
+	lines := 0
+	for _, vs := range s.header {
+		lines += len(vs)
+	}
+	b = binary.AppendUvarint(b, uint64(lines))
+	for k, vs := range s.header {
+		for _, v := range vs {
+			b = binary.AppendUvarint(b, uint64(len(k)))
+			b = append(b, k...)
+			b = binary.AppendUvarint(b, uint64(len(v)))
+			b = append(b, v...)
+		}
+	}
+	return append(b, s.body...)
+}
+
+var errCorrupt = errors.New("idemhttp: stored response is corrupt")
+
+func decode(b []byte) (*stored, error) {
+	if len(b) < 2 || b[0] != encodingVersion {
+		return nil, errCorrupt
+	}
+	s := &stored{omitted: b[1]&1 != 0, header: http.Header{}}
+	b = b[2:]
+	next := func() (uint64, bool) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	str := func() (string, bool) {
+		n, ok := next()
+		if !ok || n > uint64(len(b)) {
+			return "", false
+		}
+		v := string(b[:n])
+		b = b[n:]
+		return v, true
+	}
+	status, ok := next()
+	if !ok || status < 100 || status > 999 {
+		return nil, errCorrupt
+	}
+	s.status = int(status)
+	lines, ok := next()
+	if !ok || lines > uint64(len(b)) {
+		return nil, errCorrupt
+	}
+	for range lines {
+		k, ok1 := str()
+		v, ok2 := str()
+		if !ok1 || !ok2 {
+			return nil, errCorrupt
+		}
+		s.header[k] = append(s.header[k], v)
+	}
+	s.body = b
+	return s, nil
+}
+
+// neverStored are response headers that are never kept for replay: cookies
+// belong to the first client's session, hop-by-hop headers to its connection
+// (RFC 9110 7.6.1), and the rest are recomputed on replay.
+var neverStored = map[string]bool{
+	"Set-Cookie":          true,
+	"Set-Cookie2":         true,
+	"Connection":          true,
+	"Keep-Alive":          true,
+	"Proxy-Connection":    true,
+	"Proxy-Authenticate":  true,
+	"Proxy-Authorization": true,
+	"Te":                  true,
+	"Trailer":             true,
+	"Transfer-Encoding":   true,
+	"Upgrade":             true,
+	"Date":                true,
+	"Content-Length":      true,
+	"Idempotent-Replayed": true,
+}
+
+// storableHeader copies h without the headers that must not be replayed: the
+// fixed list, those named in Connection, trailers, and any in extra.
+func storableHeader(h http.Header, extra map[string]bool) http.Header {
+	drop := map[string]bool{}
+	for _, v := range h.Values("Connection") {
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				drop[textproto.CanonicalMIMEHeaderKey(f)] = true
+			}
+		}
+	}
+	out := http.Header{}
+	for k, vs := range h {
+		ck := textproto.CanonicalMIMEHeaderKey(k)
+		if neverStored[ck] || drop[ck] || extra[ck] || strings.HasPrefix(k, http.TrailerPrefix) {
+			continue
+		}
+		out[ck] = append([]string(nil), vs...)
+	}
+	return out
+}

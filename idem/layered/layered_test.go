@@ -1,0 +1,221 @@
+package layered_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/idem/idemtest"
+	"github.com/latchkey-go/latchkey/idem/layered"
+	"github.com/latchkey-go/latchkey/idem/redisstore"
+	"github.com/latchkey-go/latchkey/idem/sqlstore"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+)
+
+const (
+	envRedis  = "IDEM_LAYERED_REDIS"
+	envPrefix = "IDEM_LAYERED_PREFIX"
+	envPG     = "IDEM_LAYERED_PG"
+	envTable  = "IDEM_LAYERED_TABLE"
+)
+
+func TestMain(m *testing.M) {
+	idemtest.CrashChild(func() (idem.Store, error) {
+		front := redisstore.New(redis.NewClient(&redis.Options{Addr: os.Getenv(envRedis)}), redisstore.WithPrefix(os.Getenv(envPrefix)))
+		db, err := sql.Open("pgx", os.Getenv(envPG))
+		if err != nil {
+			return nil, err
+		}
+		tb := os.Getenv(envTable)
+		back, err := sqlstore.New(db, sqlstore.WithTable(tb), sqlstore.WithTokenTable(tb+"_tok"))
+		if err != nil {
+			return nil, err
+		}
+		return layered.New(front, back), nil
+	})
+	os.Exit(m.Run())
+}
+
+// redisFront returns a redisstore on addr under a test-private prefix.
+func redisFront(t *testing.T, addr string) (*redisstore.Store, *redis.Client, string) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 300 * time.Millisecond,
+		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond})
+	prefix := testsvc.KeyPrefix(t)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+		_ = c.Close()
+	})
+	return redisstore.New(c, redisstore.WithPrefix(prefix)), c, prefix
+}
+
+// pgBack returns a sqlstore on the shared PostgreSQL with test-private tables.
+func pgBack(t *testing.T) (*sqlstore.Store, string, string) {
+	t.Helper()
+	url := testsvc.PostgresURL(t)
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := "layered_" + idem.NewToken()[:12]
+	s, err := sqlstore.New(db, sqlstore.WithTable(table), sqlstore.WithTokenTable(table+"_tok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = db.Exec("DROP TABLE IF EXISTS " + table)
+		_, _ = db.Exec("DROP TABLE IF EXISTS " + table + "_tok")
+		_ = db.Close()
+	})
+	return s, url, table
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	front, _, _ := redisFront(t, testsvc.RedisAddr(t))
+	back, _, _ := pgBack(t)
+	idemtest.Run(t, func(*testing.T) idem.Store { return layered.New(front, back) })
+}
+
+func TestCrashedHandlerTakenOverAfterDeadline(t *testing.T) {
+	t.Parallel()
+	addr := testsvc.RedisAddr(t)
+	front, _, prefix := redisFront(t, addr)
+	back, url, table := pgBack(t)
+	idemtest.Crash(t, layered.New(front, back),
+		envRedis+"="+addr, envPrefix+"="+prefix, envPG+"="+url, envTable+"="+table)
+}
+
+// countingStore counts the calls that reach a real store; it only observes.
+type countingStore struct {
+	idem.Store
+	claims atomic.Int32
+}
+
+func (c *countingStore) Claim(ctx context.Context, key, fp string, d time.Duration) (idem.Claim, error) {
+	c.claims.Add(1)
+	return c.Store.Claim(ctx, key, fp, d)
+}
+
+// The must-have: Redis flushed between two copies of a payment, the
+// second copy is replayed from the database, not run.
+func TestFlushAllBetweenCopies(t *testing.T) {
+	t.Parallel()
+	rs := testsvc.StartRedis(t)
+	front, c, _ := redisFront(t, rs.Addr())
+	back, _, _ := pgBack(t)
+	s := layered.New(front, back)
+	ctx := context.Background()
+	var charges atomic.Int32
+	pay := func(context.Context) (int32, error) { return charges.Add(1), nil }
+
+	if v, err := idem.Do(ctx, s, "order-1001", pay); err != nil || v != 1 {
+		t.Fatalf("first copy = %d, %v", v, err)
+	}
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := idem.Do(ctx, s, "order-1001", pay); err != nil || v != 1 {
+		t.Fatalf("copy after FLUSHALL = %d, %v; want the first charge replayed", v, err)
+	}
+	if charges.Load() != 1 {
+		t.Fatalf("charged %d times, want 1", charges.Load())
+	}
+	// The outcome was copied back to the front: the next copy needs only it.
+	counted := &countingStore{Store: back}
+	s2 := layered.New(front, counted)
+	if v, err := idem.Do(ctx, s2, "order-1001", pay); err != nil || v != 1 || counted.claims.Load() != 0 {
+		t.Fatalf("third copy = %d, %v with %d back claims; want a front-only replay", v, err, counted.claims.Load())
+	}
+}
+
+// Redis flushed while the first copy is still running: a second copy is
+// refused as in progress by the database, and the first copy's outcome is
+// then replayed.
+func TestFlushAllMidFlight(t *testing.T) {
+	t.Parallel()
+	rs := testsvc.StartRedis(t)
+	front, c, _ := redisFront(t, rs.Addr())
+	back, _, _ := pgBack(t)
+	s := layered.New(front, back)
+	ctx := context.Background()
+	var charges atomic.Int32
+	running, finish := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, err := idem.Do(ctx, s, "order-1002", func(context.Context) (int32, error) {
+			close(running)
+			<-finish
+			return charges.Add(1), nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	<-running
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := idem.Do(ctx, s, "order-1002", func(context.Context) (int32, error) { return charges.Add(1), nil })
+	if !errors.Is(err, idem.ErrInProgress) {
+		t.Fatalf("copy during the first run after FLUSHALL = %v, want ErrInProgress", err)
+	}
+	close(finish)
+	wg.Wait()
+	v, err := idem.Do(ctx, s, "order-1002", func(context.Context) (int32, error) { return charges.Add(1), nil })
+	if err != nil || v != 1 || charges.Load() != 1 {
+		t.Fatalf("copy after the run = %d, %v with %d charges; want the replay of 1", v, err, charges.Load())
+	}
+}
+
+// Redis down: the database alone still lets one copy through and replays it.
+func TestFrontDownUsesBack(t *testing.T) {
+	t.Parallel()
+	rs := testsvc.StartRedis(t)
+	front, _, _ := redisFront(t, rs.Addr())
+	back, _, _ := pgBack(t)
+	var frontErrs atomic.Int32
+	s := layered.New(front, back, layered.WithFrontErrors(func(error) { frontErrs.Add(1) }))
+	rs.Stop()
+	ctx := context.Background()
+	var charges atomic.Int32
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			_, err := idem.Do(ctx, s, "order-1003", func(context.Context) (int32, error) {
+				time.Sleep(20 * time.Millisecond)
+				return charges.Add(1), nil
+			}, idem.WithWait(10*time.Second))
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if charges.Load() != 1 || frontErrs.Load() == 0 {
+		t.Fatalf("charged %d times with %d front errors; want 1 charge through the back alone", charges.Load(), frontErrs.Load())
+	}
+}
+
+func TestNilStores(t *testing.T) {
+	t.Parallel()
+	if _, err := layered.New(nil, nil).Claim(context.Background(), "k", "", time.Second); !errors.Is(err, idem.ErrInvalid) {
+		t.Fatalf("nil stores = %v, want ErrInvalid", err)
+	}
+}

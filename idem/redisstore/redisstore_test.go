@@ -1,0 +1,160 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/idem/idemtest"
+	"github.com/latchkey-go/latchkey/idem/redisstore"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+)
+
+const (
+	envAddr   = "IDEM_REDISSTORE_ADDR"
+	envPrefix = "IDEM_REDISSTORE_PREFIX"
+)
+
+func TestMain(m *testing.M) {
+	idemtest.CrashChild(func() (idem.Store, error) {
+		c := redis.NewClient(&redis.Options{Addr: os.Getenv(envAddr)})
+		return redisstore.New(c, redisstore.WithPrefix(os.Getenv(envPrefix))), nil
+	})
+	os.Exit(m.Run())
+}
+
+// newClient connects to the shared Redis and deletes the test's keys when it
+// ends.
+func newClient(t *testing.T) (*redis.Client, string) {
+	t.Helper()
+	addr := testsvc.RedisAddr(t)
+	prefix := testsvc.KeyPrefix(t)
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+		_ = c.Close()
+	})
+	return c, prefix
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	c, prefix := newClient(t)
+	idemtest.Run(t, func(*testing.T) idem.Store { return redisstore.New(c, redisstore.WithPrefix(prefix)) })
+}
+
+func TestTokens(t *testing.T) {
+	t.Parallel()
+	c, prefix := newClient(t)
+	idemtest.RunTokens(t, func(*testing.T) idem.TokenStore { return redisstore.New(c, redisstore.WithPrefix(prefix)) })
+}
+
+func TestCrashedHandlerTakenOverAfterDeadline(t *testing.T) {
+	t.Parallel()
+	c, prefix := newClient(t)
+	idemtest.Crash(t, redisstore.New(c, redisstore.WithPrefix(prefix)),
+		envAddr+"="+c.Options().Addr, envPrefix+"="+prefix)
+}
+
+// countingHook counts the commands sent to Redis.
+type countingHook struct{ n atomic.Int32 }
+
+func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(int32(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+func TestOneRoundTripToClaimAndToReplay(t *testing.T) {
+	t.Parallel()
+	c, prefix := newClient(t)
+	hook := &countingHook{}
+	c.AddHook(hook)
+	s := redisstore.New(c, redisstore.WithPrefix(prefix))
+	ctx := context.Background()
+	// Warm the script cache: the first EVALSHA of a script may need an EVAL.
+	warm, err := s.Claim(ctx, "warm", "", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Record(ctx, "warm", warm.Token, nil, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	count := func(name string, fn func()) {
+		t.Helper()
+		before := hook.n.Load()
+		fn()
+		if n := hook.n.Load() - before; n != 1 {
+			t.Errorf("%s took %d Redis commands, want 1", name, n)
+		}
+	}
+	var cl idem.Claim
+	count("claim", func() { cl, err = s.Claim(ctx, "k", "fp", time.Minute) })
+	if err != nil || cl.State != idem.Claimed {
+		t.Fatal(cl, err)
+	}
+	count("record", func() { err = s.Record(ctx, "k", cl.Token, []byte("r"), time.Minute) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	count("replay", func() { cl, err = s.Claim(ctx, "k", "fp", time.Minute) })
+	if err != nil || cl.State != idem.Done {
+		t.Fatal(cl, err)
+	}
+}
+
+func TestKeysCarryOneHashTag(t *testing.T) {
+	t.Parallel()
+	s := redisstore.New(nil)
+	for _, k := range []string{"k", idem.Key("principal", "POST", "/pay", "abc")} {
+		rk := s.RecordKey(k)
+		if i := strings.IndexByte(rk, '{'); i < 0 || !strings.HasSuffix(rk, "}") || rk[i+1:len(rk)-1] != k {
+			t.Errorf("RecordKey(%q) = %q, want the key inside one hash tag", k, rk)
+		}
+	}
+}
+
+func TestNilClient(t *testing.T) {
+	t.Parallel()
+	s := redisstore.New(nil)
+	if _, err := s.Claim(context.Background(), "k", "", time.Second); !errors.Is(err, idem.ErrInvalid) {
+		t.Fatalf("Claim on nil client = %v, want ErrInvalid", err)
+	}
+}
+
+// A Redis that stops answering must fail the claim with an error, never hand
+// out a claim it did not make.
+func TestServerDownFailsClosed(t *testing.T) {
+	t.Parallel()
+	addr := testsvc.RedisAddr(t)
+	p := testsvc.NewProxy(t, addr)
+	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+		ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = c.Close() })
+	s := redisstore.New(c, redisstore.WithPrefix(testsvc.KeyPrefix(t)))
+	p.Cut()
+	runs := 0
+	_, err := idem.Do(context.Background(), s, "k", func(context.Context) (int, error) { runs++; return 1, nil })
+	if err == nil || runs != 0 {
+		t.Fatalf("Do with Redis cut = %v after %d runs; want an error and no run", err, runs)
+	}
+}

@@ -1,0 +1,250 @@
+// Package sqlstore is an idem.Store and idem.TokenStore on a SQL database
+// through database/sql: PostgreSQL (pgx's stdlib driver) and SQLite
+// (modernc.org/sqlite).
+//
+// Every key is a row; its primary key is the unique index that makes a claim
+// one atomic INSERT ... ON CONFLICT DO UPDATE ... WHERE expired ... RETURNING.
+// The same statement takes over a claim whose in-progress deadline has passed,
+// so "expired" is judged once, by the database's clock, under the row's lock.
+// A replay is that statement plus one SELECT. Tokens are consumed with one
+// DELETE ... RETURNING.
+//
+// Call Migrate once at start-up (it is idempotent), and Purge now and then to
+// delete expired rows; expired rows are ignored whether purged or not.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/latchkey-go/latchkey/idem"
+)
+
+var (
+	_ idem.Store      = (*Store)(nil)
+	_ idem.TokenStore = (*Store)(nil)
+)
+
+// Default table names.
+const (
+	DefaultTable      = "idem_records"
+	DefaultTokenTable = "idem_tokens"
+)
+
+// Store keeps idempotency records and submit tokens in two tables. It is safe
+// for concurrent use.
+type Store struct {
+	db      *sql.DB
+	dialect Dialect
+	table   string
+	tokens  string
+	q       queries
+}
+
+type queries struct {
+	claim, lookup, record, release, purge, putToken, consumeToken, purgeTokens string
+	migrations                                                                 []string
+}
+
+// An Option configures New.
+type Option func(*Store)
+
+// WithDialect sets the SQL dialect. Default: Detect, from the driver's type.
+func WithDialect(d Dialect) Option { return func(s *Store) { s.dialect = d } }
+
+// WithTable sets the records table. Default: "idem_records" ([DefaultTable]).
+// It must be a plain identifier: letters, digits and underscores, at most 48
+// characters, not starting with a digit.
+func WithTable(name string) Option { return func(s *Store) { s.table = name } }
+
+// WithTokenTable sets the submit tokens table. Default: "idem_tokens"
+// ([DefaultTokenTable]); the same rules as WithTable.
+func WithTokenTable(name string) Option { return func(s *Store) { s.tokens = name } }
+
+// New returns a store on db. It fails when db is nil, a table name is not a
+// plain identifier, or the dialect cannot be detected. It does not touch the
+// database; call Migrate to create the tables.
+func New(db *sql.DB, opts ...Option) (*Store, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil *sql.DB", idem.ErrInvalid)
+	}
+	s := &Store{db: db, table: DefaultTable, tokens: DefaultTokenTable}
+	for _, o := range opts {
+		if o != nil {
+			o(s)
+		}
+	}
+	if err := checkIdent("table", s.table); err != nil {
+		return nil, fmt.Errorf("%w: %w", idem.ErrInvalid, err)
+	}
+	if err := checkIdent("token table", s.tokens); err != nil {
+		return nil, fmt.Errorf("%w: %w", idem.ErrInvalid, err)
+	}
+	if s.table == s.tokens {
+		return nil, fmt.Errorf("%w: sqlstore: records and tokens need two tables", idem.ErrInvalid)
+	}
+	if s.dialect == Detect {
+		s.dialect = detect(fmt.Sprintf("%T", db.Driver()))
+	}
+	if s.dialect != Postgres && s.dialect != SQLite {
+		return nil, fmt.Errorf("%w: sqlstore: cannot tell the SQL dialect of driver %T; use WithDialect", idem.ErrInvalid, db.Driver())
+	}
+	d, t, tt := s.dialect, s.table, s.tokens
+	s.q = queries{
+		claim:        d.sql(claimSQL, t, tt),
+		lookup:       d.sql(lookupSQL, t, tt),
+		record:       d.sql(recordSQL, t, tt),
+		release:      d.sql(releaseSQL, t, tt),
+		purge:        d.sql(purgeSQL, t, tt),
+		putToken:     d.sql(putTokenSQL, t, tt),
+		consumeToken: d.sql(consumeTokenSQL, t, tt),
+		purgeTokens:  d.sql(purgeTokensSQL, t, tt),
+	}
+	for _, m := range migrations {
+		s.q.migrations = append(s.q.migrations, d.sql(m, t, tt))
+	}
+	return s, nil
+}
+
+// Dialect reports the dialect in use.
+func (s *Store) Dialect() Dialect { return s.dialect }
+
+// Migrate creates the tables and indexes if they do not exist. It is
+// idempotent and safe to run from many instances at once (on PostgreSQL it
+// holds a transaction-scoped advisory lock while it runs).
+func (s *Store) Migrate(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if s.dialect == Postgres {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "latchkey/idem/sqlstore:"+s.table); err != nil {
+			return err
+		}
+	}
+	for _, m := range s.q.migrations {
+		if _, err := tx.ExecContext(ctx, m); err != nil {
+			return fmt.Errorf("sqlstore: migrate: %w", err)
+		}
+	}
+	return tx.Commit()
+}
+
+// Purge deletes expired records and tokens and reports how many rows went.
+func (s *Store) Purge(ctx context.Context) (int64, error) {
+	var n int64
+	for _, q := range []string{s.q.purge, s.q.purgeTokens} {
+		r, err := s.db.ExecContext(ctx, q)
+		if err != nil {
+			return n, err
+		}
+		k, _ := r.RowsAffected()
+		n += k
+	}
+	return n, nil
+}
+
+func ms(d time.Duration) int64 { return max(1, int64((d+time.Millisecond-1)/time.Millisecond)) }
+
+// Claim implements idem.Store: one INSERT ... ON CONFLICT, plus one SELECT
+// when the key is taken.
+func (s *Store) Claim(ctx context.Context, key, fingerprint string, d time.Duration) (idem.Claim, error) {
+	// The row can vanish between the two statements (released or expired);
+	// then the claim is simply tried again.
+	for range 8 {
+		tok := idem.NewToken()
+		var got string
+		err := s.db.QueryRowContext(ctx, s.q.claim, key, tok, []byte(fingerprint), ms(d)).Scan(&got)
+		if err == nil {
+			if got != tok {
+				return idem.Claim{}, fmt.Errorf("sqlstore: claim returned a foreign token")
+			}
+			return idem.Claim{State: idem.Claimed, Token: tok}, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return idem.Claim{}, err
+		}
+		var (
+			state  int
+			fp     []byte
+			result []byte
+			left   int64
+		)
+		err = s.db.QueryRowContext(ctx, s.q.lookup, key).Scan(&state, &fp, &result, &left)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return idem.Claim{}, err
+		}
+		switch state {
+		case 1:
+			return idem.Claim{State: idem.InProgress, Fingerprint: string(fp), RetryAfter: time.Duration(max(left, 0)) * time.Millisecond}, nil
+		case 2:
+			if result == nil {
+				result = []byte{}
+			}
+			return idem.Claim{State: idem.Done, Fingerprint: string(fp), Result: result}, nil
+		default:
+			return idem.Claim{}, fmt.Errorf("sqlstore: row for key has unknown state %d", state)
+		}
+	}
+	return idem.Claim{}, errors.New("sqlstore: claim kept racing with releases; giving up")
+}
+
+// Record implements idem.Store with one UPDATE. A claim past its deadline
+// that nobody took over is still recorded: its run was the only one.
+func (s *Store) Record(ctx context.Context, key, token string, result []byte, retention time.Duration) error {
+	if result == nil {
+		result = []byte{}
+	}
+	return s.one(s.db.ExecContext(ctx, s.q.record, key, token, result, ms(retention)))
+}
+
+// Release implements idem.Store with one DELETE.
+func (s *Store) Release(ctx context.Context, key, token string) error {
+	return s.one(s.db.ExecContext(ctx, s.q.release, key, token))
+}
+
+func (s *Store) one(r sql.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return idem.ErrClaimLost
+	}
+	return nil
+}
+
+// PutToken implements idem.TokenStore.
+func (s *Store) PutToken(ctx context.Context, token, bind string, ttl time.Duration) error {
+	_, err := s.db.ExecContext(ctx, s.q.putToken, token, []byte(bind), ms(ttl))
+	return err
+}
+
+// ConsumeToken implements idem.TokenStore with one DELETE ... RETURNING.
+func (s *Store) ConsumeToken(ctx context.Context, token, bind string) error {
+	var (
+		got  []byte
+		left int64
+	)
+	err := s.db.QueryRowContext(ctx, s.q.consumeToken, token).Scan(&got, &left)
+	if errors.Is(err, sql.ErrNoRows) {
+		return idem.ErrTokenInvalid
+	}
+	if err != nil {
+		return err
+	}
+	if left < 0 || string(got) != bind {
+		return idem.ErrTokenInvalid
+	}
+	return nil
+}

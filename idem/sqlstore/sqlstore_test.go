@@ -1,0 +1,229 @@
+package sqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
+
+	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/idem/idemtest"
+	"github.com/latchkey-go/latchkey/idem/sqlstore"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+)
+
+const (
+	envDriver = "IDEM_SQLSTORE_DRIVER"
+	envDSN    = "IDEM_SQLSTORE_DSN"
+	envTable  = "IDEM_SQLSTORE_TABLE"
+)
+
+func TestMain(m *testing.M) {
+	idemtest.CrashChild(func() (idem.Store, error) {
+		db, err := sql.Open(os.Getenv(envDriver), os.Getenv(envDSN))
+		if err != nil {
+			return nil, err
+		}
+		t := os.Getenv(envTable)
+		return sqlstore.New(db, sqlstore.WithTable(t), sqlstore.WithTokenTable(t+"_tok"))
+	})
+	os.Exit(m.Run())
+}
+
+// backend is one database the tests run on.
+type backend struct {
+	name   string
+	driver string
+	open   func(t *testing.T) string // returns a DSN
+}
+
+var backends = []backend{
+	{"postgres", "pgx", func(t *testing.T) string { return testsvc.PostgresURL(t) }},
+	{"sqlite", "sqlite", func(t *testing.T) string {
+		return "file:" + filepath.Join(t.TempDir(), "idem.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
+	}},
+}
+
+// newStore opens db, creates tables unique to the test, and drops them when
+// the test ends.
+func newStore(t *testing.T, b backend) (*sqlstore.Store, []string) {
+	t.Helper()
+	dsn := b.open(t)
+	db, err := sql.Open(b.driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := "idemtest_" + idem.NewToken()[:12]
+	s, err := sqlstore.New(db, sqlstore.WithTable(table), sqlstore.WithTokenTable(table+"_tok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, tb := range []string{table, table + "_tok"} {
+			if _, err := db.Exec("DROP TABLE IF EXISTS " + tb); err != nil {
+				t.Errorf("drop %s: %v", tb, err)
+			}
+		}
+		_ = db.Close()
+	})
+	return s, []string{envDriver + "=" + b.driver, envDSN + "=" + dsn, envTable + "=" + table}
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s, _ := newStore(t, b)
+			idemtest.Run(t, func(*testing.T) idem.Store { return s })
+		})
+	}
+}
+
+func TestTokens(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s, _ := newStore(t, b)
+			idemtest.RunTokens(t, func(*testing.T) idem.TokenStore { return s })
+		})
+	}
+}
+
+func TestCrashedHandlerTakenOverAfterDeadline(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s, env := newStore(t, b)
+			idemtest.Crash(t, s, env...)
+		})
+	}
+}
+
+func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s, _ := newStore(t, b)
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					if err := s.Migrate(context.Background()); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
+}
+
+// The primary key is the unique index: a second row for one key cannot be
+// written, whatever the store's code does.
+func TestUniqueIndexOnKey(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := b.open(t)
+			db, err := sql.Open(b.driver, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			table := "idemtest_" + idem.NewToken()[:12]
+			s, err := sqlstore.New(db, sqlstore.WithTable(table), sqlstore.WithTokenTable(table+"_tok"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer db.Exec("DROP TABLE " + table)
+			defer db.Exec("DROP TABLE " + table + "_tok")
+			insert := fmt.Sprintf(`INSERT INTO %s (idem_key, state, token, fingerprint, expires_ms, created_ms) VALUES ('k', 1, 't', '', 0, 0)`, table)
+			if _, err := db.Exec(insert); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(insert); err == nil {
+				t.Fatal("a second row with the same key was accepted")
+			}
+		})
+	}
+}
+
+func TestPurge(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s, _ := newStore(t, b)
+			ctx := context.Background()
+			c, err := s.Claim(ctx, "gone", "", time.Millisecond)
+			if err != nil || c.State != idem.Claimed {
+				t.Fatal(c, err)
+			}
+			if _, err := s.Claim(ctx, "kept", "", time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.PutToken(ctx, idem.NewToken(), "", time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+			n, err := s.Purge(ctx)
+			if err != nil || n != 2 {
+				t.Fatalf("Purge = %d, %v; want 2 expired rows", n, err)
+			}
+			if c, _ := s.Claim(ctx, "kept", "", time.Hour); c.State != idem.InProgress {
+				t.Fatalf("live claim purged: %v", c.State)
+			}
+		})
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, name := range []string{"", "1abc", "a-b", "a.b", "t; DROP TABLE users", `"quoted"`, "a b", "ünï"} {
+		if _, err := sqlstore.New(db, sqlstore.WithTable(name)); !errors.Is(err, idem.ErrInvalid) {
+			t.Errorf("WithTable(%q) = %v, want ErrInvalid", name, err)
+		}
+	}
+	if _, err := sqlstore.New(db, sqlstore.WithTable("same"), sqlstore.WithTokenTable("same")); !errors.Is(err, idem.ErrInvalid) {
+		t.Errorf("one table for both = %v, want ErrInvalid", err)
+	}
+	if _, err := sqlstore.New(nil); !errors.Is(err, idem.ErrInvalid) {
+		t.Errorf("nil db = %v", err)
+	}
+	s, err := sqlstore.New(db)
+	if err != nil || s.Dialect() != sqlstore.SQLite {
+		t.Fatalf("detect sqlite = %v, %v", s, err)
+	}
+	pg, err := sql.Open("pgx", "postgres://127.0.0.1:1/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	if s, err := sqlstore.New(pg); err != nil || s.Dialect() != sqlstore.Postgres {
+		t.Fatalf("detect postgres = %v, %v", s, err)
+	}
+}
