@@ -1,0 +1,207 @@
+// Package lockurl opens a lock backend named by a URL, for programs in which
+// the user, not the code, picks the backend: the latchkey CLI, a config file,
+// an environment variable. Libraries should take a lock.Locker instead.
+//
+//	mem://                                  in-process (lock/memlock): one process only
+//	sqlite:///var/lib/app/locks.db          SQLite file (lock/sqllock), shared by the processes of one machine
+//	sqlite:locks.db                         the same, path relative to the working directory
+//	postgres://user:pass@host:5432/db       PostgreSQL through pgx (lock/sqllock), LISTEN/NOTIFY wake-ups
+//	postgresql://...                        the same
+//
+// Errors never repeat a password given in the URL; [Redact] shows a URL the
+// same way.
+package lockurl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/latchkey-go/latchkey/lock"
+)
+
+// A Locker is a lock.Locker that owns its connections. Release its leases
+// before Close: a lease still held when its Locker is closed is lost at its
+// next renewal.
+type Locker interface {
+	lock.Locker
+	Close() error
+}
+
+// ErrUnsupported is wrapped by Open's error when the URL's scheme is not one
+// this package opens. The message lists the schemes that are.
+var ErrUnsupported = errors.New("lockurl: unsupported scheme")
+
+// An opener opens one scheme. raw is the URL as given (for drivers that parse
+// it themselves); u is its parsed form.
+type opener func(ctx context.Context, raw string, u *url.URL) (Locker, error)
+
+// openers holds every scheme Open knows. A new backend is one entry and one
+// opener function.
+var openers = map[string]opener{
+	"mem":        openMem,
+	"sqlite":     openSQLite,
+	"postgres":   openPostgres,
+	"postgresql": openPostgres,
+}
+
+// Schemes returns the URL schemes Open accepts, sorted.
+func Schemes() []string {
+	s := make([]string, 0, len(openers))
+	for k := range openers {
+		s = append(s, k)
+	}
+	slices.Sort(s)
+	return s
+}
+
+// Open returns the Locker rawURL names, connected and with its tables created.
+// The caller must Close it. Errors: one wrapping lock.ErrInvalid for a URL
+// that cannot be parsed or lacks what its scheme needs (also ErrUnsupported
+// when the scheme is unknown), ctx.Err(), or the backend's error when it
+// cannot be reached. No error contains the URL's password.
+func Open(ctx context.Context, rawURL string) (Locker, error) {
+	s := newScrubber(rawURL)
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// *url.Error repeats the whole URL, password included: keep only
+		// the reason.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, s.wrap(invalidf("lockurl: cannot parse %q: %w", Redact(rawURL), err))
+	}
+	if u.Scheme == "" {
+		return nil, s.wrap(invalidf("lockurl: %q has no scheme; %s", Redact(rawURL), supported()))
+	}
+	open, ok := openers[u.Scheme]
+	if !ok {
+		return nil, s.wrap(invalidf("%w %q in %q; %s", ErrUnsupported, u.Scheme, Redact(rawURL), supported()))
+	}
+	l, err := open(ctx, rawURL, u)
+	if err != nil {
+		return nil, s.wrap(fmt.Errorf("lockurl: %s: %w", Redact(rawURL), err))
+	}
+	return l, nil
+}
+
+func supported() string {
+	return "supported: " + strings.Join(Schemes(), "://, ") + "://"
+}
+
+// Redact returns rawURL with its passwords (the userinfo password and any
+// password or sslpassword query parameter) replaced by "xxxxx", for logs and
+// messages. A string that does not parse as a URL is returned with everything
+// between "://" and the last "@" of its authority masked.
+func Redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		scheme, rest, ok := strings.Cut(rawURL, "://")
+		if !ok {
+			return rawURL
+		}
+		end := strings.IndexAny(rest, "/?#")
+		if end < 0 {
+			end = len(rest)
+		}
+		if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+			return scheme + "://xxxxx" + rest[at:]
+		}
+		return rawURL
+	}
+	changed := false
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		changed = true
+	}
+	if u.Opaque == "" && u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			if k == "password" || k == "sslpassword" {
+				q[k] = []string{"xxxxx"}
+				changed = true
+			}
+		}
+		if changed {
+			u.RawQuery = q.Encode()
+		}
+	}
+	if !changed {
+		return rawURL // as given: String would drop the "//" of "mem://"
+	}
+	return u.String()
+}
+
+// A scrubber removes a URL's secrets from error messages that a driver may
+// have built from it.
+type scrubber struct{ secrets []string }
+
+func newScrubber(rawURL string) scrubber {
+	var s scrubber
+	add := func(v string) {
+		if len(v) >= 3 { // shorter strings would mangle unrelated text
+			s.secrets = append(s.secrets, v)
+			if esc := url.QueryEscape(v); esc != v {
+				s.secrets = append(s.secrets, esc)
+			}
+		}
+	}
+	if u, err := url.Parse(rawURL); err == nil {
+		if pw, ok := u.User.Password(); ok {
+			add(pw)
+		}
+		q := u.Query()
+		add(q.Get("password"))
+		add(q.Get("sslpassword"))
+	} else if _, rest, ok := strings.Cut(rawURL, "://"); ok {
+		// Unparseable: treat the whole userinfo as secret.
+		end := strings.IndexAny(rest, "/?#")
+		if end < 0 {
+			end = len(rest)
+		}
+		if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+			if _, pw, ok := strings.Cut(rest[:at], ":"); ok {
+				add(pw)
+			}
+			add(rest[:at])
+		}
+	}
+	return s
+}
+
+func (s scrubber) wrap(err error) error {
+	if err == nil || len(s.secrets) == 0 {
+		return err
+	}
+	msg := err.Error()
+	for _, v := range s.secrets {
+		msg = strings.ReplaceAll(msg, v, "xxxxx")
+	}
+	return &scrubbedError{msg: msg, err: err}
+}
+
+// scrubbedError keeps the wrapped chain for errors.Is and errors.As but shows
+// a message without secrets.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
+
+// invalidError marks a bad URL: errors.Is(err, lock.ErrInvalid) holds, and
+// the message reads without a "lock: invalid argument" prefix.
+type invalidError struct{ err error }
+
+func invalidf(format string, args ...any) error {
+	return &invalidError{fmt.Errorf(format, args...)}
+}
+
+func (e *invalidError) Error() string        { return e.err.Error() }
+func (e *invalidError) Unwrap() error        { return e.err }
+func (e *invalidError) Is(target error) bool { return target == lock.ErrInvalid }

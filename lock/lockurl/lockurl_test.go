@@ -1,0 +1,186 @@
+package lockurl_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/lockurl"
+)
+
+func open(t *testing.T, raw string) lockurl.Locker {
+	t.Helper()
+	l, err := lockurl.Open(t.Context(), raw)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", lockurl.Redact(raw), err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return l
+}
+
+// excludes checks that a and b, opened from the same URL, are one lock space:
+// while a holds key, b cannot take it; after a releases, b can, with a higher
+// token.
+func excludes(t *testing.T, a, b lock.Locker, key string) {
+	t.Helper()
+	ctx := t.Context()
+	la, err := a.Acquire(ctx, key, lock.WithWait(0))
+	if err != nil {
+		t.Fatalf("first acquire: %v", err)
+	}
+	if _, err := b.Acquire(ctx, key, lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("second Locker took a held lock: %v", err)
+	}
+	if err := la.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.Acquire(ctx, key, lock.WithWait(5*time.Second))
+	if err != nil {
+		t.Fatalf("acquire after release: %v", err)
+	}
+	if lb.Token() <= la.Token() {
+		t.Fatalf("token %d after %d", lb.Token(), la.Token())
+	}
+	if err := lb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSQLite(t *testing.T) {
+	dir := t.TempDir()
+	t.Run("absolute", func(t *testing.T) {
+		path := filepath.Join(dir, "locks.db")
+		raw := "sqlite://" + path
+		excludes(t, open(t, raw), open(t, raw), "k")
+		if _, err := os.Stat(path); err != nil {
+			t.Fatalf("database file not at the URL's path: %v", err)
+		}
+	})
+	t.Run("awkward path", func(t *testing.T) {
+		// '%', '?' and '#' mean something in a SQLite URI; the file must
+		// still land at exactly this path.
+		path := filepath.Join(dir, "a dir", "50% off?#1.db")
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		raw := (&url.URL{Scheme: "sqlite", Path: path}).String()
+		excludes(t, open(t, raw), open(t, raw), "k")
+		if _, err := os.Stat(path); err != nil {
+			t.Fatalf("database file not at the URL's path: %v", err)
+		}
+	})
+	t.Run("relative", func(t *testing.T) {
+		t.Chdir(dir)
+		excludes(t, open(t, "sqlite:rel.db"), open(t, "sqlite:rel.db"), "k")
+		if _, err := os.Stat(filepath.Join(dir, "rel.db")); err != nil {
+			t.Fatalf("relative path not under the working directory: %v", err)
+		}
+	})
+	t.Run("driver parameters", func(t *testing.T) {
+		raw := "sqlite://" + filepath.Join(dir, "params.db") + "?_pragma=cache_size(-4000)"
+		excludes(t, open(t, raw), open(t, raw), "k")
+	})
+}
+
+func TestMem(t *testing.T) {
+	l := open(t, "mem://")
+	excludes(t, l, l, "k")
+	// Each Open is its own lock space.
+	other := open(t, "mem://")
+	lease, err := l.Acquire(t.Context(), "k", lock.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(t.Context())
+	if _, err := other.Acquire(t.Context(), "k", lock.WithWait(0)); err != nil {
+		t.Fatalf("separate mem:// Lockers share locks: %v", err)
+	}
+}
+
+func TestPostgres(t *testing.T) {
+	raw := testsvc.PostgresURL(t)
+	key := testsvc.KeyPrefix(t) + "k"
+	excludes(t, open(t, raw), open(t, raw), key)
+	alt := strings.Replace(raw, "postgres://", "postgresql://", 1)
+	excludes(t, open(t, raw), open(t, alt), key)
+}
+
+func TestBadURLs(t *testing.T) {
+	const secret = "s3cr3t-pw"
+	for _, tc := range []struct {
+		url         string
+		invalid     bool // wraps lock.ErrInvalid
+		unsupported bool // wraps ErrUnsupported
+		says        string
+	}{
+		{url: "", invalid: true, says: "no scheme"},
+		{url: "locks.db", invalid: true, says: "supported: mem://, postgres://, postgresql://, sqlite://"},
+		{url: "redis://:" + secret + "@127.0.0.1:6379", invalid: true, unsupported: true, says: `"redis"`},
+		{url: "REDLOCK://a,b,c", invalid: true, unsupported: true, says: "supported: mem://"},
+		{url: "sqlite://", invalid: true, says: "names no file"},
+		{url: "sqlite:///", invalid: true, says: "names no file"},
+		{url: "sqlite://locks.db", invalid: true, says: `has host "locks.db"`},
+		{url: "mem://somewhere", invalid: true, says: "no host"},
+		{url: "postgres://user:" + secret + "@127.0.0.1:badport/db", invalid: true, says: "invalid port"},
+		{url: "postgres://user:" + secret + "@[::1/db", invalid: true, says: "cannot parse"},
+		{url: "postgres://user:" + secret + "@127.0.0.1/db?sslmode=bogus", invalid: true, says: "sslmode"},
+		{url: "postgres://user:" + secret + "@127.0.0.1:1/db?connect_timeout=2", says: "user:xxxxx@127.0.0.1:1"},
+		{url: "postgres://user@127.0.0.1:1/db?connect_timeout=2&password=" + secret, says: "127.0.0.1:1"},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			l, err := lockurl.Open(ctx, tc.url)
+			if err == nil {
+				l.Close()
+				t.Fatal("opened")
+			}
+			msg := err.Error()
+			t.Log(msg)
+			if strings.Contains(msg, secret) {
+				t.Errorf("error shows the password: %s", msg)
+			}
+			if got := errors.Is(err, lock.ErrInvalid); got != tc.invalid {
+				t.Errorf("errors.Is(err, lock.ErrInvalid) = %v, want %v", got, tc.invalid)
+			}
+			if got := errors.Is(err, lockurl.ErrUnsupported); got != tc.unsupported {
+				t.Errorf("errors.Is(err, ErrUnsupported) = %v, want %v", got, tc.unsupported)
+			}
+			if !strings.Contains(msg, tc.says) {
+				t.Errorf("error does not say %q", tc.says)
+			}
+		})
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://u:pw@h:5432/db?sslmode=disable":    "postgres://u:xxxxx@h:5432/db?sslmode=disable",
+		"postgres://u@h/db?password=pw&sslmode=verify": "postgres://u@h/db?password=xxxxx&sslmode=verify",
+		"postgres://u:pw@[::1/db":                      "postgres://xxxxx@[::1/db",
+		"sqlite:///tmp/x.db":                           "sqlite:///tmp/x.db",
+		"mem://":                                       "mem://",
+	} {
+		if got := lockurl.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestSchemes(t *testing.T) {
+	got := strings.Join(lockurl.Schemes(), " ")
+	if want := "mem postgres postgresql sqlite"; got != want {
+		t.Fatalf("Schemes() = %q, want %q", got, want)
+	}
+}

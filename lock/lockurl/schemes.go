@@ -1,0 +1,125 @@
+package lockurl
+
+import (
+	"context"
+	"database/sql"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/latchkey-go/latchkey/lock/memlock"
+	"github.com/latchkey-go/latchkey/lock/sqllock"
+)
+
+// mem://: in-process. The URL takes nothing else; each Open is a separate
+// lock space.
+func openMem(_ context.Context, _ string, u *url.URL) (Locker, error) {
+	if u.Host != "" || (u.Path != "" && u.Path != "/") || u.Opaque != "" {
+		return nil, invalidf("mem:// takes no host or path")
+	}
+	return memLocker{memlock.New()}, nil
+}
+
+type memLocker struct{ *memlock.Locker }
+
+func (memLocker) Close() error { return nil }
+
+// sqlite:///abs/path or sqlite:rel/path. Query parameters are passed to the
+// driver after ours (busy timeout, WAL, synchronous=NORMAL).
+func openSQLite(ctx context.Context, _ string, u *url.URL) (Locker, error) {
+	path, err := sqlitePath(u)
+	if err != nil {
+		return nil, err
+	}
+	dsn := SQLiteDSN(path)
+	if u.RawQuery != "" {
+		dsn += "&" + u.RawQuery
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	// One connection per process: SQLite's busy handler is not fair, and a
+	// process's own connections could starve its renewals (see sqllock).
+	db.SetMaxOpenConns(1)
+	l, err := sqllock.New(ctx, db, sqllock.SQLite)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &sqlLocker{Locker: l, closeDB: db.Close}, nil
+}
+
+func sqlitePath(u *url.URL) (string, error) {
+	if u.Opaque != "" { // sqlite:rel/path
+		p, err := url.PathUnescape(u.Opaque)
+		if err != nil {
+			return "", invalidf("sqlite path: %w", err)
+		}
+		return p, nil
+	}
+	if u.Host != "" {
+		return "", invalidf("sqlite URL has host %q; write sqlite:///absolute/path or sqlite:relative/path",
+			u.Host)
+	}
+	if u.Path == "" || strings.HasSuffix(u.Path, "/") {
+		return "", invalidf("sqlite URL names no file; write sqlite:///absolute/path or sqlite:relative/path")
+	}
+	return u.Path, nil
+}
+
+// SQLiteDSN returns the modernc.org/sqlite data source name Open uses for the
+// database file at path: a 10 s busy timeout, WAL journal and
+// synchronous=NORMAL, so several processes can share the file. Programs that
+// keep their own tables in the same file should open it with this DSN too.
+func SQLiteDSN(path string) string {
+	// The driver opens "file:" names as SQLite URIs, which percent-decode the
+	// path and end it at '?' or '#'.
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	return "file:" + esc + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+}
+
+// postgres:// and postgresql://: everything in the URL is pgx's (pool size,
+// TLS, timeouts), see pgxpool.ParseConfig.
+func openPostgres(ctx context.Context, raw string, _ *url.URL) (Locker, error) {
+	cfg, err := pgxpool.ParseConfig(raw)
+	if err != nil {
+		return nil, &invalidError{err}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	l, err := sqllock.NewPgx(ctx, pool) // creates the table: the first round trip
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &sqlLocker{Locker: l, closeDB: func() error { pool.Close(); return nil }}, nil
+}
+
+// sqlLocker closes the connections it was opened with after the Locker.
+type sqlLocker struct {
+	*sqllock.Locker
+	closeDB func() error
+	once    sync.Once
+	err     error // Close's result; written once
+}
+
+func (l *sqlLocker) Close() error {
+	l.once.Do(func() {
+		l.err = l.Locker.Close()
+		if cerr := l.closeDB(); l.err == nil {
+			l.err = cerr
+		}
+	})
+	return l.err
+}
+
+var (
+	_ Locker = memLocker{}
+	_ Locker = (*sqlLocker)(nil)
+)
