@@ -1,0 +1,382 @@
+package fencetest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/latchkey-go/latchkey/fence"
+	"github.com/latchkey-go/latchkey/lock"
+)
+
+// Bounds of a Linearize run.
+const (
+	linHistories  = 2                      // histories per run
+	linProcs      = 3                      // concurrent worker processes
+	linKeys       = 3                      // keys per history
+	linOps        = 70                     // operations per worker process
+	linKills      = 2                      // SIGKILLs per history at most
+	linTTL        = 250 * time.Millisecond // workers' lease TTL, shorter than most pauses
+	linOpTimeout  = 5 * time.Second        // one operation's bound
+	linDeadline   = 40 * time.Second       // one history's bound
+	checkTimeout  = 30 * time.Second       // porcupine's bound
+	neverReturned = int64(1) << 62         // the return time of a call cut short by a kill
+)
+
+// Report counts what a Linearize run checked and the faults it injected.
+type Report struct {
+	Histories, Ops, Reads      int
+	Applied, Stale, Unknown    int // writes by outcome
+	Pauses, Kills, ZombieWrite int // SIGSTOP/SIGCONT pairs, SIGKILLs, writes with a superseded token
+}
+
+func (r Report) String() string {
+	return fmt.Sprintf("%d histories, %d operations (%d reads; writes: %d applied, %d refused stale, %d unknown; %d zombie writes with an older lease's token); faults: %d pauses (SIGSTOP 200-1200 ms), %d kills (SIGKILL)",
+		r.Histories, r.Ops, r.Reads, r.Applied, r.Stale, r.Unknown, r.ZombieWrite, r.Pauses, r.Kills)
+}
+
+// Linearize runs worker processes that lock keys of target with short leases
+// and write and read them through its Register, while this process pauses
+// them at random (SIGSTOP, then SIGCONT after 200-1200 ms, longer than the
+// leases) and kills some (SIGKILL, replaced by fresh workers). Workers also
+// write on purpose with tokens of leases they have given up. It records every
+// call and return on one monotonic clock and fails the test unless each
+// history is linearizable under Model and no stale write was applied (Check).
+// A run is a few histories of a few hundred operations, well under a minute.
+func Linearize(t *testing.T, target Target, config string) Report {
+	conn := open(t, target, config)
+	var total Report
+	for h := range linHistories {
+		r := runHistory(t, target, config, conn, uint64(h))
+		total.Histories++
+		total.Ops += r.Ops
+		total.Reads += r.Reads
+		total.Applied += r.Applied
+		total.Stale += r.Stale
+		total.Unknown += r.Unknown
+		total.Pauses += r.Pauses
+		total.Kills += r.Kills
+		total.ZombieWrite += r.ZombieWrite
+	}
+	t.Logf("%s: %v", target.Name, total)
+	if total.Stale == 0 {
+		t.Errorf("no write was refused as stale: the run did not exercise the fence")
+	}
+	return total
+}
+
+// recorder collects the events children report.
+type recorder struct {
+	mu      sync.Mutex
+	pending map[string]porcupine.Operation // call id -> call half
+	ops     []porcupine.Operation
+	zombies int
+	bad     []string
+}
+
+func (rec *recorder) line(client int, line string) {
+	f := strings.Fields(line)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	switch {
+	case len(f) >= 5 && f[0] == "C": // C id time key r | C id time key w token value zombie
+		ts, _ := strconv.ParseInt(f[2], 10, 64)
+		op := Op{Key: f[3]}
+		if f[4] == "w" && len(f) == 8 {
+			op.Write = true
+			op.Token, _ = strconv.ParseUint(f[5], 10, 64)
+			op.Value = f[6]
+			if f[7] == "zombie" {
+				rec.zombies++
+			}
+		}
+		rec.pending[f[1]] = porcupine.Operation{ClientId: client, Input: op, Call: ts}
+	case len(f) >= 4 && f[0] == "R": // R id time status [value token]
+		op, ok := rec.pending[f[1]]
+		if !ok {
+			rec.bad = append(rec.bad, line)
+			return
+		}
+		delete(rec.pending, f[1])
+		ts, _ := strconv.ParseInt(f[2], 10, 64)
+		out := Outcome{Status: f[3]}
+		if !op.Input.(Op).Write {
+			if f[3] != "ok" || len(f) != 6 {
+				return // a failed read tells nothing
+			}
+			out.Value = strings.TrimPrefix(f[4], "=")
+			out.Token, _ = strconv.ParseUint(f[5], 10, 64)
+		}
+		op.Output, op.Return = out, ts
+		rec.ops = append(rec.ops, op)
+	default:
+		rec.bad = append(rec.bad, line)
+	}
+}
+
+func runHistory(t *testing.T, target Target, config string, conn *Conn, seed uint64) Report {
+	r := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
+	prefix := "lin-" + randHex(4) + "-"
+	keys := make([]string, linKeys)
+	for i := range keys {
+		keys[i] = prefix + strconv.Itoa(i)
+	}
+	rec := &recorder{pending: map[string]porcupine.Operation{}}
+	var rep Report
+
+	type worker struct {
+		c    *child
+		done chan struct{}
+	}
+	var (
+		mu      sync.Mutex
+		live    = map[int]*worker{}
+		clients int
+		wg      sync.WaitGroup
+	)
+	start := func(ops int) {
+		mu.Lock()
+		id := clients
+		clients++
+		mu.Unlock()
+		args := fmt.Sprintf("%d %d %d %s", id, ops, r.Uint64(), strings.Join(keys, ","))
+		w := &worker{c: startChild(t, target, config, "linearize", args), done: make(chan struct{})}
+		mu.Lock()
+		live[id] = w
+		mu.Unlock()
+		wg.Go(func() {
+			for line := range w.c.lines {
+				rec.line(id, line)
+			}
+			w.c.cmd.Wait()
+			mu.Lock()
+			delete(live, id)
+			mu.Unlock()
+			close(w.done)
+		})
+	}
+	for range linProcs {
+		start(linOps)
+	}
+
+	// Faults: every 50-150 ms a random running worker that is not paused
+	// is stopped for 200-1200 ms (longer than its leases, mostly), each
+	// pause on its own goroutine so pauses overlap; linKills times, at a
+	// random moment, a random worker is killed and replaced.
+	var (
+		paused  = map[int]bool{}
+		faults  sync.WaitGroup
+		pauses  int
+		kills   int
+		killAt  []time.Time
+		started = time.Now()
+	)
+	for range linKills {
+		killAt = append(killAt, started.Add(time.Duration(300+r.IntN(2500))*time.Millisecond))
+	}
+	deadline := time.After(linDeadline)
+	for {
+		mu.Lock()
+		ids := make([]int, 0, len(live))
+		for id := range live {
+			if !paused[id] {
+				ids = append(ids, id)
+			}
+		}
+		n := len(live)
+		mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("history not finished within %v", linDeadline)
+		case <-time.After(time.Duration(50+r.IntN(100)) * time.Millisecond):
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		id := ids[r.IntN(len(ids))]
+		mu.Lock()
+		w := live[id]
+		mu.Unlock()
+		if w == nil {
+			continue
+		}
+		if len(killAt) > 0 && time.Now().After(killAt[0]) {
+			killAt = killAt[1:]
+			w.c.signal(syscall.SIGKILL)
+			<-w.done
+			kills++
+			start(linOps / 2)
+			continue
+		}
+		d := time.Duration(200+r.IntN(1000)) * time.Millisecond
+		mu.Lock()
+		paused[id] = true
+		mu.Unlock()
+		pauses++
+		w.c.signal(syscall.SIGSTOP)
+		faults.Go(func() {
+			time.Sleep(d)
+			w.c.signal(syscall.SIGCONT)
+			mu.Lock()
+			delete(paused, id)
+			mu.Unlock()
+		})
+	}
+	faults.Wait()
+	rep.Pauses, rep.Kills = pauses, kills
+	wg.Wait()
+
+	// The final state, read after every worker has gone.
+	final := clients
+	for _, k := range keys {
+		call := now()
+		v, tok, err := conn.Register.Read(t.Context(), k)
+		if err != nil {
+			t.Fatalf("final read of %s: %v", k, err)
+		}
+		rec.ops = append(rec.ops, porcupine.Operation{ClientId: final, Input: Op{Key: k},
+			Output: Outcome{Status: "ok", Value: v, Token: tok}, Call: call, Return: now()})
+	}
+	// Writes cut short by a kill may or may not have been applied.
+	for _, op := range rec.pending {
+		if op.Input.(Op).Write {
+			op.Output, op.Return = Outcome{Status: "unknown"}, neverReturned
+			rec.ops = append(rec.ops, op)
+		}
+	}
+	if len(rec.bad) > 0 {
+		t.Errorf("unparsable lines from workers: %q", rec.bad)
+	}
+	for _, op := range rec.ops {
+		in, out := op.Input.(Op), op.Output.(Outcome)
+		switch {
+		case !in.Write:
+			rep.Reads++
+		case out.Status == "ok":
+			rep.Applied++
+		case out.Status == "stale":
+			rep.Stale++
+		default:
+			rep.Unknown++
+		}
+	}
+	rep.Ops = len(rec.ops)
+	rep.ZombieWrite = rec.zombies
+	if err := Check(rec.ops); err != nil {
+		t.Errorf("%s: %v", target.Name, err)
+		dumpHistory(t, rec.ops)
+	}
+	return rep
+}
+
+// dumpHistory writes a failing history as porcupine's HTML visualization.
+func dumpHistory(t *testing.T, ops []porcupine.Operation) {
+	f, err := os.CreateTemp("", "fencetest-history-*.html")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_, info := porcupine.CheckOperationsVerbose(Model, ops, checkTimeout)
+	if porcupine.Visualize(Model, info, f) == nil {
+		t.Logf("history visualized in %s", f.Name())
+	}
+}
+
+// linearizeChild is one worker: args are "id ops seed key,key,...".
+func linearizeChild(ctx context.Context, conn *Conn, args string) int {
+	f := strings.Fields(args)
+	if len(f) != 4 {
+		fmt.Fprintf(os.Stderr, "linearize child: args %q\n", args)
+		return 2
+	}
+	id, ops := f[0], atoi(f[1])
+	seed, _ := strconv.ParseUint(f[2], 10, 64)
+	keys := strings.Split(f[3], ",")
+	r := rand.New(rand.NewPCG(seed, 1))
+	out := bufio.NewWriter(os.Stdout)
+	emit := func(format string, a ...any) {
+		fmt.Fprintf(out, format+"\n", a...)
+		out.Flush() // one write(2) per event: a kill loses no reported call
+	}
+	seq := 0
+	nextID := func() string { seq++; return id + "." + strconv.Itoa(seq) }
+	old := map[string]uint64{} // a token of an earlier lease, per key
+
+	write := func(key string, h fence.Holder, zombie bool) {
+		cid := nextID()
+		value := "p" + cid
+		tag := "lease"
+		if zombie {
+			tag = "zombie"
+		}
+		emit("C %s %d %s w %d %s %s", cid, now(), key, h.Token(), value, tag)
+		octx, cancel := context.WithTimeout(ctx, linOpTimeout)
+		err := conn.Register.Write(octx, h, key, value)
+		cancel()
+		status := "ok"
+		switch {
+		case errors.Is(err, fence.ErrStale):
+			status = "stale"
+		case err != nil:
+			status = "unknown"
+		}
+		emit("R %s %d %s", cid, now(), status)
+	}
+	read := func(key string) {
+		cid := nextID()
+		emit("C %s %d %s r", cid, now(), key)
+		octx, cancel := context.WithTimeout(ctx, linOpTimeout)
+		v, tok, err := conn.Register.Read(octx, key)
+		cancel()
+		if err != nil {
+			emit("R %s %d fail", cid, now())
+			return
+		}
+		emit("R %s %d ok =%s %d", cid, now(), v, tok)
+	}
+
+	for n, tries := 0, 0; n < ops && tries < 4*ops; tries++ {
+		key := keys[r.IntN(len(keys))]
+		if r.IntN(10) < 4 {
+			read(key)
+			n++
+			continue
+		}
+		lease, err := conn.Locker.Acquire(ctx, key, lock.WithTTL(linTTL), lock.WithWait(2*time.Second))
+		if err != nil {
+			continue
+		}
+		for range 1 + r.IntN(3) {
+			// No look at lease.Done(): like a holder paused at the wrong
+			// moment, we write anyway, and the resource must decide.
+			write(key, lease, false)
+			n++
+			time.Sleep(time.Duration(r.IntN(60)) * time.Millisecond)
+		}
+		if t, ok := old[key]; ok && r.IntN(3) == 0 {
+			write(key, fence.Token(t), true)
+			n++
+		}
+		old[key] = lease.Token()
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		_ = lease.Release(rctx)
+		cancel()
+	}
+	return 0
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }

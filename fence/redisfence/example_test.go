@@ -1,0 +1,35 @@
+package redisfence_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/fence"
+	"github.com/latchkey-go/latchkey/fence/redisfence"
+)
+
+// A holder writes with its lease (any fence.Holder); a former holder's late
+// write is refused by the script. It needs a Redis at localhost:6379.
+func Example() {
+	ctx := context.Background()
+	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer client.Close()
+	guard, _ := redisfence.New(client)
+
+	key := "example:redisfence:order:7"
+	tokenKey, _ := guard.TokenKey(key)
+	defer client.Del(ctx, key, tokenKey)
+
+	old, next := fence.Token(41), fence.Token(42) // e.g. two leases of one lock key
+	fmt.Println(guard.HSet(ctx, old, key, "status", "PENDING"))
+	fmt.Println(guard.HSet(ctx, next, key, "status", "PAID"))
+	err := guard.HSet(ctx, old, key, "status", "FAILED") // the old holder wakes up
+	fmt.Println(errors.Is(err, fence.ErrStale), client.HGet(ctx, key, "status").Val(), tokenKey)
+	// Output:
+	// <nil>
+	// <nil>
+	// true PAID {example:redisfence:order:7}:fence
+}

@@ -1,0 +1,255 @@
+package sqlfence
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/latchkey-go/latchkey/fence"
+	"github.com/latchkey-go/latchkey/internal/sqldialect"
+)
+
+// DB is what a Guard runs its statements on: *sql.DB, *sql.Tx and *sql.Conn
+// all satisfy it.
+type DB interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+var (
+	_ DB = (*sql.DB)(nil)
+	_ DB = (*sql.Tx)(nil)
+	_ DB = (*sql.Conn)(nil)
+)
+
+// Values are the columns a guarded write sets, by name. Names must be plain
+// SQL identifiers; values are passed as statement parameters.
+type Values map[string]any
+
+// A Guard writes to one table's rows only with tokens at least as high as the
+// row's token column. It is safe for concurrent use; it holds no connection.
+type Guard struct {
+	db      DB
+	dialect sqldialect.Dialect
+	table   string
+	key     string
+	token   string
+}
+
+// Defaults of the options.
+const (
+	// DefaultKeyColumn is the column that identifies a row.
+	DefaultKeyColumn = "id"
+	// DefaultTokenColumn is the column holding the row's highest token.
+	DefaultTokenColumn = "fence_token"
+)
+
+// An Option configures New.
+type Option func(*Guard)
+
+// WithKeyColumn names the column that identifies a row; Upsert needs a unique
+// constraint on it. Default: "id" ([DefaultKeyColumn]).
+func WithKeyColumn(name string) Option { return func(g *Guard) { g.key = name } }
+
+// WithTokenColumn names the column holding the row's highest applied token, a
+// BIGINT; NULL counts as 0. Default: "fence_token" ([DefaultTokenColumn]).
+func WithTokenColumn(name string) Option { return func(g *Guard) { g.token = name } }
+
+// Dialect is the SQL flavour of the database.
+type Dialect int
+
+// The dialects.
+const (
+	// Detect picks the dialect from the *sql.DB's driver: pgx's stdlib
+	// driver and lib/pq mean Postgres, a driver type mentioning sqlite means
+	// SQLite.
+	Detect Dialect = iota
+	// Postgres is PostgreSQL 9.5 or later.
+	Postgres
+	// SQLite is SQLite 3.24 or later.
+	SQLite
+)
+
+// WithDialect sets the dialect. Default: Detect.
+func WithDialect(d Dialect) Option {
+	return func(g *Guard) {
+		switch d {
+		case Postgres:
+			g.dialect = sqldialect.Postgres
+		case SQLite:
+			g.dialect = sqldialect.SQLite
+		}
+	}
+}
+
+// New returns a Guard for table on db. It touches no server. Errors wrap
+// fence.ErrInvalid: a nil db, a name that is not a plain identifier (the
+// table may be schema-qualified), or a driver whose dialect cannot be told
+// (pass WithDialect).
+func New(db *sql.DB, table string, opts ...Option) (*Guard, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: sqlfence: nil *sql.DB", fence.ErrInvalid)
+	}
+	g := &Guard{db: db, table: table, key: DefaultKeyColumn, token: DefaultTokenColumn}
+	for _, o := range opts {
+		if o != nil {
+			o(g)
+		}
+	}
+	if g.dialect == sqldialect.Unknown {
+		if g.dialect = sqldialect.Detect(db); g.dialect == sqldialect.Unknown {
+			return nil, fmt.Errorf("%w: sqlfence: cannot tell the SQL dialect of driver %T; use WithDialect", fence.ErrInvalid, db.Driver())
+		}
+	}
+	err := errors.Join(sqldialect.Table(table), sqldialect.Ident("key column", g.key), sqldialect.Ident("token column", g.token))
+	if err == nil && g.key == g.token {
+		err = fmt.Errorf("key and token column are both %q", g.key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: sqlfence: %w", fence.ErrInvalid, err)
+	}
+	return g, nil
+}
+
+// In returns a copy of g that runs its statements on db, typically a *sql.Tx,
+// so a guarded write commits or rolls back with the caller's other
+// statements. db must be of the same database as g's.
+func (g *Guard) In(db DB) *Guard {
+	c := *g
+	c.db = db
+	return &c
+}
+
+// Update sets values on the row whose key column equals key, if h's token is
+// at least the row's token, and raises the row's token to h's. It is one
+// UPDATE statement. Errors: fence.ErrStale (the row has a higher token;
+// nothing changed), fence.ErrNotFound (no such row), an error wrapping
+// fence.ErrInvalid (bad holder or column names, no values; the server is
+// not touched), or the database's error.
+func (g *Guard) Update(ctx context.Context, h fence.Holder, key any, values Values) error {
+	t, cols, err := g.check(h, values)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	args := make([]any, 0, len(cols)+2)
+	fmt.Fprintf(&b, "UPDATE %s SET ", g.table)
+	for _, c := range cols {
+		args = append(args, values[c])
+		fmt.Fprintf(&b, "%s = $%d, ", c, len(args))
+	}
+	args = append(args, int64(t), key)
+	tp, kp := len(args)-1, len(args)
+	fmt.Fprintf(&b, "%s = $%d WHERE %s = $%d AND COALESCE(%s, 0) <= $%d", g.token, tp, g.key, kp, g.token, tp)
+	q := g.dialect.Rebind(b.String())
+
+	// The statement alone decides; the read after a refusal only tells the
+	// caller why. If that read finds a token the write would have passed,
+	// the row changed in between (deleted and re-inserted): try again.
+	for range 3 {
+		res, err := g.db.ExecContext(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("sqlfence: update %s: %w", g.table, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("sqlfence: update %s: %w", g.table, err)
+		} else if n > 0 {
+			return nil
+		}
+		cur, err := g.Token(ctx, key)
+		if err != nil {
+			return err
+		}
+		if cur > t {
+			return fmt.Errorf("%w: token %d, row has %d", fence.ErrStale, t, cur)
+		}
+	}
+	return fmt.Errorf("%w: %s row %v keeps changing under the update", fence.ErrStale, g.table, key)
+}
+
+// Upsert inserts the row with key, values and h's token, or, when a row with
+// key exists, updates it as Update does. It is one INSERT ... ON CONFLICT
+// statement and needs a unique constraint on the key column. Errors:
+// fence.ErrStale (the row has a higher token; nothing changed), an error
+// wrapping fence.ErrInvalid (as Update), or the database's error.
+func (g *Guard) Upsert(ctx context.Context, h fence.Holder, key any, values Values) error {
+	t, cols, err := g.check(h, values)
+	if err != nil {
+		return err
+	}
+	names := append([]string{g.key}, cols...)
+	names = append(names, g.token)
+	args := make([]any, 0, len(names))
+	args = append(args, key)
+	for _, c := range cols {
+		args = append(args, values[c])
+	}
+	args = append(args, int64(t))
+	ph := make([]string, len(names))
+	set := make([]string, 0, len(cols)+1)
+	for i := range names {
+		ph[i] = fmt.Sprintf("$%d", i+1)
+	}
+	for _, c := range names[1:] {
+		set = append(set, fmt.Sprintf("%s = excluded.%s", c, c))
+	}
+	q := g.dialect.Rebind(fmt.Sprintf(
+		"INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s) DO UPDATE SET %s WHERE COALESCE(%s.%s, 0) <= excluded.%s",
+		g.table, strings.Join(names, ", "), strings.Join(ph, ", "), g.key, strings.Join(set, ", "),
+		sqldialect.Bare(g.table), g.token, g.token))
+	res, err := g.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("sqlfence: upsert %s: %w", g.table, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("sqlfence: upsert %s: %w", g.table, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: token %d refused by %s row %v", fence.ErrStale, t, g.table, key)
+	}
+	return nil
+}
+
+// Token returns the highest token applied to the row with key (0 when its
+// token column is NULL). Errors: fence.ErrNotFound, or the database's error.
+// It is for reports and tests: deciding a write on it would race; the guarded
+// writes decide in the statement.
+func (g *Guard) Token(ctx context.Context, key any) (uint64, error) {
+	q := g.dialect.Rebind(fmt.Sprintf("SELECT COALESCE(%s, 0) FROM %s WHERE %s = $1", g.token, g.table, g.key))
+	var cur int64
+	switch err := g.db.QueryRowContext(ctx, q, key).Scan(&cur); {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, fmt.Errorf("%w: %s row %v", fence.ErrNotFound, g.table, key)
+	case err != nil:
+		return 0, fmt.Errorf("sqlfence: read token of %s: %w", g.table, err)
+	}
+	return uint64(cur), nil
+}
+
+// check validates a write's inputs and returns its token and the value
+// columns, sorted so that equal writes are equal statements.
+func (g *Guard) check(h fence.Holder, values Values) (uint64, []string, error) {
+	t, err := fence.TokenOf(h)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(values) == 0 {
+		return 0, nil, fmt.Errorf("%w: sqlfence: no values to write", fence.ErrInvalid)
+	}
+	cols := make([]string, 0, len(values))
+	for c := range values {
+		if err := sqldialect.Ident("column", c); err != nil {
+			return 0, nil, fmt.Errorf("%w: sqlfence: %w", fence.ErrInvalid, err)
+		}
+		if c == g.key || c == g.token {
+			return 0, nil, fmt.Errorf("%w: sqlfence: values may not set the key or token column %q", fence.ErrInvalid, c)
+		}
+		cols = append(cols, c)
+	}
+	slices.Sort(cols)
+	return t, cols, nil
+}

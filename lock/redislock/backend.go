@@ -1,0 +1,198 @@
+package redislock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/lock"
+)
+
+var (
+	//go:embed acquire.lua
+	acquireLua    string
+	acquireScript = redis.NewScript(acquireLua)
+
+	//go:embed renew.lua
+	renewLua    string
+	renewScript = redis.NewScript(renewLua)
+
+	//go:embed release.lua
+	releaseLua    string
+	releaseScript = redis.NewScript(releaseLua)
+)
+
+// waitersFlagTTL is how long a failed attempt marks a key as waited for, so
+// that its releases publish a wake-up. A waiting Acquire attempts again at
+// least once a second (the Manager's safety-net poll), renewing the mark, so
+// the mark outlives the wait; once nobody waits, releases stop publishing.
+const waitersFlagTTL = 10 * time.Second
+
+// backend implements lock.Backend, lock.BatchRenewer and lock.OwnerWatcher.
+type backend struct {
+	client    Client
+	prefix    string
+	channel   string // where releases of waited-for keys are published
+	id        string // this Locker's instance id, in its release messages
+	retention int64  // fencing counter retention, ms
+	exec      executor
+	w         *watcher
+}
+
+var (
+	_ lock.Backend      = (*backend)(nil)
+	_ lock.BatchRenewer = (*backend)(nil)
+	_ lock.OwnerWatcher = (*backend)(nil)
+)
+
+func newBackend(client Client, o options) *backend {
+	b := &backend{
+		client:    client,
+		prefix:    o.prefix,
+		channel:   o.prefix + "released",
+		id:        newInstanceID(),
+		retention: millis(o.retention),
+	}
+	if o.batching {
+		b.exec = newBatcher(client)
+	} else {
+		b.exec = direct{client}
+	}
+	b.w = newWatcher(b)
+	return b
+}
+
+func (b *backend) close() { b.w.close() }
+
+// TryAcquire implements lock.Backend.
+func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
+	if b.w.behind(key, owner) {
+		// A waiter of this Locker has waited longer: it goes first.
+		return 0, 0, lock.ErrNotAcquired
+	}
+	lk := lockKey(b.prefix, key)
+	n, err := b.exec.run(ctx, nil, acquireScript, []string{lk, lk + ":fence", lk + ":waiters"},
+		owner, millis(ttl), b.retention, millis(waitersFlagTTL))
+	if err != nil {
+		return 0, 0, fmt.Errorf("redislock: acquire: %w", err)
+	}
+	if n <= 0 {
+		return 0, time.Duration(-n) * time.Millisecond, lock.ErrNotAcquired
+	}
+	b.w.acquired(key, owner)
+	return uint64(n), 0, nil
+}
+
+// Renew implements lock.Backend.
+func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
+	n, err := b.exec.run(ctx, nil, renewScript, []string{lockKey(b.prefix, key)}, owner, millis(ttl))
+	if err != nil {
+		return fmt.Errorf("redislock: renew: %w", err)
+	}
+	if n != 1 {
+		return fmt.Errorf("redislock: renew: %w", lock.ErrNotHeld)
+	}
+	return nil
+}
+
+// RenewBatch implements lock.BatchRenewer: one pipeline for the whole batch
+// (on Redis Cluster, one per master, sent in parallel).
+func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error {
+	errs := make([]error, len(batch))
+	if len(batch) == 0 {
+		return errs
+	}
+	cmds := make([]*redis.Cmd, len(batch))
+	send := func(idx []int) error {
+		pipe := b.client.Pipeline()
+		for _, i := range idx {
+			r := batch[i]
+			cmds[i] = renewScript.EvalSha(ctx, pipe, []string{lockKey(b.prefix, r.Key)}, r.Owner, millis(r.TTL))
+		}
+		_, err := pipe.Exec(ctx)
+		return err
+	}
+	all := make([]int, len(batch))
+	for i := range all {
+		all[i] = i
+	}
+	if err := send(all); err != nil {
+		var missing []int
+		for i, c := range cmds {
+			if isNoScript(c.Err()) {
+				missing = append(missing, i)
+			}
+		}
+		if len(missing) > 0 {
+			if err := renewScript.Load(ctx, b.client).Err(); err == nil {
+				_ = send(missing)
+			}
+		}
+	}
+	for i, c := range cmds {
+		n, err := c.Int64()
+		switch {
+		case err != nil:
+			errs[i] = fmt.Errorf("redislock: renew: %w", err)
+		case n != 1:
+			errs[i] = fmt.Errorf("redislock: renew: %w", lock.ErrNotHeld)
+		}
+	}
+	return errs
+}
+
+// Release implements lock.Backend.
+func (b *backend) Release(ctx context.Context, key, owner string) error {
+	lk := lockKey(b.prefix, key)
+	// The head waiter of this Locker is woken as soon as its attempt is sure
+	// to reach Redis after this release: with batching, both then travel in
+	// one round trip. If the release fails, the wake-up was merely spurious.
+	n, err := b.exec.run(ctx, func() { b.w.released(key) }, releaseScript, []string{lk, lk + ":waiters"}, owner, b.channel, b.id)
+	if err != nil {
+		return fmt.Errorf("redislock: release: %w", err)
+	}
+	if n != 1 {
+		return fmt.Errorf("redislock: release: %w", lock.ErrNotHeld)
+	}
+	return nil
+}
+
+// WatchRelease implements lock.ReleaseWatcher.
+func (b *backend) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	return b.w.watch(ctx, key, "")
+}
+
+// WatchReleaseOwner implements lock.OwnerWatcher.
+func (b *backend) WatchReleaseOwner(ctx context.Context, key, owner string) (<-chan struct{}, func(), error) {
+	return b.w.watch(ctx, key, owner)
+}
+
+// An executor runs one script call. If ordered is not nil, it is called once
+// every call made after it returns is sure to reach Redis after this one (for
+// an executor that cannot promise that, after the call completed).
+type executor interface {
+	run(ctx context.Context, ordered func(), s *redis.Script, keys []string, args ...any) (int64, error)
+}
+
+// direct sends each call on its own (EVALSHA, falling back to EVAL).
+type direct struct{ c Client }
+
+func (d direct) run(ctx context.Context, ordered func(), s *redis.Script, keys []string, args ...any) (int64, error) {
+	n, err := s.Run(ctx, d.c, keys, args...).Int64()
+	if ordered != nil {
+		ordered()
+	}
+	return n, err
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// errClosed is returned by calls made after Close.
+var errClosed = errors.New("redislock: locker closed")

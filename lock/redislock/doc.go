@@ -1,0 +1,87 @@
+// Package redislock is a lock.Locker on one Redis server or a Redis Cluster:
+// SET NX PX with a fencing token, automatic renewal, a lost-lease notice, and
+// waiting woken by pub/sub.
+//
+//	l, err := redislock.New(rdb) // *redis.Client, *redis.ClusterClient, UniversalClient
+//	defer l.Close()
+//	lease, err := l.Acquire(ctx, "order:42")
+//	defer lease.Release(ctx)
+//	// write with lease.Token(); stop when <-lease.Done()
+//
+// # Keys
+//
+// A lock on key K lives in three Redis keys sharing one hash tag, so every
+// script runs on Redis Cluster: "<prefix>{K}" holds the owner (a random
+// 128-bit id) with the lease as its expiry, "<prefix>{K}:fence" the last
+// fencing token, and "<prefix>{K}:waiters" marks, for 10 s after a failed
+// attempt, that someone waits for K. (A key starting with '}' or '\' gets a
+// '\' in front inside the braces.) Keys are passed to scripts as data, never
+// spliced into them.
+//
+// # Round trips
+//
+// Acquire is one script call: SET NX PX and, on success, the next token; on
+// failure it returns the holder's remaining lease, which times the next
+// attempt. Release is one compare-and-delete script, Renew one
+// compare-and-pexpire script. All run with EVALSHA, falling back to EVAL.
+// Concurrent calls of one Locker are coalesced into pipelines (see
+// WithBatching), and all leases due for renewal at once are renewed in one
+// pipeline.
+//
+// # Fencing tokens: the exact guarantee
+//
+// The acquire script sets token = max(last + 1, now), where last is the
+// counter's value (absent: 0) and now is the server's TIME in microseconds
+// since the Unix epoch, and stores it as the new counter, kept for 24 h after
+// the last acquisition (WithTokenRetention).
+//
+//   - While the counter survives, every token for K is strictly greater than
+//     every earlier one, whatever the clock does.
+//   - When the counter is lost — Redis restarted without persistence, the key
+//     evicted or expired, FLUSHALL, a failover to a replica that had not yet
+//     received the last increments — the next token is the server's clock in
+//     microseconds. It is greater than every earlier token provided the clock
+//     of the server issuing it reads later than the clock that issued the
+//     last token did, by more than that token's lead over its clock. A token
+//     leads its clock only when one key is acquired more than once per
+//     microsecond, which one Redis cannot sustain for long (each acquisition
+//     is a script run), so in practice the lead is zero and the condition is
+//     "the clock has not been stepped backwards across the loss".
+//   - Tokens are therefore microsecond timestamps (about 1.7e15 today): below
+//     2^53, exact in Lua's doubles until the year 2255.
+//
+// Pass the token to the resource you write to (see the fence package): a lock
+// can always be lost without its holder noticing in time, and only the
+// resource can refuse the late write.
+//
+// # Waiting
+//
+// Each Locker has one pub/sub subscription, to the channel "<prefix>released",
+// opened by the first Acquire that may wait (before its first attempt) and
+// shared by all its waiters; Close ends it. A release publishes only when the
+// waiters mark is set, so uncontended locks publish nothing. Waiters of one
+// Locker queue per key: only the longest-waiting one attempts, a release (seen
+// locally or through the channel) wakes only it, and later arrivals, the
+// releasing goroutine included, queue behind it instead of barging in (a
+// try-once Acquire, WithWait(0), does not queue: it attempts at once). A
+// waiter that gives up is unlinked at once and passes its turn on. Missed
+// messages (a reconnecting subscription) cost only latency: the Manager polls
+// as a safety net, and a resubscription wakes every queue's head.
+//
+// Plain PUBLISH is used, not sharded SPUBLISH: on Redis Cluster a PUBLISH
+// reaches subscribers on every node, so one subscription to one channel serves
+// all keys, whatever their slot, and needs no round trip per wait. SPUBLISH
+// would confine the message to the key's shard but need a subscription per
+// shard and a SSUBSCRIBE (one round trip) per waited key; since releases
+// publish only while someone waits, the cluster-wide broadcast stays cheap.
+//
+// # Loss
+//
+// Lease.Done closes when renewal is refused (the key is gone or another owner
+// holds it: FLUSHALL, a restart, a revocation, expiry during a pause) or is not
+// confirmed before the local deadline, which falls before the server's expiry
+// (the holder starts its clock before sending, the server after receiving). So
+// after a partition, a slow link or a stopped process, the holder learns of the
+// loss before anyone else can take the lock, as far as clock rates agree within
+// the drift margin.
+package redislock

@@ -1,0 +1,247 @@
+package redislock
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+	"github.com/latchkey-go/latchkey/lock"
+)
+
+// faultTTL is the lease of the fault tests: long enough that the holder's
+// drift margin (TTL/100 + 2 ms) dwarfs timer latency on a loaded machine.
+const faultTTL = time.Second
+
+func waitDone(t *testing.T, lease *lock.Lease, within time.Duration) {
+	t.Helper()
+	select {
+	case <-lease.Done():
+	case <-time.After(within):
+		t.Fatalf("Done not closed within %v", within)
+	}
+	if !errors.Is(lease.Err(), lock.ErrLeaseLost) {
+		t.Fatalf("Err = %v, want ErrLeaseLost", lease.Err())
+	}
+}
+
+// takeOver acquires key on l, waiting, and checks that lost's Done was already
+// closed when it got in: the old holder always learns first.
+func takeOver(t *testing.T, l *Locker, key string, lost *lock.Lease) *lock.Lease {
+	t.Helper()
+	next, err := l.Acquire(ctxT(t), key, lock.WithTTL(faultTTL), lock.WithWait(20*time.Second))
+	if err != nil {
+		t.Fatalf("successor's Acquire: %v", err)
+	}
+	select {
+	case <-lost.Done():
+	default:
+		t.Fatal("another holder got the lock before the old holder's Done closed")
+	}
+	if next.Token() <= lost.Token() {
+		t.Fatalf("successor's token %d <= old holder's %d", next.Token(), lost.Token())
+	}
+	return next
+}
+
+func TestRedisRestartMidLease(t *testing.T) {
+	t.Parallel()
+	srv := testsvc.StartRedis(t)
+	l := newLocker(t, newClient(t, srv.Addr()))
+	held, err := l.Acquire(ctxT(t), "k", lock.WithTTL(faultTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart()
+	waitDone(t, held, 10*time.Second)
+	if err := held.Release(ctxT(t)); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Release after loss = %v, want ErrNotHeld", err)
+	}
+	// The counter is gone with the data; tokens still rise.
+	next, err := l.Acquire(ctxT(t), "k", lock.WithTTL(faultTTL), lock.WithWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Token() <= held.Token() {
+		t.Fatalf("token after restart %d <= before %d", next.Token(), held.Token())
+	}
+	_ = next.Release(ctxT(t))
+}
+
+func TestFlushAllBehindHoldersBack(t *testing.T) {
+	t.Parallel()
+	srv := testsvc.StartRedis(t)
+	c := newClient(t, srv.Addr())
+	l := newLocker(t, c)
+	held, err := l.Acquire(ctxT(t), "k", lock.WithTTL(faultTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.FlushAll(ctxT(t)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, held, 5*time.Second)
+	next, err := l.Acquire(ctxT(t), "k", lock.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Token() <= held.Token() {
+		t.Fatalf("token after FLUSHALL %d <= before %d", next.Token(), held.Token())
+	}
+	_ = next.Release(ctxT(t))
+}
+
+// TestNetworkFaults cuts, slows and blackholes the holder's link to Redis
+// (through a proxy) and checks that the holder's Done closes before another
+// holder, on a healthy link, gets the lock.
+func TestNetworkFaults(t *testing.T) {
+	t.Parallel()
+	faults := []struct {
+		name        string
+		hurt, mercy func(p *testsvc.Proxy)
+	}{
+		{"Cut", func(p *testsvc.Proxy) { p.Cut() }, func(p *testsvc.Proxy) { p.Restore() }},
+		// Replies take longer than the lease: every renewal is confirmed
+		// too late, though the server applies it.
+		{"Slow", func(p *testsvc.Proxy) { p.SetLatency(faultTTL / 2) }, func(p *testsvc.Proxy) { p.SetLatency(0) }},
+		{"Blackhole", func(p *testsvc.Proxy) { p.Blackhole(true) }, func(p *testsvc.Proxy) { p.Blackhole(false) }},
+	}
+	for _, f := range faults {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			srv := testsvc.StartRedis(t)
+			p := testsvc.NewProxy(t, srv.Addr())
+			holder := newLocker(t, newClient(t, p.Addr()))
+			other := newLocker(t, newClient(t, srv.Addr()))
+			held, err := holder.Acquire(ctxT(t), "k", lock.WithTTL(faultTTL))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.hurt(p)
+			next := takeOver(t, other, "k", held)
+			waitDone(t, held, time.Second)
+			f.mercy(p)
+			if err := held.Release(ctxT(t)); !errors.Is(err, lock.ErrNotHeld) {
+				t.Errorf("old holder's Release = %v, want ErrNotHeld", err)
+			}
+			// The old holder's stale release must not have freed the lock.
+			if _, err := holder.Acquire(ctxT(t), "k", lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
+				t.Errorf("after the old holder's Release the key was free: %v", err)
+			}
+			if err := next.Release(ctxT(t)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// Environment of the child process of TestPausedHolder.
+const (
+	childEnvAddr = "REDISLOCK_TEST_CHILD_ADDR"
+	childEnvTTL  = "REDISLOCK_TEST_CHILD_TTL"
+)
+
+// runChild is the test binary re-executed as a lock holder: it takes "k",
+// prints its token, and reports on stdout when it learns the lease is lost.
+func runChild() {
+	ttl, _ := time.ParseDuration(os.Getenv(childEnvTTL))
+	c := redis.NewClient(&redis.Options{Addr: os.Getenv(childEnvAddr)})
+	l, err := New(c)
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(2)
+	}
+	lease, err := l.Acquire(context.Background(), "k", lock.WithTTL(ttl))
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(2)
+	}
+	fmt.Println("token", lease.Token())
+	<-lease.Done()
+	fmt.Println("lost", lease.Err())
+	select {} // hold on until killed
+}
+
+// TestPausedHolder stops a holder process (SIGSTOP) past its TTL: another
+// holder gets in with a higher token, and the paused one, resumed, is told
+// its lease is lost.
+func TestPausedHolder(t *testing.T) {
+	t.Parallel()
+	srv := testsvc.StartRedis(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnvAddr+"="+srv.Addr(), childEnvTTL+"="+faultTTL.String())
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	lines := make(chan string, 4)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		_ = cmd.Wait() // after the pipe is drained
+		close(exited)
+	}()
+	line := func() string {
+		select {
+		case s := <-lines:
+			return s
+		case <-time.After(20 * time.Second):
+			t.Fatal("child said nothing")
+			return ""
+		}
+	}
+	first := line()
+	tok, err := strconv.ParseUint(strings.TrimPrefix(first, "token "), 10, 64)
+	if err != nil {
+		t.Fatalf("child: %q", first)
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	l := newLocker(t, newClient(t, srv.Addr()))
+	next, err := l.Acquire(ctxT(t), "k", lock.WithTTL(faultTTL), lock.WithWait(20*time.Second))
+	if err != nil {
+		t.Fatalf("Acquire while the holder is paused: %v", err)
+	}
+	if next.Token() <= tok {
+		t.Fatalf("successor's token %d <= paused holder's %d", next.Token(), tok)
+	}
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if s := line(); !strings.HasPrefix(s, "lost ") || !strings.Contains(s, lock.ErrLeaseLost.Error()) {
+		t.Fatalf("resumed child said %q, want its lease lost", s)
+	}
+	// The resumed holder's renewal or cleanup must not touch the new lock.
+	time.Sleep(faultTTL / 2)
+	select {
+	case <-next.Done():
+		t.Fatalf("successor lost its lease: %v", next.Err())
+	default:
+	}
+	if err := next.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,321 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/locktest"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnvAddr) != "" {
+		runChild() // never returns
+	}
+	os.Exit(m.Run())
+}
+
+// newClient returns a client of addr that t's cleanup closes.
+func newClient(t testing.TB, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// newLocker returns a Locker on c that t's cleanup closes.
+func newLocker(t testing.TB, c Client, opts ...Option) *Locker {
+	t.Helper()
+	l, err := New(c, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// deletePrefix deletes every key under prefix: what a restart without
+// persistence does to this Locker's data.
+func deletePrefix(t testing.TB, c *redis.Client, prefix string) {
+	t.Helper()
+	ctx := ctxT(t)
+	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if err := c.Del(ctx, iter.Val()).Err(); err != nil {
+			t.Errorf("DEL %s: %v", iter.Val(), err)
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Errorf("SCAN: %v", err)
+	}
+}
+
+// TestConformance runs locktest against the shared Redis. Its Restart drops
+// every key of the test, as a restart without persistence would; the server
+// process itself is restarted in TestConformancePrivate.
+func TestConformance(t *testing.T) {
+	addr := testsvc.RedisAddr(t)
+	prefix := testsvc.KeyPrefix(t)
+	admin := newClient(t, addr)
+	t.Cleanup(func() { deletePrefix(t, admin, prefix) })
+	locktest.Run(t, locktest.Harness{
+		New: func(t *testing.T) lock.Locker {
+			l, err := New(newClient(t, addr), WithPrefix(prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return l
+		},
+		Revoke: func(t *testing.T, key string) {
+			if err := admin.Del(ctxT(t), lockKey(prefix, key)).Err(); err != nil {
+				t.Errorf("revoke: %v", err)
+			}
+		},
+		Restart: func(t *testing.T) { deletePrefix(t, admin, prefix) },
+	})
+}
+
+// TestConformancePrivate runs locktest against a redis-server of its own,
+// which Restart really restarts (empty: it keeps nothing on disk).
+func TestConformancePrivate(t *testing.T) {
+	srv := testsvc.StartRedis(t)
+	admin := newClient(t, srv.Addr())
+	locktest.Run(t, locktest.Harness{
+		New: func(t *testing.T) lock.Locker {
+			l, err := New(newClient(t, srv.Addr()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return l
+		},
+		Revoke: func(t *testing.T, key string) {
+			if err := admin.Del(ctxT(t), lockKey(DefaultPrefix, key)).Err(); err != nil {
+				t.Errorf("revoke: %v", err)
+			}
+		},
+		Restart: func(t *testing.T) { srv.Restart() },
+	})
+}
+
+// TestConformanceNoBatching runs locktest with every command sent on its
+// own, against the shared Redis.
+func TestConformanceNoBatching(t *testing.T) {
+	addr := testsvc.RedisAddr(t)
+	prefix := testsvc.KeyPrefix(t)
+	admin := newClient(t, addr)
+	t.Cleanup(func() { deletePrefix(t, admin, prefix) })
+	locktest.Run(t, locktest.Harness{
+		New: func(t *testing.T) lock.Locker {
+			l, err := New(newClient(t, addr), WithPrefix(prefix), WithBatching(false))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return l
+		},
+		Revoke: func(t *testing.T, key string) {
+			if err := admin.Del(ctxT(t), lockKey(prefix, key)).Err(); err != nil {
+				t.Errorf("revoke: %v", err)
+			}
+		},
+		Restart: func(t *testing.T) { deletePrefix(t, admin, prefix) },
+	})
+}
+
+func TestNewInvalid(t *testing.T) {
+	t.Parallel()
+	if _, err := New(nil); !errors.Is(err, lock.ErrInvalid) {
+		t.Errorf("New(nil) = %v, want ErrInvalid", err)
+	}
+	var nilClient *redis.Client
+	if _, err := New(nilClient); !errors.Is(err, lock.ErrInvalid) {
+		t.Errorf("New((*redis.Client)(nil)) = %v, want ErrInvalid", err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	for _, opt := range []Option{WithPrefix("a{b}:"), WithPrefix("}"), WithTokenRetention(time.Millisecond)} {
+		if _, err := New(c, opt); !errors.Is(err, lock.ErrInvalid) {
+			t.Errorf("New with a bad option = %v, want ErrInvalid", err)
+		}
+	}
+}
+
+func TestKeyNames(t *testing.T) {
+	t.Parallel()
+	keys := []string{"a", "order:42", "}", "}x", `\`, `\}`, `\\`, `}}`, "{x}", "a}b", "x{", "ü"}
+	seen := map[string]string{}
+	for _, k := range keys {
+		name := lockKey("p:", k)
+		if prev, dup := seen[name]; dup {
+			t.Errorf("keys %q and %q share the name %q", prev, k, name)
+		}
+		seen[name] = k
+		got, ok := userKey("p:", name)
+		if !ok || got != k {
+			t.Errorf("userKey(lockKey(%q)) = %q, %v", k, got, ok)
+		}
+		// All three names must hash to one slot: the tag between the first
+		// '{' and the next '}' is the same, non-empty part.
+		tag := hashTag(name)
+		if tag == "" || tag != hashTag(name+":fence") || tag != hashTag(name+":waiters") {
+			t.Errorf("key %q: hash tags %q %q %q", k, tag, hashTag(name+":fence"), hashTag(name+":waiters"))
+		}
+	}
+	if got := lockKey(DefaultPrefix, "order:42"); got != "latchkey:lock:{order:42}" {
+		t.Errorf("lockKey = %q", got)
+	}
+}
+
+// hashTag is Redis Cluster's rule: the part between the first '{' and the
+// first '}' after it, if not empty.
+func hashTag(s string) string {
+	i := strings.IndexByte(s, '{')
+	if i < 0 {
+		return ""
+	}
+	j := strings.IndexByte(s[i+1:], '}')
+	if j <= 0 {
+		return ""
+	}
+	return s[i+1 : i+1+j]
+}
+
+// TestQueue checks the waiter queue without a server: arrival order, only
+// the head attempts, a release wakes only the head, and a head that leaves
+// without the lock passes its turn on.
+func TestQueue(t *testing.T) {
+	t.Parallel()
+	b := &backend{prefix: DefaultPrefix, id: newInstanceID()}
+	w := newWatcher(b)
+	b.w = w
+	w.state = ready // no subscription in this test
+	ctx := context.Background()
+	var wakes []<-chan struct{}
+	var stops []func()
+	owners := []string{"o1", "o2", "o3"}
+	for _, o := range owners {
+		wake, stop, err := w.watch(ctx, "k", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wakes, stops = append(wakes, wake), append(stops, stop)
+	}
+	if w.behind("k", "o1") || !w.behind("k", "o2") || !w.behind("k", "o3") {
+		t.Fatal("only the first waiter may attempt")
+	}
+	if w.behind("k", "stranger") || w.behind("other", "o2") {
+		t.Fatal("callers that are not queued for the key are not held back")
+	}
+	pending := func(i int) bool {
+		select {
+		case <-wakes[i]:
+			return true
+		default:
+			return false
+		}
+	}
+	w.released("k")
+	if !pending(0) || pending(1) || pending(2) {
+		t.Fatal("a release must wake the head only")
+	}
+	// The head is cancelled: the next one becomes head and is woken.
+	stops[0]()
+	if !pending(1) || pending(2) || w.behind("k", "o2") {
+		t.Fatal("the departed head's turn was not passed on")
+	}
+	// o2 takes the lock and leaves: o3 is head but not woken (the lock is held).
+	w.acquired("k", "o2")
+	stops[1]()
+	if pending(2) || w.behind("k", "o3") {
+		t.Fatal("after an acquisition the next waiter is head, not woken")
+	}
+	// A message from another Locker wakes it; our own messages do not.
+	w.onMessage(b.id + lockKey(DefaultPrefix, "k"))
+	if pending(2) {
+		t.Fatal("own release message woke a waiter")
+	}
+	w.onMessage(newInstanceID() + lockKey(DefaultPrefix, "k"))
+	if !pending(2) {
+		t.Fatal("another Locker's release did not wake the head")
+	}
+	stops[2]()
+	if len(w.queues) != 0 || len(w.owners) != 0 {
+		t.Fatalf("queues left behind: %v %v", w.queues, w.owners)
+	}
+}
+
+// TestFairHandOff has waiters of one Locker contend for one key and checks
+// that each gets its turn: with hand-off to the longest waiter, every
+// goroutine's count stays close to the others'.
+func TestFairHandOff(t *testing.T) {
+	t.Parallel()
+	addr := testsvc.RedisAddr(t)
+	l := newLocker(t, newClient(t, addr), WithPrefix(testsvc.KeyPrefix(t)))
+	const workers, rounds = 6, 15
+	var (
+		mu     sync.Mutex
+		order  []int
+		wg     sync.WaitGroup
+		last   uint64
+		inside bool
+	)
+	for g := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				lease, err := l.Acquire(ctxT(t), "k", lock.WithTTL(5*time.Second))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				if inside || lease.Token() <= last {
+					t.Errorf("overlap or token not rising: %d after %d", lease.Token(), last)
+				}
+				inside, last = true, lease.Token()
+				order = append(order, g)
+				inside = false
+				mu.Unlock()
+				if err := lease.Release(ctxT(t)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// Once all have queued, no goroutine may take the lock twice while
+	// another that was waiting gets nothing: in every window of `workers`
+	// consecutive acquisitions after the start, each goroutine appears at
+	// most twice.
+	// Only windows before the first goroutine finished count: after that,
+	// fewer goroutines share the key.
+	end, seen := len(order), map[int]int{}
+	for i, g := range order {
+		if seen[g]++; seen[g] == rounds && i < end {
+			end = i
+		}
+	}
+	for i := workers; i+workers <= end; i++ {
+		count := map[int]int{}
+		for _, g := range order[i : i+workers] {
+			count[g]++
+			if count[g] > 2 {
+				t.Fatalf("goroutine %d barged: acquisitions %d..%d were %v", g, i, i+workers, order[i:i+workers])
+			}
+		}
+	}
+}

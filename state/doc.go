@@ -1,0 +1,23 @@
+// Package state makes updates of SQL rows safe against duplicates and races
+// without locks, in two ways, on PostgreSQL and SQLite through database/sql.
+//
+// [Machine] moves a row's status column along declared transitions
+// (UNPAID -> PAID, PAID -> REFUNDED, ...). A move is one conditional UPDATE:
+//
+//	UPDATE orders SET status = 'PAID' WHERE id = $1 AND status IN ('UNPAID')
+//
+// so of two concurrent attempts, or a payment callback delivered twice,
+// exactly one changes the row. When no row changed, the caller is told why: the
+// row was already in the target state ([Duplicate]: the operation had already
+// taken effect, an idempotent success) or it is in a state from which the
+// move is not declared ([ErrIllegal]).
+//
+// [Optimistic] updates a row whose version column is bumped on every write.
+// It reads the row, runs the caller's function on what it read, and writes the
+// result only if the version is still the one it read; otherwise it reads
+// again and re-runs the function, a bounded number of times, with jittered
+// backoff between attempts. The check compares the version, never business
+// values, so a value that changed and changed back (ABA) is still a conflict.
+//
+// This package imports only the standard library.
+package state

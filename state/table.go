@@ -1,0 +1,72 @@
+package state
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+
+	"github.com/latchkey-go/latchkey/internal/sqldialect"
+)
+
+// DB is what Machine and Optimistic run their statements on: *sql.DB,
+// *sql.Tx and *sql.Conn all satisfy it.
+type DB interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+var (
+	_ DB = (*sql.DB)(nil)
+	_ DB = (*sql.Tx)(nil)
+	_ DB = (*sql.Conn)(nil)
+)
+
+// Values are the columns a write sets, by name. Names must be plain SQL
+// identifiers; values are passed as statement parameters.
+type Values map[string]any
+
+// Dialect is the SQL flavour of the database.
+type Dialect int
+
+// The dialects.
+const (
+	// Detect picks the dialect from the *sql.DB's driver: pgx's stdlib
+	// driver and lib/pq mean Postgres, a driver type mentioning sqlite means
+	// SQLite.
+	Detect Dialect = iota
+	// Postgres is PostgreSQL.
+	Postgres
+	// SQLite is SQLite 3.
+	SQLite
+)
+
+// table is what both kinds of update know about their table.
+type table struct {
+	db      DB
+	dialect sqldialect.Dialect
+	name    string
+	key     string
+}
+
+// setClause renders "c1 = $n, c2 = $n+1, " for values, appending their
+// values to args, in a fixed column order. reserved names may not be set.
+func setClause(values Values, args []any, reserved ...string) (string, []any, error) {
+	cols := make([]string, 0, len(values))
+	for c := range values {
+		if err := sqldialect.Ident("column", c); err != nil {
+			return "", nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if slices.Contains(reserved, c) {
+			return "", nil, fmt.Errorf("%w: values may not set column %q", ErrInvalid, c)
+		}
+		cols = append(cols, c)
+	}
+	slices.Sort(cols)
+	s := ""
+	for _, c := range cols {
+		args = append(args, values[c])
+		s += fmt.Sprintf("%s = $%d, ", c, len(args))
+	}
+	return s, args, nil
+}
