@@ -224,6 +224,20 @@ func (m *Manager) run() {
 			heap.Fix(&m.heap, 0)
 			due = append(due, l)
 		}
+		if m.batch != nil && len(due) > 0 {
+			// Renew early the leases due within a sixth of their TTL, so
+			// leases taken at different times fall into step and each tick
+			// renews them all in one batch.
+			for len(m.heap) > 0 {
+				l := m.heap[0]
+				if l.fixed || l.renewing || l.next().After(now.Add(l.ttl/6)) {
+					break
+				}
+				l.renewing = true
+				heap.Fix(&m.heap, 0)
+				due = append(due, l)
+			}
+		}
 		var wait time.Duration
 		if len(m.heap) > 0 {
 			wait = m.heap[0].next().Sub(now)

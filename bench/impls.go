@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	cryptorand "crypto/rand"
+	"encoding/hex"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	bsm "github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
+
+	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/redislock"
+)
+
+// ttl is the lease every implementation asks for.
+const ttl = 30 * time.Second
+
+// A locker is one implementation, opened: lock blocks until key is held.
+type locker struct {
+	lock   func(ctx context.Context, key string) (unlock func(context.Context) error, err error)
+	close  func()
+	stalls *atomic.Int64 // lock calls that hit stallAfter
+}
+
+type impl struct {
+	name string
+	open func() (locker, error)
+}
+
+// Polling peers retry with the same jittered exponential backoff,
+// 1 ms doubling to 32 ms.
+func backoff(n int) time.Duration {
+	d := time.Millisecond << min(n, 5)
+	return d/2 + rand.N(d/2+1)
+}
+
+func newGoRedis(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr})
+}
+
+func token() string {
+	var b [16]byte
+	_, _ = cryptorand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+var rawRelease = redis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`)
+
+func implementations(addr string) []impl {
+	return []impl{
+		{"raw go-redis", func() (locker, error) {
+			c := newGoRedis(addr)
+			return locker{
+				lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
+					v := token()
+					for n := 0; ; n++ {
+						ok, err := c.SetNX(ctx, key, v, ttl).Result()
+						if err != nil {
+							return nil, err
+						}
+						if ok {
+							break
+						}
+						time.Sleep(backoff(n))
+					}
+					return func(ctx context.Context) error { return rawRelease.Run(ctx, c, []string{key}, v).Err() }, nil
+				},
+				close: func() { c.Close() },
+			}, nil
+		}},
+		{"redislock", func() (locker, error) {
+			c := newGoRedis(addr)
+			rl := bsm.New(c)
+			return locker{
+				lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
+					l, err := rl.Obtain(ctx, key, ttl, &bsm.Options{RetryStrategy: &retries{}})
+					if err != nil {
+						return nil, err
+					}
+					return l.Release, nil
+				},
+				close: func() { c.Close() },
+			}, nil
+		}},
+		{"redsync", func() (locker, error) {
+			c := newGoRedis(addr)
+			rs := redsync.New(goredis.NewPool(c))
+			return locker{
+				lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
+					m := rs.NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(1<<30),
+						redsync.WithRetryDelayFunc(func(tries int) time.Duration { return backoff(tries - 1) }))
+					if err := m.LockContext(ctx); err != nil {
+						return nil, err
+					}
+					return func(ctx context.Context) error { _, err := m.UnlockContext(ctx); return err }, nil
+				},
+				close: func() { c.Close() },
+			}, nil
+		}},
+		{"rueidislock", func() (locker, error) {
+			l, err := rueidislock.NewLocker(rueidislock.LockerOption{
+				ClientOption:   rueidis.ClientOption{InitAddress: []string{addr}},
+				KeyMajority:    1,
+				KeyValidity:    ttl,
+				NoLoopTracking: true,
+			})
+			if err != nil {
+				return locker{}, err
+			}
+			return locker{
+				lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
+					_, cancel, err := l.WithContext(ctx, key)
+					if err != nil {
+						return nil, err
+					}
+					return func(context.Context) error { cancel(); return nil }, nil
+				},
+				close: l.Close,
+			}, nil
+		}},
+		{"latchkey", func() (locker, error) { return openLatchkey(addr) }},
+		{"latchkey-unbatched", func() (locker, error) { return openLatchkey(addr, redislock.WithBatching(false)) }},
+	}
+}
+
+func openLatchkey(addr string, opts ...redislock.Option) (locker, error) {
+	c := newGoRedis(addr)
+	l, err := redislock.New(c, opts...)
+	if err != nil {
+		return locker{}, err
+	}
+	return locker{
+		lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
+			lease, err := l.Acquire(ctx, key, lock.WithTTL(ttl))
+			if err != nil {
+				return nil, err
+			}
+			return lease.Release, nil
+		},
+		close: func() { l.Close(); c.Close() },
+	}, nil
+}
+
+// retries adapts backoff to bsm/redislock's RetryStrategy, one per Obtain.
+type retries struct{ n int }
+
+func (r *retries) NextBackoff() time.Duration { r.n++; return backoff(r.n - 1) }

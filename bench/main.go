@@ -1,0 +1,174 @@
+// Command bench measures latchkey's Redis lock against raw go-redis,
+// bsm/redislock, go-redsync/redsync and rueidis's rueidislock on one Redis,
+// in one process and one run, and prints a Markdown table of medians.
+//
+//	cd bench && go run .            # against 127.0.0.1:6379
+//	go run . -addr host:port -runs 5 -d 2s
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:6379", "Redis address")
+	runs := flag.Int("runs", 3, "runs per measurement (the median is reported)")
+	dur := flag.Duration("d", time.Second, "length of one run")
+	only := flag.String("only", "", "comma-separated implementations to run (default all)")
+	held := flag.Int("held", 10000, "leases held in the holding test (0 skips it)")
+	holdFor := flag.Duration("hold", 11*time.Second, "how long the holding test holds (renewal every TTL/3 = 10 s)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
+	gs := flag.String("g", "1,16,64", "goroutine counts of the uncontended test")
+	skipContended := flag.Bool("nocontended", false, "skip the contended test")
+	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+
+	for _, f := range strings.Split(*gs, ",") {
+		var g int
+		fmt.Sscan(f, &g)
+		goroutineCounts = append(goroutineCounts, g)
+	}
+	ctx := context.Background()
+	impls := implementations(*addr)
+	if *only != "" {
+		keep := strings.Split(*only, ",")
+		impls = slices.DeleteFunc(impls, func(i impl) bool { return !slices.Contains(keep, i.name) })
+	}
+	prefix := fmt.Sprintf("bench:%d:", time.Now().UnixNano())
+
+	res := map[string]*result{}
+	for _, im := range impls {
+		fmt.Fprintf(os.Stderr, "%s ...\n", im.name)
+		l, err := im.open()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", im.name, err)
+			os.Exit(1)
+		}
+		l.stalls = new(atomic.Int64)
+		r := &result{}
+		for _, g := range goroutineCounts {
+			r.uncontended = append(r.uncontended, median(*runs, func(run int) float64 {
+				return uncontended(ctx, l, fmt.Sprintf("%s%s:u%d:%d:", prefix, im.name, g, run), g, *dur)
+			}))
+		}
+		var cs []contendedResult
+		for run := range *runs {
+			if *skipContended {
+				cs = append(cs, contendedResult{})
+				continue
+			}
+			cs = append(cs, contended(ctx, l, fmt.Sprintf("%s%s:c%d", prefix, im.name, run), 16, *dur))
+		}
+		r.contended = medianContended(cs)
+		r.stalls = l.stalls.Load()
+		l.close()
+		res[im.name] = r
+	}
+	printTable(impls, res)
+
+	if *held > 0 && (*only == "" || strings.Contains(*only, "latchkey")) {
+		fmt.Fprintf(os.Stderr, "holding %d leases for %v ...\n", *held, *holdFor)
+		h := holding(ctx, *addr, prefix+"held:", *held, *holdFor)
+		fmt.Printf("\nlatchkey holding %d leases (TTL 30 s, renewed every 10 s) for %v:\n", *held, *holdFor)
+		fmt.Printf("- round trips per renewal tick: %.2f (%d round trips, %d renewal ticks, %d renewals)\n",
+			h.perTick, h.roundTrips, h.ticks, h.renewals)
+		fmt.Printf("- extra memory: %.1f MiB heap in use, %.1f MiB resident\n", h.heapMiB, h.rssMiB)
+		fmt.Printf("- CPU while holding: %.1f ms per second\n", h.cpuPerSec*1000)
+		fmt.Printf("- leases lost: %d\n", h.lost)
+	}
+}
+
+var goroutineCounts []int
+
+type result struct {
+	uncontended []float64 // pairs/s at 1, 16, 64 goroutines
+	contended   contendedResult
+	stalls      int64
+}
+
+func median(runs int, f func(run int) float64) float64 {
+	var xs []float64
+	for i := range runs {
+		xs = append(xs, f(i))
+	}
+	slices.Sort(xs)
+	return xs[len(xs)/2]
+}
+
+func printTable(impls []impl, res map[string]*result) {
+	base := res[impls[0].name]
+	fmt.Printf("\n| | %s |\n|---|", strings.Join(names(impls), " | "))
+	for range impls {
+		fmt.Print("---|")
+	}
+	fmt.Println()
+	ratio := func(v, b float64, first bool) string {
+		if first {
+			return si(v)
+		}
+		return fmt.Sprintf("%.2fx", v/b)
+	}
+	for gi, g := range goroutineCounts {
+		fmt.Printf("| uncontended, %d goroutine%s (pairs/s) |", g, map[bool]string{true: "s"}[g > 1])
+		for i, im := range impls {
+			fmt.Printf(" %s |", ratio(res[im.name].uncontended[gi], base.uncontended[gi], i == 0))
+		}
+		fmt.Println()
+	}
+	fmt.Print("| contended 16 on 1 key: p99 wait |")
+	for _, im := range impls {
+		fmt.Printf(" %s |", ms(res[im.name].contended.p99))
+	}
+	fmt.Print("\n| contended: max/min acquisitions per goroutine |")
+	for _, im := range impls {
+		fmt.Printf(" %.2f |", res[im.name].contended.maxMin)
+	}
+	fmt.Print("\n| contended: acquisitions/s |")
+	for i, im := range impls {
+		fmt.Printf(" %s |", ratio(res[im.name].contended.perSec, base.contended.perSec, i == 0))
+	}
+	fmt.Print("\n| contended: exclusion violations |")
+	for _, im := range impls {
+		fmt.Printf(" %d |", res[im.name].contended.violations)
+	}
+	fmt.Printf("\n| lock calls stalled > %v (all runs) |", stallAfter)
+	for _, im := range impls {
+		fmt.Printf(" %d |", res[im.name].stalls)
+	}
+	fmt.Println()
+}
+
+func names(impls []impl) []string {
+	var out []string
+	for _, im := range impls {
+		out = append(out, im.name)
+	}
+	return out
+}
+
+func si(v float64) string {
+	if v >= 1000 {
+		return fmt.Sprintf("%.1fk", v/1000)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func ms(d time.Duration) string {
+	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+}
