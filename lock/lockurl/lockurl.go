@@ -42,10 +42,13 @@ type opener func(ctx context.Context, raw string, u *url.URL) (Locker, error)
 // openers holds every scheme Open knows. A new backend is one entry and one
 // opener function.
 var openers = map[string]opener{
-	"mem":        openMem,
-	"sqlite":     openSQLite,
-	"postgres":   openPostgres,
-	"postgresql": openPostgres,
+	"mem":           openMem,
+	"sqlite":        openSQLite,
+	"postgres":      openPostgres,
+	"postgresql":    openPostgres,
+	"redis":         openRedis,
+	"rediss":        openRedis,
+	"redis-cluster": openRedisCluster,
 }
 
 // Schemes returns the URL schemes Open accepts, sorted.

@@ -116,6 +116,14 @@ func TestPostgres(t *testing.T) {
 	excludes(t, open(t, raw), open(t, alt), key)
 }
 
+func TestRedis(t *testing.T) {
+	addr := testsvc.RedisAddr(t)
+	key := testsvc.KeyPrefix(t) + "k"
+	excludes(t, open(t, "redis://"+addr+"/0"), open(t, "redis://"+addr), key)
+	// A cluster URL pointing at a standalone server fails on first use, not
+	// at parse time; its parsing is covered by TestBadURLs.
+}
+
 func TestBadURLs(t *testing.T) {
 	const secret = "s3cr3t-pw"
 	for _, tc := range []struct {
@@ -125,8 +133,10 @@ func TestBadURLs(t *testing.T) {
 		says        string
 	}{
 		{url: "", invalid: true, says: "no scheme"},
-		{url: "locks.db", invalid: true, says: "supported: mem://, postgres://, postgresql://, sqlite://"},
-		{url: "redis://:" + secret + "@127.0.0.1:6379", invalid: true, unsupported: true, says: `"redis"`},
+		{url: "locks.db", invalid: true, says: "supported: mem://, postgres://, postgresql://, redis://, redis-cluster://, rediss://, sqlite://"},
+		{url: "redis://:" + secret + "@127.0.0.1:6379/0?no_such_option=1", invalid: true, says: "no_such_option"},
+		{url: "redis://:" + secret + "@127.0.0.1:1/0?dial_timeout=1s", says: "127.0.0.1:1"},
+		{url: "redis-cluster://", invalid: true, says: "names no node"},
 		{url: "REDLOCK://a,b,c", invalid: true, unsupported: true, says: "supported: mem://"},
 		{url: "sqlite://", invalid: true, says: "names no file"},
 		{url: "sqlite:///", invalid: true, says: "names no file"},
@@ -180,7 +190,7 @@ func TestRedact(t *testing.T) {
 
 func TestSchemes(t *testing.T) {
 	got := strings.Join(lockurl.Schemes(), " ")
-	if want := "mem postgres postgresql sqlite"; got != want {
+	if want := "mem postgres postgresql redis redis-cluster rediss sqlite"; got != want {
 		t.Fatalf("Schemes() = %q, want %q", got, want)
 	}
 }

@@ -1,0 +1,87 @@
+package lockurl
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/lock/redislock"
+)
+
+// redis://[user:password@]host:port[/db][?opts]: one Redis, options as
+// redis.ParseURL reads them (rediss:// for TLS).
+func openRedis(ctx context.Context, raw string, _ *url.URL) (Locker, error) {
+	opt, err := redis.ParseURL(raw)
+	if err != nil {
+		return nil, &invalidError{err}
+	}
+	return newRedisLocker(ctx, redis.NewClient(opt))
+}
+
+// redis-cluster://host1:port1,host2:port2[?opts]: a Redis Cluster reached
+// through any of the listed nodes.
+func openRedisCluster(ctx context.Context, raw string, _ *url.URL) (Locker, error) {
+	// redis.ParseClusterURL reads redis://host:port?addr=host2:port2; accept
+	// the friendlier comma-separated host list too.
+	rest := strings.TrimPrefix(raw, "redis-cluster://")
+	hosts, query, _ := strings.Cut(rest, "?")
+	auth := ""
+	if at := strings.LastIndex(hosts, "@"); at >= 0 {
+		auth, hosts = hosts[:at+1], hosts[at+1:]
+	}
+	nodes := strings.Split(strings.TrimSuffix(hosts, "/"), ",")
+	if len(nodes) == 0 || nodes[0] == "" {
+		return nil, invalidf("redis-cluster URL names no node")
+	}
+	u := "redis://" + auth + nodes[0] + "?"
+	for _, n := range nodes[1:] {
+		u += "addr=" + url.QueryEscape(n) + "&"
+	}
+	opt, err := redis.ParseClusterURL(strings.TrimSuffix(u+query, "&"))
+	if err != nil {
+		return nil, &invalidError{err}
+	}
+	return newRedisLocker(ctx, redis.NewClusterClient(opt))
+}
+
+type redisClient interface {
+	redislock.Client
+	Ping(ctx context.Context) *redis.StatusCmd
+	Close() error
+}
+
+func newRedisLocker(ctx context.Context, c redisClient) (Locker, error) {
+	if err := c.Ping(ctx).Err(); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	l, err := redislock.New(c)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return &redisLocker{Locker: l, client: c}, nil
+}
+
+// redisLocker closes its client after the Locker.
+type redisLocker struct {
+	*redislock.Locker
+	client redisClient
+	once   sync.Once
+	err    error // Close's result; written once
+}
+
+func (l *redisLocker) Close() error {
+	l.once.Do(func() {
+		l.err = l.Locker.Close()
+		if cerr := l.client.Close(); l.err == nil {
+			l.err = cerr
+		}
+	})
+	return l.err
+}
+
+var _ Locker = (*redisLocker)(nil)
