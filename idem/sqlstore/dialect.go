@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
 
 // Dialect is the SQL flavour of the database.
@@ -36,11 +38,10 @@ func (d Dialect) String() string {
 // detect maps a driver's Go type name to a dialect without importing the
 // driver.
 func detect(driverType string) Dialect {
-	t := strings.ToLower(driverType)
-	switch {
-	case strings.Contains(t, "sqlite"):
+	switch sqldialect.FromDriverType(driverType) {
+	case sqldialect.SQLite:
 		return SQLite
-	case strings.Contains(t, "stdlib.driver"), strings.Contains(t, "pq.driver"), strings.Contains(t, "pgx"):
+	case sqldialect.Postgres:
 		return Postgres
 	}
 	return Detect
@@ -62,15 +63,13 @@ func (d Dialect) blob() string {
 	return "BYTEA"
 }
 
-var dollar = regexp.MustCompile(`\$(\d+)`)
-
 // sql fills in a query template: {t} is the records table, {tt} the tokens
 // table, {now} the clock, {blob} the binary type; $N placeholders become ?N
 // for SQLite.
 func (d Dialect) sql(q, table, tokens string) string {
 	q = strings.NewReplacer("{tt}", tokens, "{t}", table, "{now}", d.nowMs(), "{blob}", d.blob()).Replace(q)
 	if d == SQLite {
-		q = dollar.ReplaceAllString(q, "?$1")
+		return sqldialect.SQLite.Rebind(q)
 	}
 	return q
 }

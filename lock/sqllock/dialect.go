@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
 
 // A Dialect is the SQL flavour of the database.
@@ -99,9 +101,7 @@ RETURNING key`) // SQLite's RETURNING sees only the target's columns, unqualifie
 	return q, nil
 }
 
-var pgParam = regexp.MustCompile(`\$(\d+)`)
-
-func toSQLite(s string) string { return pgParam.ReplaceAllString(s, "?$1") }
+func toSQLite(s string) string { return sqldialect.SQLite.Rebind(s) }
 
 func sqliteParams(ss []string) []string {
 	out := make([]string, len(ss))
