@@ -29,6 +29,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"demo", "run the seeds' experiments for real and explain what happened", demoCmd},
+		{"run", "run a command while holding a distributed lock (cron on many hosts)", runCmd},
 		{"version", "print the version", versionCmd},
 		{"help", "show this help", helpCmd},
 		{workerCommand, "", workerCmd}, // the demo's child processes

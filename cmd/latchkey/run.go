@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/lockurl"
+)
+
+// Exit statuses of "latchkey run" besides the command's own.
+const (
+	exitUnavailable = 69  // the lock backend could not be opened or failed
+	exitNotAcquired = 75  // the lock is held elsewhere (try-once or wait limit)
+	exitLeaseLost   = 76  // the lease was lost while the command ran; it was stopped
+	exitNoCommand   = 127 // the command could not be started, as a shell reports it
+)
+
+// Environment variables "latchkey run" sets for the command.
+const (
+	envFencingToken = "LATCHKEY_FENCING_TOKEN"
+	envLockKey      = "LATCHKEY_LOCK_KEY"
+	envBackend      = "LATCHKEY_BACKEND" // read: the default for --backend
+)
+
+func defaultRunBackend() string {
+	if b := os.Getenv(envBackend); b != "" {
+		return b
+	}
+	return "sqlite://" + filepath.ToSlash(filepath.Join(os.TempDir(), "latchkey-run-locks.db"))
+}
+
+const runUsage = `usage: latchkey run --key KEY [flags] -- command [args...]
+
+Runs the command while holding a distributed lock on KEY, like flock(1) across
+hosts: one cron job on many machines, one migration at a time. The lease is
+renewed while the command runs; the command gets the fencing token in
+$LATCHKEY_FENCING_TOKEN (and the key in $LATCHKEY_LOCK_KEY) to hand to
+whatever it writes, so a writer whose lease has passed on can be refused.
+If the lease is lost, the command gets SIGTERM, then SIGKILL after --grace.
+Signals sent to latchkey are forwarded to the command's process group. The
+lock is released when the command ends.
+
+Exit status: the command's own; 128+N if it died of signal N; 75 if the lock
+was not acquired (held elsewhere and --wait ran out); 76 if the lease was lost
+while the command ran; 69 if the backend failed; 127 if the command could not
+be started; 2 for usage errors; 130 if interrupted while waiting.
+
+Flags:
+`
+
+func runCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, runUsage); fs.PrintDefaults() }
+	key := fs.String("key", "", "the lock's key (required)")
+	ttl := fs.Duration("ttl", lock.DefaultTTL, "lease length; renewed every ttl/3 while the command runs")
+	wait := fs.Duration("wait", -1, "how long to wait for a held lock: 0 tries once, negative waits until interrupted")
+	grace := fs.Duration("grace", 10*time.Second, "after a lost lease, time between SIGTERM and SIGKILL")
+	backend := fs.String("backend", defaultRunBackend(),
+		"lock backend URL: sqlite:///path, postgres://..., redis://host:port, ... ($"+envBackend+")")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	argv := fs.Args()
+	switch {
+	case *key == "":
+		fmt.Fprintln(stderr, "latchkey run: --key is required")
+		return exitUsage
+	case len(argv) == 0:
+		fmt.Fprintln(stderr, "latchkey run: no command given (write it after --)")
+		return exitUsage
+	case *grace < 0:
+		fmt.Fprintln(stderr, "latchkey run: --grace must not be negative")
+		return exitUsage
+	}
+
+	locker, err := lockurl.Open(ctx, *backend)
+	if err != nil {
+		fmt.Fprintf(stderr, "latchkey run: %v\n", err)
+		if errors.Is(err, lock.ErrInvalid) {
+			return exitUsage
+		}
+		return exitUnavailable
+	}
+	defer locker.Close()
+
+	opts := []lock.Option{lock.WithTTL(*ttl)}
+	if *wait >= 0 {
+		opts = append(opts, lock.WithWait(*wait))
+	}
+	lease, err := locker.Acquire(ctx, *key, opts...)
+	switch {
+	case err == nil:
+	case errors.Is(err, lock.ErrNotAcquired):
+		fmt.Fprintln(stderr, "latchkey run: lock held elsewhere; not running the command")
+		return exitNotAcquired
+	case errors.Is(err, lock.ErrInvalid):
+		fmt.Fprintf(stderr, "latchkey run: %v\n", err)
+		return exitUsage
+	case ctx.Err() != nil:
+		fmt.Fprintln(stderr, "latchkey run: interrupted while waiting for the lock")
+		return exitInterrupted
+	default:
+		fmt.Fprintf(stderr, "latchkey run: %v\n", err)
+		return exitUnavailable
+	}
+	code := supervise(lease, argv, *grace, stderr)
+
+	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := lease.Release(rctx); err != nil && !errors.Is(err, lock.ErrNotHeld) {
+		fmt.Fprintf(stderr, "latchkey run: release: %v (the lock expires after its TTL)\n", err)
+	}
+	return code
+}
+
+// supervise runs argv under lease and returns the exit status to report.
+func supervise(lease *lock.Lease, argv []string, grace time.Duration, stderr io.Writer) int {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(),
+		envFencingToken+"="+strconv.FormatUint(lease.Token(), 10),
+		envLockKey+"="+lease.Key())
+	ownProcessGroup(cmd)
+
+	// Catch signals before the command starts, so none is lost in between.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "latchkey run: %v\n", err)
+		return exitNoCommand
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	lost := lease.Done()
+	var kill <-chan time.Time
+	for {
+		select {
+		case err := <-exited:
+			if lost == nil { // we stopped it, or it ended as the lease went
+				return exitLeaseLost
+			}
+			select {
+			case <-lease.Done():
+				fmt.Fprintf(stderr, "latchkey run: lease lost as the command ended: %v\n", lease.Err())
+				return exitLeaseLost
+			default:
+			}
+			return exitStatus(err, stderr)
+		case s := <-sigs:
+			signalGroup(cmd.Process, s)
+		case <-lost:
+			lost = nil
+			fmt.Fprintf(stderr, "latchkey run: %v; stopping the command (SIGTERM, SIGKILL after %v)\n", lease.Err(), grace)
+			signalGroup(cmd.Process, syscall.SIGTERM)
+			t := time.NewTimer(grace)
+			defer t.Stop()
+			kill = t.C
+		case <-kill:
+			kill = nil
+			signalGroup(cmd.Process, syscall.SIGKILL)
+		}
+	}
+}
+
+// exitStatus turns the command's end into the status a shell would report.
+func exitStatus(err error, stderr io.Writer) int {
+	if err == nil {
+		return exitOK
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	fmt.Fprintf(stderr, "latchkey run: %v\n", err)
+	return exitFail
+}

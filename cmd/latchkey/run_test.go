@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/lockurl"
+)
+
+// runProc starts "latchkey run args..." as a separate process (this test
+// binary acting as the command) in dir.
+func runProc(t *testing.T, dir string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"run"}, args...)...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd, &out
+}
+
+func exitCode(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(60 * time.Second):
+		t.Fatal("latchkey run did not end")
+		return -1
+	}
+}
+
+func sqliteURL(dir string) string { return "sqlite://" + filepath.Join(dir, "locks.db") }
+
+// TestRunExcludes starts 20 "latchkey run" processes at once, each running a
+// shell that increments a number in a file with a pause between read and
+// write and flags any overlap: the count must end exact, with no overlap
+// and tokens rising in the order the commands ran.
+func TestRunExcludes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "n"), []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const script = `mkdir inside 2>/dev/null || echo overlap >> overlaps
+n=$(cat n); sleep 0.02; echo $((n+1)) > n
+echo "$LATCHKEY_FENCING_TOKEN" >> tokens
+rmdir inside`
+	const n = 20
+	var wg sync.WaitGroup
+	codes := make([]int, n)
+	for i := range n {
+		cmd, out := runProc(t, dir, "--key", "cron:nightly", "--backend", sqliteURL(dir), "--", "sh", "-c", script)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i] = exitCode(t, cmd)
+			if codes[i] != 0 {
+				t.Errorf("run %d: exit %d: %s", i, codes[i], out)
+			}
+		}()
+	}
+	wg.Wait()
+	if b, err := os.ReadFile(filepath.Join(dir, "overlaps")); err == nil {
+		t.Fatalf("commands overlapped: %s", b)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "n"))
+	if got := strings.TrimSpace(string(b)); got != strconv.Itoa(n) {
+		t.Fatalf("counter = %s, want %d: updates were lost", got, n)
+	}
+	b, _ = os.ReadFile(filepath.Join(dir, "tokens"))
+	tokens := strings.Fields(string(b))
+	if len(tokens) != n {
+		t.Fatalf("%d tokens recorded, want %d", len(tokens), n)
+	}
+	var last uint64
+	for _, s := range tokens {
+		tok, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || tok <= last {
+			t.Fatalf("tokens not strictly increasing in run order: %v", tokens)
+		}
+		last = tok
+	}
+}
+
+func TestRunExitStatus(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	url := sqliteURL(dir)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"success", []string{"--key", "k", "--backend", url, "--", "true"}, 0},
+		{"command's own code", []string{"--key", "k", "--backend", url, "--", "sh", "-c", "exit 7"}, 7},
+		{"killed by a signal", []string{"--key", "k", "--backend", url, "--", "sh", "-c", "kill -TERM $$"}, 128 + 15},
+		{"command not found", []string{"--key", "k", "--backend", url, "--", "/nonexistent/cmd"}, exitNoCommand},
+		{"no key", []string{"--backend", url, "--", "true"}, exitUsage},
+		{"no command", []string{"--key", "k", "--backend", url}, exitUsage},
+		{"bad TTL", []string{"--key", "k", "--ttl", "1ms", "--backend", url, "--", "true"}, exitUsage},
+		{"bad backend URL", []string{"--key", "k", "--backend", "nosuch://x", "--", "true"}, exitUsage},
+		{"backend down", []string{"--key", "k", "--backend", "redis://127.0.0.1:1/0?dial_timeout=200ms", "--", "true"}, exitUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd, out := runProc(t, dir, tc.args...)
+			if got := exitCode(t, cmd); got != tc.want {
+				t.Fatalf("exit %d, want %d: %s", got, tc.want, out)
+			}
+		})
+	}
+}
+
+func openLocker(t *testing.T, url string) lockurl.Locker {
+	t.Helper()
+	l, err := lockurl.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func TestRunNotAcquired(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	held, err := openLocker(t, sqliteURL(dir)).Acquire(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(context.Background())
+	for _, wait := range []string{"0", "300ms"} {
+		cmd, out := runProc(t, dir, "--key", "k", "--wait", wait, "--backend", sqliteURL(dir), "--", "touch", "ran")
+		if got := exitCode(t, cmd); got != exitNotAcquired {
+			t.Fatalf("--wait %s: exit %d, want %d: %s", wait, got, exitNotAcquired, out)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+			t.Fatalf("--wait %s: the command ran without the lock", wait)
+		}
+	}
+}
+
+// TestRunStopsCommandOnLostLease takes the lock away behind a running
+// command: latchkey must stop it (SIGTERM) and exit 76.
+func TestRunStopsCommandOnLostLease(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cmd, out := runProc(t, dir, "--key", "k", "--ttl", "300ms", "--backend", sqliteURL(dir), "--",
+		"sh", "-c", `trap 'echo stopped > stopped; exit 0' TERM; touch started; while :; do sleep 0.05; done`)
+	waitFile(t, filepath.Join(dir, "started"))
+	db, err := sql.Open("sqlite", lockurl.SQLiteDSN(filepath.Join(dir, "locks.db")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`DELETE FROM latchkey_locks WHERE key = 'k'`); err != nil {
+		t.Fatal(err)
+	}
+	if got := exitCode(t, cmd); got != exitLeaseLost {
+		t.Fatalf("exit %d, want %d: %s", got, exitLeaseLost, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stopped")); err != nil {
+		t.Fatalf("the command was not sent SIGTERM: %s", out)
+	}
+	if !strings.Contains(out.String(), lock.ErrLeaseLost.Error()) {
+		t.Fatalf("no word of the lost lease: %s", out)
+	}
+}
+
+// TestRunForwardsSignals sends SIGTERM to latchkey: the command gets it,
+// decides how to end, its status is reported, and the lock is released.
+func TestRunForwardsSignals(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cmd, out := runProc(t, dir, "--key", "k", "--backend", sqliteURL(dir), "--",
+		"sh", "-c", `trap 'echo got-term > got; exit 3' TERM; touch started; while :; do sleep 0.05; done`)
+	waitFile(t, filepath.Join(dir, "started"))
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if got := exitCode(t, cmd); got != 3 {
+		t.Fatalf("exit %d, want the command's 3: %s", got, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "got")); err != nil {
+		t.Fatalf("SIGTERM not forwarded to the command: %s", out)
+	}
+	lease, err := openLocker(t, sqliteURL(dir)).Acquire(t.Context(), "k", lock.WithWait(0))
+	if err != nil {
+		t.Fatalf("lock not released after the command ended: %v", err)
+	}
+	_ = lease.Release(t.Context())
+}
+
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
