@@ -3,6 +3,7 @@ package sqllock
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -24,20 +25,25 @@ var (
 )
 
 func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
-	var token int64
-	ok, err := b.db.queryRow(ctx, b.q.acquire, []any{key, owner, ttl.Milliseconds()}, &token)
+	var (
+		token sql.NullInt64
+		left  int64
+	)
+	ok, err := b.db.queryRow(ctx, b.q.acquire, []any{key, owner, ttl.Milliseconds()}, &token, &left)
 	if err != nil {
 		return 0, 0, fmt.Errorf("sqllock: acquire: %w", err)
 	}
-	if ok {
-		return uint64(token), 0, nil
+	if ok && token.Valid {
+		return uint64(token.Int64), 0, nil
 	}
-	// Held: ask how long the holder has left, to time the next attempt.
-	var left int64
-	if ok, err := b.db.queryRow(ctx, b.q.holder, []any{key}, &left); err != nil || !ok || left < 0 {
-		left = 0
+	if b.dialect == SQLite {
+		// Held: ask how long the holder has left, to time the next attempt.
+		// (SQLite runs in-process, so the second statement costs no round trip.)
+		if ok, err := b.db.queryRow(ctx, b.q.holder, []any{key}, &left); err != nil || !ok {
+			left = 0
+		}
 	}
-	return 0, time.Duration(left) * time.Millisecond, lock.ErrNotAcquired
+	return 0, time.Duration(max(left, 0)) * time.Millisecond, lock.ErrNotAcquired
 }
 
 func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {

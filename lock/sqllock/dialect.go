@@ -32,8 +32,8 @@ func (d Dialect) String() string {
 // written $1, $2...; SQLite gets ?1, ?2....
 type queries struct {
 	migrate []string
-	acquire string // $1 key, $2 owner, $3 ttl ms -> token
-	holder  string // $1 key -> remaining ms
+	acquire string // $1 key, $2 owner, $3 ttl ms -> token, holder's remaining ms
+	holder  string // $1 key -> remaining ms (SQLite; PostgreSQL's acquire says it)
 	renew   string // $1 key, $2 owner, $3 ttl ms -> rows affected
 	release string // $1 key, $2 owner -> rows (PostgreSQL also notifies)
 	batch   string // $1 keys, $2 owners, $3 ttls -> renewed keys
@@ -71,12 +71,19 @@ VALUES ($1, $2, {now_ms} + $3, {now_us})
 ON CONFLICT (key) DO UPDATE
 SET owner = excluded.owner, expires_at = excluded.expires_at, token = {greatest}(l.token + 1, excluded.token)
 WHERE l.owner IS NULL OR l.expires_at <= {now_ms}
-RETURNING token`),
+RETURNING token, 0`),
 		holder: r.Replace(`SELECT expires_at - {now_ms} FROM {table} WHERE key = $1 AND owner IS NOT NULL`),
 		renew:  r.Replace(`UPDATE {table} SET expires_at = {now_ms} + $3 WHERE key = $1 AND owner = $2 AND expires_at > {now_ms}`),
 	}
 	switch d {
 	case Postgres:
+		// One round trip either way: the outer SELECT reads the snapshot
+		// from before the INSERT, so when nothing was acquired it sees the
+		// holder's row.
+		q.acquire = "WITH acquired AS (\n" + q.acquire + "\n)\n" + r.Replace(`SELECT token, 0::bigint FROM acquired
+UNION ALL
+SELECT NULL, GREATEST(expires_at - {now_ms}, 0) FROM {table}
+WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM acquired)`)
 		q.release = r.Replace(`WITH released AS (
 	UPDATE {table} SET owner = NULL, expires_at = 0
 	WHERE key = $1 AND owner = $2 AND expires_at > {now_ms}
