@@ -1,0 +1,162 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Outcome is what Process did with one delivery.
+type Outcome int
+
+const (
+	// Processed: this copy was claimed and the handler succeeded (the error
+	// is nil, or ErrNotRecorded when marking it done failed).
+	Processed Outcome = iota + 1
+	// Duplicate: the id was done already; the handler did not run.
+	Duplicate
+	// Busy: another copy is processing; the handler did not run and the
+	// error is an [*InProgressError].
+	Busy
+	// Failed: the handler ran and returned an error; the claim was released.
+	Failed
+	// Rejected: nothing ran because of an invalid id or a store error.
+	Rejected
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Processed:
+		return "processed"
+	case Duplicate:
+		return "duplicate"
+	case Busy:
+		return "busy"
+	case Failed:
+		return "failed"
+	case Rejected:
+		return "rejected"
+	}
+	return "invalid"
+}
+
+// Deduper runs handlers through the claim -> handle -> done cycle on a Store.
+// It is safe for concurrent use and holds no goroutines.
+type Deduper struct {
+	store     Store
+	ttl       time.Duration
+	retention time.Duration
+}
+
+// New returns a Deduper on s. It fails with ErrInvalid when s is nil or an
+// option is out of range.
+func New(s Store, opts ...Option) (*Deduper, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrInvalid)
+	}
+	c := newConfig(opts)
+	if c.invalid != nil {
+		return nil, c.invalid
+	}
+	return &Deduper{store: s, ttl: c.ttl, retention: c.retention}, nil
+}
+
+// Wrap returns next behind the deduplicator: a handler for any broker that
+// runs next at most once per message id within the retention window (see
+// Process for the errors it returns; [ShouldAck] sorts them).
+func (d *Deduper) Wrap(next Handler) Handler {
+	return func(ctx context.Context, m Message) error {
+		_, err := d.Process(ctx, m, next)
+		return err
+	}
+}
+
+// Process runs one delivery through the cycle and says what happened:
+//
+//   - Processed, nil: claimed, next succeeded, id marked done. Acknowledge.
+//   - Processed, ErrNotRecorded: next succeeded but the id could not be
+//     marked done. Acknowledge (the effect happened).
+//   - Duplicate, nil: done earlier; next did not run. Acknowledge.
+//   - Busy, *InProgressError: another copy holds the claim; next did not
+//     run. Do not acknowledge; redeliver after RetryAfter.
+//   - Failed, next's error (joined with the Release error, if any): the
+//     claim was released (or will expire). Do not acknowledge.
+//   - Rejected, ErrInvalidID, ErrInvalid, the store's error or ctx's error:
+//     nothing ran. Do not acknowledge.
+//
+// next runs under a context that ends at the processing TTL, measured from
+// before the claim was sent, so it is cancelled before another consumer can
+// take the id over. If next panics, the claim is released and the panic goes
+// on.
+func (d *Deduper) Process(ctx context.Context, m Message, next Handler) (Outcome, error) {
+	if next == nil {
+		return Rejected, fmt.Errorf("%w: nil handler", ErrInvalid)
+	}
+	if err := CheckID(m.ID); err != nil {
+		return Rejected, err
+	}
+	start := time.Now()
+	c, err := d.store.Claim(ctx, m.ID, d.ttl)
+	if err != nil {
+		return Rejected, err
+	}
+	switch c.State {
+	case Claimed:
+	case Done:
+		return Duplicate, nil
+	case InProgress:
+		return Busy, &InProgressError{RetryAfter: c.RetryAfter}
+	default:
+		return Rejected, fmt.Errorf("dedup: store returned invalid claim state %d", c.State)
+	}
+	if err := d.run(ctx, start, m, c.Token, next); err != nil {
+		if rerr := finish(ctx, func(fctx context.Context) error { return d.store.Release(fctx, m.ID, c.Token) }); rerr != nil {
+			return Failed, errors.Join(err, fmt.Errorf("dedup: release: %w", rerr))
+		}
+		return Failed, err
+	}
+	if err := finish(ctx, func(fctx context.Context) error { return d.store.Done(fctx, m.ID, c.Token, d.retention) }); err != nil {
+		return Processed, fmt.Errorf("%w: %w", ErrNotRecorded, err)
+	}
+	return Processed, nil
+}
+
+// run calls next under the claim's deadline, releasing the claim if next
+// panics.
+func (d *Deduper) run(ctx context.Context, start time.Time, m Message, token string, next Handler) (err error) {
+	hctx, cancel := context.WithDeadline(ctx, start.Add(d.ttl))
+	defer cancel()
+	ok := false
+	defer func() {
+		if !ok {
+			_ = finish(ctx, func(fctx context.Context) error { return d.store.Release(fctx, m.ID, token) })
+		}
+	}()
+	err = next(hctx, m)
+	ok = true
+	return err
+}
+
+// finish runs fn detached from ctx's cancellation and bounded by
+// FinishTimeout, retrying a transient failure (not ErrClaimLost) twice.
+func finish(ctx context.Context, fn func(context.Context) error) error {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), FinishTimeout)
+	defer cancel()
+	var err error
+	for attempt := range 3 {
+		if attempt > 0 {
+			t := time.NewTimer(time.Duration(attempt) * 50 * time.Millisecond)
+			select {
+			case <-fctx.Done():
+				t.Stop()
+				return errors.Join(err, fctx.Err())
+			case <-t.C:
+			}
+		}
+		if err = fn(fctx); err == nil || errors.Is(err, ErrClaimLost) {
+			return err
+		}
+	}
+	return err
+}

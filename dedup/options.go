@@ -1,0 +1,77 @@
+package dedup
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults and limits of the options.
+const (
+	// DefaultProcessingTTL is the claim's lifetime when WithProcessingTTL is
+	// not given.
+	DefaultProcessingTTL = time.Minute
+	// DefaultRetention is how long a processed id is remembered when
+	// WithRetention is not given.
+	DefaultRetention = 24 * time.Hour
+	// MinDuration and MaxDuration bound WithProcessingTTL and WithRetention.
+	MinDuration = time.Millisecond
+	MaxDuration = 366 * 24 * time.Hour
+	// FinishTimeout bounds the Done or Release that follows a handler. They
+	// run on a context detached from the caller's cancellation: a consumer
+	// shutting down must still record what its handler did.
+	FinishTimeout = 10 * time.Second
+)
+
+// An Option configures New.
+type Option func(*config)
+
+type config struct {
+	ttl       time.Duration
+	retention time.Duration
+	invalid   error
+}
+
+func newConfig(opts []Option) config {
+	c := config{ttl: DefaultProcessingTTL, retention: DefaultRetention}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	return c
+}
+
+func checkDuration(what string, d time.Duration) error {
+	if d < MinDuration || d > MaxDuration {
+		return fmt.Errorf("%w: %s %v outside [%v, %v]", ErrInvalid, what, d, MinDuration, MaxDuration)
+	}
+	return nil
+}
+
+// WithProcessingTTL sets how long a claim lasts. A consumer that crashed
+// mid-handler holds the message's id until then, after which a redelivery is
+// processed; so it must be longer than the handler can take. The handler's
+// context is cancelled at it, before the claim can pass to anyone else.
+// Default: 1 minute ([DefaultProcessingTTL]).
+func WithProcessingTTL(d time.Duration) Option {
+	return func(c *config) {
+		if err := checkDuration("processing TTL", d); err != nil {
+			c.invalid = err
+			return
+		}
+		c.ttl = d
+	}
+}
+
+// WithRetention sets how long a processed id is remembered; a copy arriving
+// later is processed again. It must be longer than the broker's longest
+// redelivery or replay delay. Default: 24 hours ([DefaultRetention]).
+func WithRetention(d time.Duration) Option {
+	return func(c *config) {
+		if err := checkDuration("retention", d); err != nil {
+			c.invalid = err
+			return
+		}
+		c.retention = d
+	}
+}

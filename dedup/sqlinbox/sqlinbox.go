@@ -1,0 +1,249 @@
+// Package sqlinbox is the transactional inbox: a message's id is inserted in
+// the same database transaction as the handler's business writes, so the
+// effect and the dedup record commit together or roll back together. There
+// is no window in which one exists without the other, and no processing TTL:
+// the claim is the uncommitted row itself, released by a rollback, by the
+// database when the consumer's connection dies, or when the transaction
+// outlives WithTimeout.
+//
+// It works through database/sql on PostgreSQL (pgx's stdlib driver,
+// github.com/jackc/pgx/v5/stdlib) and SQLite (modernc.org/sqlite, opened with
+// WAL and a busy timeout: file:PATH?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)).
+//
+// A copy arriving while the first is processing waits on the id's unique
+// index until that transaction ends (PostgreSQL row lock; SQLite's single
+// writer): after a commit it is a duplicate, after a rollback it is
+// processed. Either way it is never acknowledged before the effect committed
+// and never processed twice.
+//
+// Use [Inbox.Wrap] or [Inbox.Process] to let the inbox run the transaction,
+// or [Inbox.Claim] inside a transaction of your own. Call Migrate once at
+// start-up and Purge now and then.
+package sqlinbox
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/internal/sqldialect"
+)
+
+// DefaultTable is the inbox table when WithTable is not given.
+const DefaultTable = "dedup_inbox"
+
+// Execer is what Claim needs of a transaction; *sql.Tx and *sql.Conn fit.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+var (
+	_ Execer = (*sql.Tx)(nil)
+	_ Execer = (*sql.Conn)(nil)
+)
+
+// TxHandler processes one message inside the inbox's transaction. Every
+// business write must go through tx; a nil error commits them together with
+// the message's id, any other error rolls both back.
+type TxHandler func(ctx context.Context, tx *sql.Tx, m dedup.Message) error
+
+// Inbox records processed message ids in one table. It is safe for
+// concurrent use and holds no goroutines.
+type Inbox struct {
+	db        *sql.DB
+	dialect   sqldialect.Dialect
+	table     string
+	retention time.Duration
+	timeout   time.Duration
+	txOpts    *sql.TxOptions
+
+	claimQ, purgeQ string
+	migrations     []string
+}
+
+// An Option configures New.
+type Option func(*Inbox)
+
+// WithTable sets the inbox table. Default: "dedup_inbox" ([DefaultTable]). It
+// must be a plain identifier, optionally schema-qualified. Give each consumer
+// group, or each purpose a message is processed for, its own table.
+func WithTable(name string) Option { return func(in *Inbox) { in.table = name } }
+
+// WithRetention sets how long Purge keeps an id: a copy arriving within it is
+// always a duplicate; rows are deleted only by Purge, so a later copy may
+// still be caught. Default: 24 hours (dedup.DefaultRetention).
+func WithRetention(d time.Duration) Option { return func(in *Inbox) { in.retention = d } }
+
+// WithTimeout bounds the whole transaction Process runs, handler included;
+// when it passes, the transaction rolls back and the id is free for a
+// redelivery. Default: 1 minute (dedup.DefaultProcessingTTL).
+func WithTimeout(d time.Duration) Option { return func(in *Inbox) { in.timeout = d } }
+
+// WithTxOptions sets the options of the transactions Process begins.
+// Default: nil, the database's default isolation (READ COMMITTED on
+// PostgreSQL, SERIALIZABLE on SQLite), under which a racing copy waits for
+// the first to commit and then sees the id.
+func WithTxOptions(o *sql.TxOptions) Option { return func(in *Inbox) { in.txOpts = o } }
+
+// New returns an inbox on db. It fails with dedup.ErrInvalid when db is nil,
+// the table name is not a plain identifier, a duration is out of range, or
+// the dialect cannot be told from the driver. It does not touch the database;
+// call Migrate to create the table.
+func New(db *sql.DB, opts ...Option) (*Inbox, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil *sql.DB", dedup.ErrInvalid)
+	}
+	in := &Inbox{db: db, table: DefaultTable, retention: dedup.DefaultRetention, timeout: dedup.DefaultProcessingTTL}
+	for _, o := range opts {
+		if o != nil {
+			o(in)
+		}
+	}
+	if err := sqldialect.Table(in.table); err != nil {
+		return nil, fmt.Errorf("%w: sqlinbox: %w", dedup.ErrInvalid, err)
+	}
+	for what, d := range map[string]time.Duration{"retention": in.retention, "timeout": in.timeout} {
+		if d < dedup.MinDuration || d > dedup.MaxDuration {
+			return nil, fmt.Errorf("%w: sqlinbox: %s %v outside [%v, %v]", dedup.ErrInvalid, what, d, dedup.MinDuration, dedup.MaxDuration)
+		}
+	}
+	in.dialect = sqldialect.Detect(db)
+	if in.dialect == sqldialect.Unknown {
+		return nil, fmt.Errorf("%w: sqlinbox: cannot tell the SQL dialect of driver %T", dedup.ErrInvalid, db.Driver())
+	}
+	in.claimQ = in.sql(claimSQL)
+	in.purgeQ = in.sql(purgeSQL)
+	for _, m := range migrations {
+		in.migrations = append(in.migrations, in.sql(m))
+	}
+	return in, nil
+}
+
+// Migrate creates the table and its index if they do not exist. It is
+// idempotent.
+func (in *Inbox) Migrate(ctx context.Context) error {
+	tx, err := in.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if in.dialect == sqldialect.Postgres {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "latchkey/dedup/sqlinbox:"+in.table); err != nil {
+			return err
+		}
+	}
+	for _, m := range in.migrations {
+		if _, err := tx.ExecContext(ctx, m); err != nil {
+			return fmt.Errorf("sqlinbox: migrate: %w", err)
+		}
+	}
+	return tx.Commit()
+}
+
+// Claim inserts id into the inbox inside tx and reports whether it is new.
+// False means a transaction that committed the same id already processed the
+// message: skip the business writes. If another open transaction inserted id,
+// Claim waits until it ends. The row commits or rolls back with tx. It
+// returns dedup.ErrInvalidID for a bad id, or the database's error.
+func (in *Inbox) Claim(ctx context.Context, tx Execer, id string) (bool, error) {
+	if err := dedup.CheckID(id); err != nil {
+		return false, err
+	}
+	r, err := tx.ExecContext(ctx, in.claimQ, id)
+	if err != nil {
+		return false, err
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return false, err
+	}
+	return n == 1, nil
+}
+
+// Wrap returns h as a dedup.Handler for any broker adapter: nil for a
+// processed message and for a duplicate (acknowledge), h's error or the
+// database's otherwise (redeliver).
+func (in *Inbox) Wrap(h TxHandler) dedup.Handler {
+	return func(ctx context.Context, m dedup.Message) error {
+		_, err := in.Process(ctx, m, h)
+		return err
+	}
+}
+
+// Process runs h and the insertion of m.ID in one transaction, bounded by
+// WithTimeout:
+//
+//   - Processed, nil: committed together.
+//   - Duplicate, nil: the id was committed before; h did not run.
+//   - Failed, h's error: rolled back together; a redelivery is processed.
+//   - Rejected, an error: dedup.ErrInvalidID, dedup.ErrInvalid, ctx's error
+//     or the database's (a failed commit included: whether it committed is
+//     settled by the redelivery, which finds the id or not).
+//
+// If h panics, the transaction rolls back and the panic goes on.
+func (in *Inbox) Process(ctx context.Context, m dedup.Message, h TxHandler) (dedup.Outcome, error) {
+	if h == nil {
+		return dedup.Rejected, fmt.Errorf("%w: nil handler", dedup.ErrInvalid)
+	}
+	if err := dedup.CheckID(m.ID); err != nil {
+		return dedup.Rejected, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, in.timeout)
+	defer cancel()
+	tx, err := in.db.BeginTx(ctx, in.txOpts)
+	if err != nil {
+		return dedup.Rejected, err
+	}
+	defer func() { _ = tx.Rollback() }() // after Commit: ErrTxDone, ignored
+	fresh, err := in.Claim(ctx, tx, m.ID)
+	if err != nil {
+		return dedup.Rejected, err
+	}
+	if !fresh {
+		return dedup.Duplicate, nil
+	}
+	if err := h(ctx, tx, m); err != nil {
+		return dedup.Failed, err
+	}
+	if err := tx.Commit(); err != nil {
+		return dedup.Rejected, fmt.Errorf("sqlinbox: commit: %w", err)
+	}
+	return dedup.Processed, nil
+}
+
+// Purge deletes the ids processed longer ago than the retention and reports
+// how many went.
+func (in *Inbox) Purge(ctx context.Context) (int64, error) {
+	r, err := in.db.ExecContext(ctx, in.purgeQ, in.retention.Milliseconds())
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
+}
+
+// sql fills in a statement template: {t} the table, {i} its index name,
+// {now} the database clock in Unix milliseconds.
+func (in *Inbox) sql(q string) string {
+	now := "FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT"
+	if in.dialect == sqldialect.SQLite {
+		now = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
+	}
+	q = strings.NewReplacer("{t}", in.table, "{i}", sqldialect.Bare(in.table)+"_processed", "{now}", now).Replace(q)
+	return in.dialect.Rebind(q)
+}
+
+var migrations = []string{
+	`CREATE TABLE IF NOT EXISTS {t} (
+	msg_id       TEXT   NOT NULL PRIMARY KEY,
+	processed_ms BIGINT NOT NULL
+)`,
+	`CREATE INDEX IF NOT EXISTS {i} ON {t} (processed_ms)`,
+}
+
+const (
+	claimSQL = `INSERT INTO {t} (msg_id, processed_ms) VALUES ($1, {now}) ON CONFLICT (msg_id) DO NOTHING`
+	purgeSQL = `DELETE FROM {t} WHERE processed_ms < {now} - $1`
+)

@@ -1,0 +1,323 @@
+package sqlinbox_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
+
+	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/dedup/deduptest"
+	"github.com/latchkey-go/latchkey/dedup/sqlinbox"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+)
+
+type backend struct {
+	name, driver string
+	dsn          func(t *testing.T) string
+}
+
+var backends = []backend{
+	{"postgres", "pgx", func(t *testing.T) string { return testsvc.PostgresURL(t) }},
+	{"sqlite", "sqlite", func(t *testing.T) string {
+		return "file:" + filepath.Join(t.TempDir(), "inbox.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
+	}},
+}
+
+func forEach(t *testing.T, fn func(t *testing.T, b backend)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, b)
+		})
+	}
+}
+
+// env is an inbox and a ledger table, unique to the test, dropped at the end.
+type env struct {
+	db     *sql.DB
+	in     *sqlinbox.Inbox
+	table  string
+	ledger string
+}
+
+func newEnv(t *testing.T, b backend, opts ...sqlinbox.Option) *env {
+	t.Helper()
+	db, err := sql.Open(b.driver, b.dsn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	e := &env{db: db, table: "inbox_" + hex.EncodeToString(r[:]), ledger: "ledger_" + hex.EncodeToString(r[:])}
+	e.in, err = sqlinbox.New(db, append([]sqlinbox.Option{sqlinbox.WithTable(e.table)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := e.in.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.in.Migrate(ctx); err != nil {
+		t.Fatalf("second Migrate: %v", err)
+	}
+	if _, err := db.ExecContext(ctx, "CREATE TABLE "+e.ledger+" (msg TEXT NOT NULL, amount BIGINT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, tb := range []string{e.table, e.ledger} {
+			if _, err := db.Exec("DROP TABLE IF EXISTS " + tb); err != nil {
+				t.Errorf("drop %s: %v", tb, err)
+			}
+		}
+		_ = db.Close()
+	})
+	return e
+}
+
+// pay is the business write: a ledger row, in the inbox's transaction.
+func (e *env) pay(ctx context.Context, tx *sql.Tx, m dedup.Message) error {
+	_, err := tx.ExecContext(ctx, "INSERT INTO "+e.ledger+" (msg, amount) VALUES ($1, 100)", m.ID)
+	return err
+}
+
+func (e *env) count(t *testing.T, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := e.db.QueryRow(q, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (e *env) rows(t *testing.T, id string) (ledger, inbox int) {
+	t.Helper()
+	return e.count(t, "SELECT COUNT(*) FROM "+e.ledger+" WHERE msg = $1", id),
+		e.count(t, "SELECT COUNT(*) FROM "+e.table+" WHERE msg_id = $1", id)
+}
+
+// The handler-level guarantees of the dedup contract.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	forEach(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		deduptest.RunHandler(t, func(t *testing.T, next dedup.Handler) dedup.Handler {
+			return e.in.Wrap(func(ctx context.Context, _ *sql.Tx, m dedup.Message) error { return next(ctx, m) })
+		})
+	})
+}
+
+// The effect and the dedup record commit together; a duplicate adds neither.
+func TestCommitTogether(t *testing.T) {
+	t.Parallel()
+	forEach(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		m := dedup.Message{ID: "pay-1"}
+		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.Processed || err != nil {
+			t.Fatalf("first: %v, %v", o, err)
+		}
+		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.Duplicate || err != nil {
+			t.Fatalf("duplicate: %v, %v", o, err)
+		}
+		if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
+			t.Fatalf("ledger %d, inbox %d rows; want 1 and 1", l, i)
+		}
+	})
+}
+
+// A handler that wrote its effect and then failed leaves neither the effect
+// nor the id; the redelivery is processed.
+func TestRollbackTogether(t *testing.T) {
+	t.Parallel()
+	forEach(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		m := dedup.Message{ID: "pay-2"}
+		boom := errors.New("boom after the write")
+		o, err := e.in.Process(ctx, m, func(ctx context.Context, tx *sql.Tx, m dedup.Message) error {
+			if err := e.pay(ctx, tx, m); err != nil {
+				return err
+			}
+			return boom
+		})
+		if o != dedup.Failed || !errors.Is(err, boom) {
+			t.Fatalf("failing handler: %v, %v", o, err)
+		}
+		if l, i := e.rows(t, m.ID); l != 0 || i != 0 {
+			t.Fatalf("after rollback: ledger %d, inbox %d rows; want none", l, i)
+		}
+		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.Processed || err != nil {
+			t.Fatalf("redelivery: %v, %v", o, err)
+		}
+		if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
+			t.Fatalf("after redelivery: ledger %d, inbox %d rows; want 1 and 1", l, i)
+		}
+	})
+}
+
+// A consumer whose handler hangs past the timeout (or whose caller gives up)
+// rolls back: effect and id both vanish and the id is free again.
+func TestTimeoutRollsBack(t *testing.T) {
+	t.Parallel()
+	forEach(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, sqlinbox.WithTimeout(300*time.Millisecond))
+		ctx := context.Background()
+		m := dedup.Message{ID: "pay-3"}
+		o, err := e.in.Process(ctx, m, func(ctx context.Context, tx *sql.Tx, m dedup.Message) error {
+			if err := e.pay(ctx, tx, m); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		if o != dedup.Failed || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("hung handler: %v, %v", o, err)
+		}
+		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.Processed || err != nil {
+			t.Fatalf("redelivery after the timeout: %v, %v", o, err)
+		}
+		if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
+			t.Fatalf("ledger %d, inbox %d rows; want 1 and 1", l, i)
+		}
+	})
+}
+
+// Claim in the caller's own transaction: a rollback forgets the id.
+func TestClaimInOwnTransaction(t *testing.T) {
+	t.Parallel()
+	forEach(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		for _, commit := range []bool{false, true} {
+			tx, err := e.db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, err := e.in.Claim(ctx, tx, "own-tx")
+			if err != nil || !fresh {
+				t.Fatalf("Claim (commit=%v): %v, %v; want fresh", commit, fresh, err)
+			}
+			if commit {
+				err = tx.Commit()
+			} else {
+				err = tx.Rollback()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		tx, _ := e.db.BeginTx(ctx, nil)
+		defer tx.Rollback()
+		if fresh, err := e.in.Claim(ctx, tx, "own-tx"); err != nil || fresh {
+			t.Fatalf("Claim after a commit: %v, %v; want duplicate", fresh, err)
+		}
+		if _, err := e.in.Claim(ctx, tx, ""); !errors.Is(err, dedup.ErrInvalidID) {
+			t.Fatalf("empty id: %v, want ErrInvalidID", err)
+		}
+	})
+}
+
+// 100 payments, each delivered once to three times in random order by six
+// consumers; 30% of handler runs fail after writing to the ledger. The
+// ledger sum proves each took effect exactly once, none lost.
+func TestLedgerExactlyOnce(t *testing.T) {
+	t.Parallel()
+	forEach(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		const n = 100
+		var queue []dedup.Message
+		for i := range n {
+			for range 1 + i%3 {
+				queue = append(queue, dedup.Message{ID: fmt.Sprintf("pay-%d", i)})
+			}
+		}
+		mrand.Shuffle(len(queue), func(i, j int) { queue[i], queue[j] = queue[j], queue[i] })
+		h := e.in.Wrap(func(ctx context.Context, tx *sql.Tx, m dedup.Message) error {
+			if err := e.pay(ctx, tx, m); err != nil {
+				return err
+			}
+			if mrand.IntN(10) < 3 {
+				return errors.New("fail after the write")
+			}
+			return nil
+		})
+		ch := make(chan dedup.Message)
+		var wg sync.WaitGroup
+		for range 6 {
+			wg.Go(func() {
+				for m := range ch {
+					for !dedup.ShouldAck(h(ctx, m)) && ctx.Err() == nil {
+					}
+				}
+			})
+		}
+		for _, m := range queue {
+			ch <- m
+		}
+		close(ch)
+		wg.Wait()
+		if ctx.Err() != nil {
+			t.Fatal("timed out")
+		}
+		sum := e.count(t, "SELECT COALESCE(SUM(amount), 0) FROM "+e.ledger)
+		rows := e.count(t, "SELECT COUNT(DISTINCT msg) FROM "+e.ledger)
+		ids := e.count(t, "SELECT COUNT(*) FROM "+e.table)
+		if sum != 100*n || rows != n || ids != n {
+			t.Fatalf("ledger sum %d over %d messages, %d inbox ids; want %d, %d, %d", sum, rows, ids, 100*n, n, n)
+		}
+	})
+}
+
+func TestPurge(t *testing.T) {
+	t.Parallel()
+	forEach(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, sqlinbox.WithRetention(50*time.Millisecond))
+		ctx := context.Background()
+		for _, id := range []string{"a", "b"} {
+			if _, err := e.in.Process(ctx, dedup.Message{ID: id}, e.pay); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := e.in.Purge(ctx); err != nil || n != 0 {
+			t.Fatalf("Purge within retention: %d, %v; want 0", n, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if n, err := e.in.Purge(ctx); err != nil || n != 2 {
+			t.Fatalf("Purge after retention: %d, %v; want 2", n, err)
+		}
+	})
+}
+
+func TestNewRejectsBadArguments(t *testing.T) {
+	t.Parallel()
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for name, opts := range map[string][]sqlinbox.Option{
+		"injection": {sqlinbox.WithTable("inbox; DROP TABLE x")},
+		"timeout":   {sqlinbox.WithTimeout(0)},
+		"retention": {sqlinbox.WithRetention(-1)},
+	} {
+		if _, err := sqlinbox.New(db, opts...); !errors.Is(err, dedup.ErrInvalid) {
+			t.Errorf("%s: New = %v, want ErrInvalid", name, err)
+		}
+	}
+	if _, err := sqlinbox.New(nil); !errors.Is(err, dedup.ErrInvalid) {
+		t.Errorf("nil db: %v, want ErrInvalid", err)
+	}
+}
