@@ -1,0 +1,212 @@
+package redisstream_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/dedup/redisdedup"
+	"github.com/latchkey-go/latchkey/dedup/redisstream"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+)
+
+// newClient connects to the shared Redis and deletes the test's keys when it
+// ends.
+func newClient(t *testing.T) (*redis.Client, string) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: testsvc.RedisAddr(t)})
+	prefix := testsvc.KeyPrefix(t)
+	t.Cleanup(func() { cleanup(c, prefix); _ = c.Close() })
+	return c, prefix
+}
+
+func cleanup(c *redis.Client, prefix string) {
+	ctx := context.Background()
+	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		c.Del(ctx, iter.Val())
+	}
+}
+
+// errLog collects what a consumer reports.
+type errLog struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (l *errLog) add(_ context.Context, err error) {
+	l.mu.Lock()
+	l.errs = append(l.errs, err)
+	l.mu.Unlock()
+}
+
+func (l *errLog) count(target error) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, err := range l.errs {
+		if errors.Is(err, target) {
+			n++
+		}
+	}
+	return n
+}
+
+// runFor runs cons until cond holds (checked every 10 ms) or 10 s pass, then
+// stops it and checks that Run returned context.Canceled promptly.
+func runFor(t *testing.T, cons *redisstream.Consumer, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cons.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatal("condition not reached within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run returned %v, want context.Canceled", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Run did not stop within 2 s of cancel")
+	}
+}
+
+func pending(t *testing.T, c *redis.Client, stream, group string) int64 {
+	t.Helper()
+	p, err := c.XPending(context.Background(), stream, group).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Count
+}
+
+// A failing handler leaves the entry pending; the consumer reclaims it after
+// the min-idle time and the retry takes effect once.
+func TestFailureIsRetried(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, prefix := newClient(t)
+	stream := prefix + "s"
+	if _, err := redisstream.Publish(ctx, c, stream, dedup.Message{ID: "m1"}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := dedup.New(redisdedup.New(c, redisdedup.WithPrefix(prefix+"d:")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	attempts, effects := 0, 0
+	h := d.Wrap(func(ctx context.Context, m dedup.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts++
+		if attempts < 3 {
+			return errors.New("flaky")
+		}
+		effects++
+		return nil
+	})
+	log := &errLog{}
+	cons, err := redisstream.NewConsumer(c, stream, "g", "c1", h,
+		redisstream.WithBlock(20*time.Millisecond), redisstream.WithMinIdle(50*time.Millisecond),
+		redisstream.WithReclaimInterval(20*time.Millisecond), redisstream.WithErrorHandler(log.add))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runFor(t, cons, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return effects == 1 && pending(t, c, stream, "g") == 0
+	})
+	if attempts != 3 || effects != 1 {
+		t.Errorf("attempts %d, effects %d; want 3, 1", attempts, effects)
+	}
+	var ee *redisstream.EntryError
+	if n := len(log.errs); n != 2 || !errors.As(log.errs[0], &ee) || ee.ID != "m1" || ee.Acked {
+		t.Errorf("reported %v, want two unacked EntryErrors for m1", log.errs)
+	}
+}
+
+// An entry without the id field is never handed to the handler, and stays
+// pending rather than being dropped.
+func TestEntryWithoutIDStaysPending(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, prefix := newClient(t)
+	stream := prefix + "s"
+	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"body", "x"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := redisstream.Publish(ctx, c, stream, dedup.Message{ID: "ok", Header: map[string]string{"k": "v"}}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []dedup.Message
+	h := func(ctx context.Context, m dedup.Message) error {
+		mu.Lock()
+		got = append(got, m)
+		mu.Unlock()
+		return nil
+	}
+	log := &errLog{}
+	cons, err := redisstream.NewConsumer(c, stream, "g", "c1", h,
+		redisstream.WithBlock(20*time.Millisecond), redisstream.WithErrorHandler(log.add))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runFor(t, cons, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == 1 && log.count(dedup.ErrInvalidID) == 1
+	})
+	if m := got[0]; m.ID != "ok" || m.Header["k"] != "v" || m.Header[redisstream.HeaderEntryID] == "" {
+		t.Errorf("handler got %+v", m)
+	}
+	if n := pending(t, c, stream, "g"); n != 1 {
+		t.Errorf("pending %d, want 1 (the entry without id)", n)
+	}
+}
+
+func TestInvalidArguments(t *testing.T) {
+	t.Parallel()
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	h := func(context.Context, dedup.Message) error { return nil }
+	for name, f := range map[string]func() error{
+		"nil client":  func() error { _, err := redisstream.NewConsumer(nil, "s", "g", "c", h); return err },
+		"nil handler": func() error { _, err := redisstream.NewConsumer(c, "s", "g", "c", nil); return err },
+		"empty name":  func() error { _, err := redisstream.NewConsumer(c, "s", "g", "", h); return err },
+		"batch": func() error {
+			_, err := redisstream.NewConsumer(c, "s", "g", "c", h, redisstream.WithBatchSize(0))
+			return err
+		},
+		"same fields": func() error {
+			_, err := redisstream.NewConsumer(c, "s", "g", "c", h, redisstream.WithIDField("body"))
+			return err
+		},
+		"header clash": func() error {
+			_, err := redisstream.Publish(context.Background(), c, "s", dedup.Message{ID: "a", Header: map[string]string{"id": "b"}})
+			return err
+		},
+	} {
+		if err := f(); !errors.Is(err, dedup.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if _, err := redisstream.Publish(context.Background(), c, "s", dedup.Message{}); !errors.Is(err, dedup.ErrInvalidID) {
+		t.Errorf("Publish with empty id: %v, want ErrInvalidID", err)
+	}
+}
