@@ -28,6 +28,10 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	gs := flag.String("g", "1,16,64", "goroutine counts of the uncontended test")
 	skipContended := flag.Bool("nocontended", false, "skip the contended test")
+	lockTable := flag.Bool("lock", true, "measure the locks")
+	idemTable := flag.Bool("idem", true, "measure idempotency against the hand-written SET NX guard")
+	idemG := flag.Int("idem-g", 64, "concurrent clients of the idempotency test")
+	idemOnly := flag.String("idem-only", "", "comma-separated idempotency implementations to run (default all)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -51,7 +55,23 @@ func main() {
 		impls = slices.DeleteFunc(impls, func(i impl) bool { return !slices.Contains(keep, i.name) })
 	}
 	prefix := fmt.Sprintf("bench:%d:", time.Now().UnixNano())
+	if *lockTable {
+		lockBench(ctx, impls, prefix, *runs, *dur, *skipContended)
+		if *held > 0 && (*only == "" || strings.Contains(*only, "latchkey")) {
+			holdingBench(ctx, *addr, prefix, *held, *holdFor)
+		}
+	}
+	if *idemTable {
+		im := idemImplementations()
+		if *idemOnly != "" {
+			keep := strings.Split(*idemOnly, ",")
+			im = slices.DeleteFunc(im, func(i idemImpl) bool { return !slices.Contains(keep, i.name) })
+		}
+		idemBench(ctx, *addr, prefix, *runs, *idemG, *dur, im)
+	}
+}
 
+func lockBench(ctx context.Context, impls []impl, prefix string, runs int, dur time.Duration, skipContended bool) {
 	res := map[string]*result{}
 	for _, im := range impls {
 		fmt.Fprintf(os.Stderr, "%s ...\n", im.name)
@@ -63,17 +83,17 @@ func main() {
 		l.stalls = new(atomic.Int64)
 		r := &result{}
 		for _, g := range goroutineCounts {
-			r.uncontended = append(r.uncontended, median(*runs, func(run int) float64 {
-				return uncontended(ctx, l, fmt.Sprintf("%s%s:u%d:%d:", prefix, im.name, g, run), g, *dur)
+			r.uncontended = append(r.uncontended, median(runs, func(run int) float64 {
+				return uncontended(ctx, l, fmt.Sprintf("%s%s:u%d:%d:", prefix, im.name, g, run), g, dur)
 			}))
 		}
 		var cs []contendedResult
-		for run := range *runs {
-			if *skipContended {
+		for run := range runs {
+			if skipContended {
 				cs = append(cs, contendedResult{})
 				continue
 			}
-			cs = append(cs, contended(ctx, l, fmt.Sprintf("%s%s:c%d", prefix, im.name, run), 16, *dur))
+			cs = append(cs, contended(ctx, l, fmt.Sprintf("%s%s:c%d", prefix, im.name, run), 16, dur))
 		}
 		r.contended = medianContended(cs)
 		r.stalls = l.stalls.Load()
@@ -81,17 +101,17 @@ func main() {
 		res[im.name] = r
 	}
 	printTable(impls, res)
+}
 
-	if *held > 0 && (*only == "" || strings.Contains(*only, "latchkey")) {
-		fmt.Fprintf(os.Stderr, "holding %d leases for %v ...\n", *held, *holdFor)
-		h := holding(ctx, *addr, prefix+"held:", *held, *holdFor)
-		fmt.Printf("\nlatchkey holding %d leases (TTL 30 s, renewed every 10 s) for %v:\n", *held, *holdFor)
-		fmt.Printf("- round trips per renewal tick: %.2f (%d round trips, %d renewal ticks, %d renewals)\n",
-			h.perTick, h.roundTrips, h.ticks, h.renewals)
-		fmt.Printf("- extra memory: %.1f MiB heap in use, %.1f MiB resident\n", h.heapMiB, h.rssMiB)
-		fmt.Printf("- CPU while holding: %.1f ms per second\n", h.cpuPerSec*1000)
-		fmt.Printf("- leases lost: %d\n", h.lost)
-	}
+func holdingBench(ctx context.Context, addr, prefix string, held int, holdFor time.Duration) {
+	fmt.Fprintf(os.Stderr, "holding %d leases for %v ...\n", held, holdFor)
+	h := holding(ctx, addr, prefix+"held:", held, holdFor)
+	fmt.Printf("\nlatchkey holding %d leases (TTL 30 s, renewed every 10 s) for %v:\n", held, holdFor)
+	fmt.Printf("- round trips per renewal tick: %.2f (%d round trips, %d renewal ticks, %d renewals)\n",
+		h.perTick, h.roundTrips, h.ticks, h.renewals)
+	fmt.Printf("- extra memory: %.1f MiB heap in use, %.1f MiB resident\n", h.heapMiB, h.rssMiB)
+	fmt.Printf("- CPU while holding: %.1f ms per second\n", h.cpuPerSec*1000)
+	fmt.Printf("- leases lost: %d\n", h.lost)
 }
 
 var goroutineCounts []int

@@ -3,7 +3,9 @@
 //
 // A claim is one round trip (one Lua script that reads the record and, when
 // it is absent, writes the claim with a PEXPIRE at the in-progress deadline),
-// and so is a replay (the same script returns the outcome). Deadlines are on
+// and so is a replay (the same script returns the outcome). Concurrent calls
+// of one Store share round trips: they are coalesced into pipelines (see
+// WithBatching). Deadlines are on
 // Redis's clock. Every record is one Redis key of the form
 // prefix + "{" + key + "}": the braces are a hash tag, so the scripts run on
 // Cluster too.
@@ -24,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/internal/redisbatch"
 )
 
 var (
@@ -49,6 +52,7 @@ var (
 // *redis.ClusterClient, *redis.Ring and redis.UniversalClient all fit.
 type Client interface {
 	redis.Scripter
+	Pipeline() redis.Pipeliner
 }
 
 var (
@@ -66,8 +70,10 @@ const DefaultPrefix = "idem:"
 // Store keeps idempotency records and submit tokens in Redis. It is safe for
 // concurrent use.
 type Store struct {
-	c      Client
-	prefix string
+	c        Client
+	prefix   string
+	batching bool
+	exec     redisbatch.Runner
 }
 
 // An Option configures New.
@@ -80,12 +86,28 @@ func WithPrefix(p string) Option {
 	return func(s *Store) { s.prefix = p }
 }
 
+// WithBatching turns on or off the coalescing of the concurrent calls of one
+// Store into pipelines: calls that arrive while others are in flight leave
+// together, in one round trip, and calls on one key reach Redis in the order
+// they were made. A call made alone is still sent at once, on its own.
+// Default: on. Off sends every call on its own.
+func WithBatching(on bool) Option {
+	return func(s *Store) { s.batching = on }
+}
+
 // New returns a store on c. A nil c makes every call fail with idem.ErrInvalid.
 func New(c Client, opts ...Option) *Store {
-	s := &Store{c: c, prefix: DefaultPrefix}
+	s := &Store{c: c, prefix: DefaultPrefix, batching: true}
 	for _, o := range opts {
 		if o != nil {
 			o(s)
+		}
+	}
+	if c != nil {
+		if s.batching {
+			s.exec = redisbatch.New(c)
+		} else {
+			s.exec = redisbatch.Direct{C: c}
 		}
 	}
 	return s
@@ -98,7 +120,7 @@ func (s *Store) RecordKey(key string) string { return s.prefix + "{" + key + "}"
 func (s *Store) tokenKey(tok string) string { return s.prefix + "token:{" + tok + "}" }
 
 func (s *Store) check() error {
-	if s == nil || s.c == nil {
+	if s == nil || s.c == nil || s.exec == nil {
 		return fmt.Errorf("%w: nil Redis client", idem.ErrInvalid)
 	}
 	return nil
@@ -106,14 +128,36 @@ func (s *Store) check() error {
 
 func ms(d time.Duration) int64 { return max(1, int64((d+time.Millisecond-1)/time.Millisecond)) }
 
-// Claim implements idem.Store in one round trip.
+// abandonTimeout bounds the release of a claim whose caller gave up.
+const abandonTimeout = time.Second
+
+// abandon releases, in the background, a claim whose caller's context ended
+// before the reply: the claim may still have reached Redis (a queued call is
+// sent anyway, a sent one may have run), and would then block the key until
+// its in-progress deadline. The release matches the claim's token, so it
+// deletes nothing else; with batching it is sent after the claim (calls on
+// one key keep their order). The goroutine ends within abandonTimeout.
+func (s *Store) abandon(key, tok string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
+		defer cancel()
+		_ = s.exec.Run(ctx, nil, releaseScript, []string{s.RecordKey(key)}, tok).Err()
+	}()
+}
+
+// Claim implements idem.Store in one round trip. When ctx ends before the
+// reply, Claim returns ctx's error and releases the claim in the background
+// in case it was taken.
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, d time.Duration) (idem.Claim, error) {
 	if err := s.check(); err != nil {
 		return idem.Claim{}, err
 	}
 	tok := idem.NewToken()
-	v, err := claimScript.Run(ctx, s.c, []string{s.RecordKey(key)}, tok, fingerprint, ms(d)).Slice()
+	v, err := s.exec.Run(ctx, nil, claimScript, []string{s.RecordKey(key)}, tok, fingerprint, ms(d)).Slice()
 	if err != nil {
+		if ctx.Err() != nil {
+			s.abandon(key, tok)
+		}
 		return idem.Claim{}, err
 	}
 	if len(v) == 0 {
@@ -141,7 +185,7 @@ func (s *Store) Record(ctx context.Context, key, token string, result []byte, re
 	if err := s.check(); err != nil {
 		return err
 	}
-	n, err := recordScript.Run(ctx, s.c, []string{s.RecordKey(key)}, token, result, ms(retention)).Int64()
+	n, err := s.exec.Run(ctx, nil, recordScript, []string{s.RecordKey(key)}, token, result, ms(retention)).Int64()
 	if err != nil {
 		return err
 	}
@@ -156,7 +200,7 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	n, err := releaseScript.Run(ctx, s.c, []string{s.RecordKey(key)}, token).Int64()
+	n, err := s.exec.Run(ctx, nil, releaseScript, []string{s.RecordKey(key)}, token).Int64()
 	if err != nil {
 		return err
 	}
@@ -171,7 +215,7 @@ func (s *Store) PutToken(ctx context.Context, token, bind string, ttl time.Durat
 	if err := s.check(); err != nil {
 		return err
 	}
-	return putTokenScript.Run(ctx, s.c, []string{s.tokenKey(token)}, bind, strconv.FormatInt(ms(ttl), 10)).Err()
+	return s.exec.Run(ctx, nil, putTokenScript, []string{s.tokenKey(token)}, bind, strconv.FormatInt(ms(ttl), 10)).Err()
 }
 
 // ConsumeToken implements idem.TokenStore with GETDEL, one atomic step.
@@ -179,7 +223,7 @@ func (s *Store) ConsumeToken(ctx context.Context, token, bind string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	got, err := consumeTokenScript.Run(ctx, s.c, []string{s.tokenKey(token)}).Text()
+	got, err := s.exec.Run(ctx, nil, consumeTokenScript, []string{s.tokenKey(token)}).Text()
 	if errors.Is(err, redis.Nil) {
 		return idem.ErrTokenInvalid
 	}

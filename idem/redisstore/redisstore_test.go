@@ -3,8 +3,11 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -157,4 +160,68 @@ func TestServerDownFailsClosed(t *testing.T) {
 	if err == nil || runs != 0 {
 		t.Fatalf("Do with Redis cut = %v after %d runs; want an error and no run", err, runs)
 	}
+}
+
+// TestCancelledClaimsLeaveNoClaim has many goroutines claim with contexts that
+// end at random moments, often while the claim is queued or in flight in a
+// pipeline. A claim that reached Redis after its caller gave up must be
+// released, so soon every such key can be claimed again, long before the
+// in-progress deadline.
+func TestCancelledClaimsLeaveNoClaim(t *testing.T) {
+	t.Parallel()
+	c, prefix := newClient(t)
+	s := redisstore.New(c, redisstore.WithPrefix(prefix))
+	const goroutines, rounds = 32, 20
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		abandoned []string
+	)
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				key := fmt.Sprint("k", g, ":", i)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(2000))*time.Microsecond)
+				cl, err := s.Claim(ctx, key, "fp", time.Hour)
+				cancel()
+				switch {
+				case err == nil && cl.State == idem.Claimed:
+					if err := s.Release(context.Background(), key, cl.Token); err != nil {
+						t.Errorf("Release: %v", err)
+					}
+				case err == nil:
+					t.Errorf("fresh key %s: state %v", key, cl.State)
+				case errors.Is(err, context.DeadlineExceeded):
+					mu.Lock()
+					abandoned = append(abandoned, key)
+					mu.Unlock()
+				default:
+					t.Errorf("Claim: %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(abandoned) == 0 {
+		t.Log("no claim was cancelled; nothing to check")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, key := range abandoned {
+		for {
+			cl, err := s.Claim(context.Background(), key, "fp", time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cl.State == idem.Claimed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still %v after its caller gave up", key, cl.State)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	t.Logf("%d of %d claims cancelled", len(abandoned), goroutines*rounds)
 }

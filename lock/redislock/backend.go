@@ -5,11 +5,11 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/latchkey-go/latchkey/internal/redisbatch"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -40,7 +40,7 @@ type backend struct {
 	channel   string // where releases of waited-for keys are published
 	id        string // this Locker's instance id, in its release messages
 	retention int64  // fencing counter retention, ms
-	exec      executor
+	exec      redisbatch.Runner
 	w         *watcher
 }
 
@@ -59,9 +59,9 @@ func newBackend(client Client, o options) *backend {
 		retention: millis(o.retention),
 	}
 	if o.batching {
-		b.exec = newBatcher(client)
+		b.exec = redisbatch.New(client)
 	} else {
-		b.exec = direct{client}
+		b.exec = redisbatch.Direct{C: client}
 	}
 	b.w = newWatcher(b)
 	return b
@@ -76,8 +76,8 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 		return 0, 0, lock.ErrNotAcquired
 	}
 	lk := lockKey(b.prefix, key)
-	n, err := b.exec.run(ctx, nil, acquireScript, []string{lk, lk + ":fence", lk + ":waiters"},
-		owner, millis(ttl), b.retention, millis(waitersFlagTTL))
+	n, err := b.exec.Run(ctx, nil, acquireScript, []string{lk, lk + ":fence", lk + ":waiters"},
+		owner, millis(ttl), b.retention, millis(waitersFlagTTL)).Int64()
 	if err != nil {
 		return 0, 0, fmt.Errorf("redislock: acquire: %w", err)
 	}
@@ -90,7 +90,7 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 
 // Renew implements lock.Backend.
 func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
-	n, err := b.exec.run(ctx, nil, renewScript, []string{lockKey(b.prefix, key)}, owner, millis(ttl))
+	n, err := b.exec.Run(ctx, nil, renewScript, []string{lockKey(b.prefix, key)}, owner, millis(ttl)).Int64()
 	if err != nil {
 		return fmt.Errorf("redislock: renew: %w", err)
 	}
@@ -124,7 +124,7 @@ func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error 
 	if err := send(all); err != nil {
 		var missing []int
 		for i, c := range cmds {
-			if isNoScript(c.Err()) {
+			if redisbatch.IsNoScript(c.Err()) {
 				missing = append(missing, i)
 			}
 		}
@@ -152,7 +152,7 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 	// The head waiter of this Locker is woken as soon as its attempt is sure
 	// to reach Redis after this release: with batching, both then travel in
 	// one round trip. If the release fails, the wake-up was merely spurious.
-	n, err := b.exec.run(ctx, func() { b.w.released(key) }, releaseScript, []string{lk, lk + ":waiters"}, owner, b.channel, b.id)
+	n, err := b.exec.Run(ctx, func() { b.w.released(key) }, releaseScript, []string{lk, lk + ":waiters"}, owner, b.channel, b.id).Int64()
 	if err != nil {
 		return fmt.Errorf("redislock: release: %w", err)
 	}
@@ -170,28 +170,6 @@ func (b *backend) WatchRelease(ctx context.Context, key string) (<-chan struct{}
 // WatchReleaseOwner implements lock.OwnerWatcher.
 func (b *backend) WatchReleaseOwner(ctx context.Context, key, owner string) (<-chan struct{}, func(), error) {
 	return b.w.watch(ctx, key, owner)
-}
-
-// An executor runs one script call. If ordered is not nil, it is called once
-// every call made after it returns is sure to reach Redis after this one (for
-// an executor that cannot promise that, after the call completed).
-type executor interface {
-	run(ctx context.Context, ordered func(), s *redis.Script, keys []string, args ...any) (int64, error)
-}
-
-// direct sends each call on its own (EVALSHA, falling back to EVAL).
-type direct struct{ c Client }
-
-func (d direct) run(ctx context.Context, ordered func(), s *redis.Script, keys []string, args ...any) (int64, error) {
-	n, err := s.Run(ctx, d.c, keys, args...).Int64()
-	if ordered != nil {
-		ordered()
-	}
-	return n, err
-}
-
-func isNoScript(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
 // errClosed is returned by calls made after Close.

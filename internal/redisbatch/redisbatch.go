@@ -1,0 +1,250 @@
+// Package redisbatch coalesces the Lua script calls of concurrent goroutines
+// into pipelines: one round trip, and one write and read on each side, for
+// many calls. The Redis backends (lock/redislock, idem/redisstore) send their
+// scripts through it.
+package redisbatch
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MaxSends bounds the sends (single calls or pipelines) in flight at once.
+// Calls beyond it queue and leave together as one pipeline. Measured on 2
+// cores against Redis 7.0: 8 beat 1, 2, 3, 4 and 16 at 16 and 64 goroutines,
+// with contended hand-off unchanged (it is ordered per key anyway).
+const MaxSends = 8
+
+// Client is the part of a go-redis client a Batcher uses; *redis.Client,
+// *redis.ClusterClient, *redis.Ring and redis.UniversalClient all fit.
+type Client interface {
+	redis.Scripter
+	Pipeline() redis.Pipeliner
+}
+
+var (
+	_ Client = (*redis.Client)(nil)
+	_ Client = (*redis.ClusterClient)(nil)
+	_ Client = (*redis.Ring)(nil)
+	_ Client = (redis.UniversalClient)(nil)
+
+	_ Runner = (*Batcher)(nil)
+	_ Runner = Direct{}
+)
+
+// A Runner runs one script call. If ordered is not nil, it is called once
+// every call made after it returns is sure to reach Redis after this one (for
+// a Runner that cannot promise that, after the call completed).
+type Runner interface {
+	Run(ctx context.Context, ordered func(), s *redis.Script, keys []string, args ...any) *redis.Cmd
+}
+
+// Direct sends each call on its own (EVALSHA, falling back to EVAL).
+type Direct struct{ C redis.Scripter }
+
+// Run implements Runner.
+func (d Direct) Run(ctx context.Context, ordered func(), s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	cmd := s.Run(ctx, d.C, keys, args...)
+	if ordered != nil {
+		ordered()
+	}
+	return cmd
+}
+
+// Batcher is a Runner that coalesces concurrent calls into pipelines. It has
+// no goroutine of its own. A call that finds a free send slot and no call on
+// its key in flight goes out at once, on its own (one EVALSHA: a lone caller
+// pays one round trip, as with Direct); other calls queue, and when a send
+// completes, its sender hands every queued call whose key is not in flight,
+// in arrival order, to the first of them, whose goroutine sends them as one
+// pipeline.
+//
+// Calls on one key (KEYS[1]) reach Redis in the order they were made: a call
+// made after another's ordered callback ran for the same key is never sent
+// before that one completed. Calls on different keys are not ordered.
+//
+// A call whose ctx ends while it waits returns ctx's error at once, but may
+// still be sent, and its effect happen, as a call whose reply was lost on the
+// network may: callers must make that safe.
+type Batcher struct {
+	c Client
+
+	mu       sync.Mutex
+	sending  int            // sends in flight; guarded by mu
+	inFlight map[string]int // keys of calls in flight; guarded by mu
+	queue    []*call        // waiting for a send; guarded by mu
+}
+
+type call struct {
+	ctx    context.Context
+	script *redis.Script
+	keys   []string
+	args   []any
+
+	cmd   *redis.Cmd
+	batch []*call       // set for the call whose goroutine sends the batch
+	done  chan struct{} // closed when cmd (or batch) is set
+}
+
+// New returns a Batcher sending on c.
+func New(c Client) *Batcher { return &Batcher{c: c, inFlight: make(map[string]int)} }
+
+// Run implements Runner: it runs s with keys and args, alone or in a
+// pipeline, and returns its reply. keys must not be empty. When ctx ends
+// before the reply, Run returns a Cmd failed with ctx's error.
+func (b *Batcher) Run(ctx context.Context, ordered func(), s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	k := keys[0]
+	b.mu.Lock()
+	if b.sending < MaxSends && b.inFlight[k] == 0 && len(b.queue) == 0 {
+		b.sending++
+		b.inFlight[k]++
+		b.mu.Unlock()
+		if ordered != nil {
+			ordered()
+		}
+		cmd := s.Run(ctx, b.c, keys, args...)
+		b.finish([]string{k})
+		return cmd
+	}
+	c := &call{ctx: ctx, script: s, keys: keys, args: args, done: make(chan struct{})}
+	b.queue = append(b.queue, c)
+	start := b.sending < MaxSends
+	var batch []*call
+	if start {
+		batch = b.takeLocked()
+	}
+	b.mu.Unlock()
+	if ordered != nil {
+		ordered()
+	}
+	if len(batch) > 0 {
+		b.handOff(batch)
+	}
+
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		// The call may still be sent; its result is dropped.
+		go func() {
+			<-c.done
+			if c.batch != nil {
+				b.send(c.batch)
+			}
+		}()
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(ctx.Err())
+		return cmd
+	}
+	if c.batch != nil {
+		b.send(c.batch)
+	}
+	return c.cmd
+}
+
+// takeLocked removes from the queue, for one send, every call whose key is
+// not in flight and that has no earlier queued call on its key left behind,
+// and marks their keys in flight and the send as started. It returns nil if
+// there is nothing to send.
+func (b *Batcher) takeLocked() []*call {
+	var batch, rest []*call
+	var blocked map[string]bool
+	for _, c := range b.queue {
+		k := c.keys[0]
+		if b.inFlight[k] > 0 || blocked[k] {
+			if blocked == nil {
+				blocked = make(map[string]bool)
+			}
+			blocked[k] = true
+			rest = append(rest, c)
+			continue
+		}
+		batch = append(batch, c)
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	for _, c := range batch {
+		b.inFlight[c.keys[0]]++
+	}
+	b.queue = rest
+	b.sending++
+	return batch
+}
+
+// handOff gives batch to its first call's goroutine to send.
+func (b *Batcher) handOff(batch []*call) {
+	batch[0].batch = batch
+	close(batch[0].done)
+}
+
+// finish ends a send of calls on keys and starts the next one if calls wait.
+func (b *Batcher) finish(keys []string) {
+	b.mu.Lock()
+	for _, k := range keys {
+		if b.inFlight[k]--; b.inFlight[k] == 0 {
+			delete(b.inFlight, k)
+		}
+	}
+	b.sending--
+	batch := b.takeLocked()
+	b.mu.Unlock()
+	if len(batch) > 0 {
+		b.handOff(batch)
+	}
+}
+
+// send runs batch as one pipeline and completes every call in it; the first
+// call is the sender's own, whose done is already closed.
+func (b *Batcher) send(batch []*call) {
+	ctx, cancel := batchContext(batch)
+	keys := make([]string, len(batch))
+	if len(batch) == 1 {
+		c := batch[0]
+		keys[0] = c.keys[0]
+		c.cmd = c.script.Run(ctx, b.c, c.keys, c.args...)
+	} else {
+		pipe := b.c.Pipeline()
+		for i, c := range batch {
+			keys[i] = c.keys[0]
+			c.cmd = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+		}
+		_, _ = pipe.Exec(ctx)
+		for _, c := range batch {
+			if IsNoScript(c.cmd.Err()) { // a restarted or flushed server: load, then run alone
+				c.cmd = c.script.Run(ctx, b.c, c.keys, c.args...)
+			}
+		}
+	}
+	cancel()
+	batch[0].batch = nil
+	b.finish(keys)
+	for _, c := range batch[1:] {
+		close(c.done)
+	}
+}
+
+// batchContext returns a context for a pipeline of calls: not cancelled by
+// any one caller, and with a deadline only if every call has one, the latest.
+func batchContext(batch []*call) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, c := range batch {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return context.WithoutCancel(batch[0].ctx), func() {}
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), latest)
+}
+
+// IsNoScript reports whether err is Redis's NOSCRIPT: the script is not
+// loaded (a restarted or flushed server).
+func IsNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}

@@ -1,0 +1,186 @@
+package redisbatch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/internal/redisbatch"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+)
+
+var push = redis.NewScript(`return redis.call('RPUSH', KEYS[1], ARGV[1])`)
+
+func newClient(t *testing.T) (*redis.Client, string) {
+	c := redis.NewClient(&redis.Options{Addr: testsvc.RedisAddr(t)})
+	prefix := testsvc.KeyPrefix(t)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+		_ = c.Close()
+	})
+	return c, prefix
+}
+
+// TestConcurrentCallsGetTheirOwnReplies runs many goroutines' calls through
+// one Batcher, so most travel in pipelines, and checks every reply and that
+// each goroutine's calls ran in order.
+func TestConcurrentCallsGetTheirOwnReplies(t *testing.T) {
+	t.Parallel()
+	c, prefix := newClient(t)
+	b := redisbatch.New(c)
+	ctx := context.Background()
+	const goroutines, calls = 64, 50
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprintf("%sg%d", prefix, g%8) // 8 goroutines share each key
+			own := fmt.Sprintf("%sown%d", prefix, g)
+			for i := range calls {
+				if _, err := b.Run(ctx, nil, push, []string{key}, fmt.Sprint(g, ":", i)).Int64(); err != nil {
+					t.Error(err)
+					return
+				}
+				n, err := b.Run(ctx, nil, push, []string{own}, i).Int64()
+				if err != nil || n != int64(i+1) {
+					t.Errorf("push %d on %s: reply %d, %v", i, own, n, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for g := range 8 {
+		got, err := c.LRange(ctx, fmt.Sprintf("%sg%d", prefix, g), 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := map[string]int{}
+		for _, v := range got {
+			var gi, i int
+			fmt.Sscanf(v, "%d:%d", &gi, &i)
+			if i != next[fmt.Sprint(gi)] {
+				t.Fatalf("key g%d: goroutine %d's call %d ran out of order: %v", g, gi, i, got)
+			}
+			next[fmt.Sprint(gi)]++
+		}
+		if len(got) != goroutines/8*calls {
+			t.Errorf("key g%d: %d calls ran, want %d", g, len(got), goroutines/8*calls)
+		}
+	}
+}
+
+// TestOrderedCallback checks the ordering promise: a call on the same key made
+// after another call's ordered callback ran reaches Redis after it, even when
+// the first call waits in the queue.
+func TestOrderedCallback(t *testing.T) {
+	t.Parallel()
+	c, prefix := newClient(t)
+	b := redisbatch.New(c)
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var load sync.WaitGroup
+	for g := range 2 * redisbatch.MaxSends {
+		load.Add(1)
+		go func() { // keep every send slot busy so calls queue
+			defer load.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				b.Run(ctx, nil, push, []string{fmt.Sprintf("%sload%d", prefix, g)}, 1)
+			}
+		}()
+	}
+	for i := range 200 {
+		key := fmt.Sprintf("%sk%d", prefix, i)
+		ordered := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- b.Run(ctx, func() { close(ordered) }, push, []string{key}, "first").Err()
+		}()
+		<-ordered
+		if err := b.Run(ctx, nil, push, []string{key}, "second").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.LRange(ctx, key, 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, []string{"first", "second"}) {
+			t.Fatalf("round %d: %v, want [first second]", i, got)
+		}
+	}
+	close(stop)
+	load.Wait()
+}
+
+// TestUnloadedScriptInPipeline checks the NOSCRIPT fallback: calls of a script
+// the server has never seen, sent in one pipeline, still all run.
+func TestUnloadedScriptInPipeline(t *testing.T) {
+	t.Parallel()
+	c, prefix := newClient(t)
+	b := redisbatch.New(c)
+	s := redis.NewScript(fmt.Sprintf("-- %s %d\nreturn redis.call('INCR', KEYS[1])", prefix, time.Now().UnixNano()))
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.Run(context.Background(), nil, s, []string{prefix + "n"}).Err(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n, err := c.Get(context.Background(), prefix+"n").Int(); err != nil || n != 32 {
+		t.Errorf("counter %d, %v; want 32", n, err)
+	}
+}
+
+// TestCancelledWhileQueued checks that a call whose context ends while it
+// waits returns the context's error at once.
+func TestCancelledWhileQueued(t *testing.T) {
+	t.Parallel()
+	c, prefix := newClient(t)
+	b := redisbatch.New(c)
+	slow := redis.NewScript(`local t = redis.call('TIME') local s = tonumber(t[1]) * 1e6 + tonumber(t[2])
+repeat local u = redis.call('TIME') until tonumber(u[1]) * 1e6 + tonumber(u[2]) > s + 20000
+return 1`)
+	var wg sync.WaitGroup
+	for g := range redisbatch.MaxSends {
+		wg.Add(1)
+		go func() { // occupy every send slot for about 20 ms each
+			defer wg.Done()
+			b.Run(context.Background(), nil, slow, []string{fmt.Sprintf("%sslow%d", prefix, g)})
+		}()
+	}
+	time.Sleep(2 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := b.Run(ctx, nil, push, []string{prefix + "q"}, 1).Err()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err %v, want context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 100*time.Millisecond { // the slow calls hold Redis for 160 ms
+		t.Errorf("returned after %v, not at the deadline", d)
+	}
+	wg.Wait()
+}
