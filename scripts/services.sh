@@ -4,7 +4,11 @@
 #
 #   Redis       127.0.0.1:6379
 #   PostgreSQL  postgres://postgres@127.0.0.1:5432/test?sslmode=disable (trust, no password)
-#   binaries    redis-server, redis-cli, /usr/lib/postgresql/*/bin/{initdb,pg_ctl}
+#   binaries    redis-server, redis-cli, /usr/lib/postgresql/*/bin/{initdb,pg_ctl}, etcd, etcdctl
+#
+# etcd runs no shared server: the etcd tests start their own private etcd
+# processes (internal/testsvc.StartEtcd) on free ports with temp data dirs, so
+# they can pause and restart them; only the binaries are installed here.
 #
 # Idempotent and fast (well under 2 s) when everything is already there.
 # apt-get update runs only when something must be installed. Debian, root (or sudo).
@@ -130,6 +134,17 @@ ensure_postgres() {
   say postgres "up at $PG_URL ($what)"
 }
 
+# ---------------------------------------------------------------- etcd
+ensure_etcd() {
+  if ! command -v etcd >/dev/null 2>&1 || ! command -v etcdctl >/dev/null 2>&1; then
+    say etcd "installing etcd-server etcd-client"
+    apt_install etcd-server etcd-client
+  fi
+  command -v etcd >/dev/null 2>&1 || die "etcd not on PATH after installing etcd-server"
+  say etcd "binaries only, tests start their own ($(etcd --version 2>/dev/null | head -n 1))"
+}
+
 ensure_redis
 ensure_postgres
-say bins "redis-server, redis-cli, $(ls -d /usr/lib/postgresql/"$(pg_version)"/bin)/{initdb,pg_ctl}"
+ensure_etcd
+say bins "redis-server, redis-cli, $(ls -d /usr/lib/postgresql/"$(pg_version)"/bin)/{initdb,pg_ctl}, etcd, etcdctl"

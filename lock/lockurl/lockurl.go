@@ -7,6 +7,7 @@
 //	sqlite:locks.db                         the same, path relative to the working directory
 //	postgres://user:pass@host:5432/db       PostgreSQL through pgx (lock/sqllock), LISTEN/NOTIFY wake-ups
 //	postgresql://...                        the same
+//	etcd://host:2379[,host:2379][/prefix]   etcd cluster (lock/etcdlock), shares locks with etcdctl lock
 //
 // Errors never repeat a password given in the URL; [Redact] shows a URL the
 // same way.
@@ -49,6 +50,7 @@ var openers = map[string]opener{
 	"redis":         openRedis,
 	"rediss":        openRedis,
 	"redis-cluster": openRedisCluster,
+	"etcd":          openEtcd,
 }
 
 // Schemes returns the URL schemes Open accepts, sorted.

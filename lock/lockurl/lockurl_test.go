@@ -124,6 +124,28 @@ func TestRedis(t *testing.T) {
 	// at parse time; its parsing is covered by TestBadURLs.
 }
 
+func TestEtcd(t *testing.T) {
+	ep := testsvc.StartEtcd(t).Endpoint()
+	key := testsvc.KeyPrefix(t) + "k"
+	excludes(t, open(t, "etcd://"+ep), open(t, "etcd://"+ep+","+ep), key)
+	// The path is a key prefix: the same one shares locks, another does not.
+	a, b, c := open(t, "etcd://"+ep+"/app/"), open(t, "etcd://"+ep+"/app/"), open(t, "etcd://"+ep+"/other/")
+	excludes(t, a, b, key)
+	la, err := a.Acquire(t.Context(), key, lock.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := c.Acquire(t.Context(), key, lock.WithWait(0))
+	if err != nil {
+		t.Fatalf("another prefix is another lock space: %v", err)
+	}
+	for _, l := range []*lock.Lease{la, lc} {
+		if err := l.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestBadURLs(t *testing.T) {
 	const secret = "s3cr3t-pw"
 	for _, tc := range []struct {
@@ -133,11 +155,14 @@ func TestBadURLs(t *testing.T) {
 		says        string
 	}{
 		{url: "", invalid: true, says: "no scheme"},
-		{url: "locks.db", invalid: true, says: "supported: mem://, postgres://, postgresql://, redis://, redis-cluster://, rediss://, sqlite://"},
+		{url: "locks.db", invalid: true, says: "supported: etcd://, mem://, postgres://, postgresql://, redis://, redis-cluster://, rediss://, sqlite://"},
 		{url: "redis://:" + secret + "@127.0.0.1:6379/0?no_such_option=1", invalid: true, says: "no_such_option"},
 		{url: "redis://:" + secret + "@127.0.0.1:1/0?dial_timeout=1s", says: "127.0.0.1:1"},
 		{url: "redis-cluster://", invalid: true, says: "names no node"},
-		{url: "REDLOCK://a,b,c", invalid: true, unsupported: true, says: "supported: mem://"},
+		{url: "REDLOCK://a,b,c", invalid: true, unsupported: true, says: "supported: etcd://, mem://"},
+		{url: "etcd://", invalid: true, says: "names no member"},
+		{url: "etcd://a:1,,b:2", invalid: true, says: "empty member"},
+		{url: "etcd://user:" + secret + "@127.0.0.1:1", says: "127.0.0.1:1"},
 		{url: "sqlite://", invalid: true, says: "names no file"},
 		{url: "sqlite:///", invalid: true, says: "names no file"},
 		{url: "sqlite://locks.db", invalid: true, says: `has host "locks.db"`},
@@ -190,7 +215,7 @@ func TestRedact(t *testing.T) {
 
 func TestSchemes(t *testing.T) {
 	got := strings.Join(lockurl.Schemes(), " ")
-	if want := "mem postgres postgresql redis redis-cluster rediss sqlite"; got != want {
+	if want := "etcd mem postgres postgresql redis redis-cluster rediss sqlite"; got != want {
 		t.Fatalf("Schemes() = %q, want %q", got, want)
 	}
 }

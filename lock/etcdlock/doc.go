@@ -1,0 +1,73 @@
+// Package etcdlock is a lock.Locker on etcd (API v3), built on the key layout
+// of etcd's own concurrency.Mutex and `etcdctl lock`, so Go services using
+// this package, the Mutex, and shell scripts using etcdctl exclude each other
+// on the same name.
+//
+// # Layout
+//
+// Each contender for lock name k writes one key, <prefix>k/<lease ID in hex>,
+// attached to an etcd lease of its own (WithPrefix; "" by default, which is
+// what the Mutex and etcdctl use). The key with the lowest create revision
+// under <prefix>k/ holds the lock; the others wait in create-revision order.
+// Names are data, but a "/" in a name nests it: keys of "a/b" sit under "a/",
+// so a lock on "a/b" also blocks "a" (the Mutex behaves the same).
+//
+// # Fencing
+//
+// Lease.Token is the holder key's create revision. etcd's revision counter is
+// cluster-wide, never reused, and kept in the data directory, so a later
+// holder's key always has a higher create revision than an earlier holder's,
+// across restarts too. While a key holds, every other key under the name was
+// created after it, so the order of holders is the order of their tokens.
+//
+// # Leases and renewal
+//
+// One etcd lease per lock, granted with the lock's TTL rounded up to whole
+// seconds (the server may grant more: its minimum is 1.5 election timeouts,
+// 2 s by default), and renewed by the lock.Manager's watchdog every TTL/3
+// with one KeepAliveOnce followed by a read that the key still has our create
+// revision. We chose this over etcd's Session (one lease per client, kept
+// alive in the background) because:
+//
+//   - the holder's loss is decided in one place, the Manager, which counts its
+//     local deadline from before each confirmed renewal, while the server
+//     counts the lease from when the keep-alive arrives, and never grants
+//     less than asked: the server's expiry can only come after the holder's
+//     Done. A background keep-alive stream would keep keys alive on the
+//     server that the holder has already given up (WithFixedTTL, a holder
+//     that gave up after a failed renewal).
+//   - locks have their own TTLs; one shared lease cannot express 300 ms for
+//     one lock and 30 s for another.
+//   - two Acquire calls in one process on one name need two keys; a shared
+//     lease would give both the same key (<name>/<lease>), which the Mutex
+//     treats as already held: reentrancy, which latchkey refuses.
+//   - a lease lost or revoked takes only its own lock with it.
+//
+// The cost is one Grant per Acquire and two requests per lease per renewal,
+// against one keep-alive per session for the Mutex.
+//
+// A key deleted behind the holder's back (an operator, `etcdctl del`) is found
+// by the next renewal, which closes Done with lock.ErrLeaseLost (etcd #6127
+// and #10811: the Mutex's holder is never told). So is a lease the server
+// expired, and a keep-alive that is not confirmed before the local deadline
+// (the server paused or unreachable).
+//
+// # Release
+//
+// Release deletes the key in a transaction that compares its create revision
+// with ours, then revokes our lease, which can only delete our own key. A
+// retried or late Release therefore never deletes the next holder's key
+// (etcd #22082), and reports lock.ErrNotHeld when the key was already gone.
+//
+// # Waiting
+//
+// A waiting Acquire keeps its key in the queue (its lease kept alive by the
+// backend while it waits) and watches only the key just ahead of it: each
+// release wakes one waiter, no herd. The watch starts at the current revision
+// and is followed by a read of the predecessor, instead of the Mutex's watch
+// from the revision of an earlier read: etcd serves watchers that start in the
+// past from a loop that runs every 100 ms, which is the Mutex's contended
+// hand-off floor. Here the hand-off takes a few milliseconds on loopback. A
+// try-once Acquire (lock.WithWait(0)) that does not get the lock withdraws its
+// key at once, as does a waiting Acquire that gives up.
+package etcdlock

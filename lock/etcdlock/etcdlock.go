@@ -1,0 +1,69 @@
+package etcdlock
+
+import (
+	"fmt"
+	"reflect"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/latchkey-go/latchkey/lock"
+)
+
+// Client is what a Locker needs from an etcd client: keys, leases and
+// watches. *clientv3.Client satisfies it.
+type Client interface {
+	clientv3.KV
+	clientv3.Lease
+	clientv3.Watcher
+}
+
+var _ Client = (*clientv3.Client)(nil)
+
+// A Locker is a lock.Locker on one etcd cluster. Its methods are safe for
+// concurrent use. It starts goroutines only for Acquire calls that wait
+// (stopped when they return) and for renewal while leases are held, so it
+// needs no Close; it never closes the client.
+type Locker struct {
+	*lock.Manager
+	b *backend
+}
+
+var _ lock.Locker = (*Locker)(nil)
+
+// An Option configures New.
+type Option func(*options)
+
+type options struct {
+	prefix string
+}
+
+// WithPrefix puts every lock under prefix: lock key k becomes the etcd
+// prefix prefix+k+"/", under which each contender writes
+// prefix+k+"/<lease ID in hex>". Default: "" (no prefix), which is what
+// concurrency.NewMutex(session, k+"/") and `etcdctl lock k` use, so all three
+// exclude each other on the same name. Use the same prefix on every client
+// that shares a lock.
+func WithPrefix(prefix string) Option {
+	return func(o *options) { o.prefix = prefix }
+}
+
+// New returns a Locker that keeps its locks in the etcd cluster c talks to.
+// It returns an error wrapping lock.ErrInvalid for a nil client and touches
+// no server until the first Acquire.
+func New(c Client, opts ...Option) (*Locker, error) {
+	if c == nil || (reflect.ValueOf(c).Kind() == reflect.Pointer && reflect.ValueOf(c).IsNil()) {
+		return nil, fmt.Errorf("%w: etcdlock: nil client", lock.ErrInvalid)
+	}
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	b := newBackend(c, o)
+	m, err := lock.NewManager(b)
+	if err != nil {
+		return nil, err
+	}
+	return &Locker{Manager: m, b: b}, nil
+}

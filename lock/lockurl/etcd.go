@@ -1,0 +1,76 @@
+package lockurl
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/latchkey-go/latchkey/lock/etcdlock"
+)
+
+// etcdDialTimeout bounds Open's first contact with the cluster when ctx has
+// no earlier deadline.
+const etcdDialTimeout = 5 * time.Second
+
+// etcd://[user:password@]host:port[,host:port...][/prefix]: an etcd cluster
+// through any of the listed members, plain HTTP (gRPC without TLS). The path,
+// without its leading slash, is the key prefix (etcdlock.WithPrefix); none
+// means the layout of `etcdctl lock` and concurrency.Mutex.
+func openEtcd(ctx context.Context, raw string, u *url.URL) (Locker, error) {
+	if u.Opaque != "" || u.Host == "" {
+		return nil, invalidf("etcd URL names no member; write etcd://host:port[,host:port]")
+	}
+	var eps []string
+	for _, h := range strings.Split(u.Host, ",") {
+		if h == "" {
+			return nil, invalidf("etcd URL has an empty member in %q", u.Host)
+		}
+		eps = append(eps, h)
+	}
+	cfg := clientv3.Config{Endpoints: eps, DialTimeout: etcdDialTimeout, Logger: zap.NewNop(), Context: context.Background()}
+	if u.User != nil {
+		cfg.Username = u.User.Username()
+		cfg.Password, _ = u.User.Password()
+	}
+	c, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// clientv3.New does not contact the server: check it answers now.
+	sctx, cancel := context.WithTimeout(ctx, etcdDialTimeout)
+	defer cancel()
+	if _, err := c.Get(sctx, "latchkey-lockurl-ping", clientv3.WithCountOnly()); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	var opts []etcdlock.Option
+	if p := strings.TrimPrefix(u.Path, "/"); p != "" {
+		opts = append(opts, etcdlock.WithPrefix(p))
+	}
+	l, err := etcdlock.New(c, opts...)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return &etcdLocker{Locker: l, client: c}, nil
+}
+
+// etcdLocker closes its client.
+type etcdLocker struct {
+	*etcdlock.Locker
+	client *clientv3.Client
+	once   sync.Once
+	err    error // Close's result; written once
+}
+
+func (l *etcdLocker) Close() error {
+	l.once.Do(func() { l.err = l.client.Close() })
+	return l.err
+}
+
+var _ Locker = (*etcdLocker)(nil)
