@@ -83,15 +83,11 @@ func newTable(db *sql.DB, name string, c config) (table, error) {
 	if db == nil {
 		return t, fmt.Errorf("%w: nil *sql.DB", ErrInvalid)
 	}
-	switch c.dialect {
-	case Postgres:
-		t.dialect = sqldialect.Postgres
-	case SQLite:
-		t.dialect = sqldialect.SQLite
-	default:
-		if t.dialect = sqldialect.Detect(db); t.dialect == sqldialect.Unknown {
-			return t, fmt.Errorf("%w: cannot tell the SQL dialect of driver %T; use WithDialect", ErrInvalid, db.Driver())
-		}
+	if t.dialect = c.dialect; t.dialect == Detect {
+		t.dialect = sqldialect.Detect(db)
+	}
+	if t.dialect != Postgres && t.dialect != SQLite {
+		return t, fmt.Errorf("%w: cannot tell the SQL dialect (%v) of driver %T; use WithDialect", ErrInvalid, t.dialect, db.Driver())
 	}
 	if err := errors.Join(sqldialect.Table(name), sqldialect.Ident("key column", c.key)); err != nil {
 		return t, fmt.Errorf("%w: %w", ErrInvalid, err)

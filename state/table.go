@@ -26,19 +26,21 @@ var (
 // identifiers; values are passed as statement parameters.
 type Values map[string]any
 
-// Dialect is the SQL flavour of the database.
-type Dialect int
+// Dialect is the SQL flavour of the database. It is one type across
+// latchkey's SQL packages: sqllock.Postgres, sqlstore.Postgres,
+// sqlfence.Postgres and state.Postgres are the same value.
+type Dialect = sqldialect.Dialect
 
 // The dialects.
 const (
 	// Detect picks the dialect from the *sql.DB's driver: pgx's stdlib
 	// driver and lib/pq mean Postgres, a driver type mentioning sqlite means
 	// SQLite.
-	Detect Dialect = iota
-	// Postgres is PostgreSQL.
-	Postgres
-	// SQLite is SQLite 3.
-	SQLite
+	Detect = sqldialect.Unknown
+	// Postgres is PostgreSQL 12 or later.
+	Postgres = sqldialect.Postgres
+	// SQLite is SQLite 3.42 or later (modernc.org/sqlite qualifies).
+	SQLite = sqldialect.SQLite
 )
 
 // table is what both kinds of update know about their table.

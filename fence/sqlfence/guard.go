@@ -33,7 +33,7 @@ type Values map[string]any
 // row's token column. It is safe for concurrent use; it holds no connection.
 type Guard struct {
 	db      DB
-	dialect sqldialect.Dialect
+	dialect Dialect
 	table   string
 	key     string
 	token   string
@@ -58,32 +58,25 @@ func WithKeyColumn(name string) Option { return func(g *Guard) { g.key = name } 
 // BIGINT; NULL counts as 0. Default: "fence_token" ([DefaultTokenColumn]).
 func WithTokenColumn(name string) Option { return func(g *Guard) { g.token = name } }
 
-// Dialect is the SQL flavour of the database.
-type Dialect int
+// Dialect is the SQL flavour of the database. It is one type across
+// latchkey's SQL packages: sqllock.Postgres, sqlstore.Postgres,
+// sqlfence.Postgres and state.Postgres are the same value.
+type Dialect = sqldialect.Dialect
 
 // The dialects.
 const (
 	// Detect picks the dialect from the *sql.DB's driver: pgx's stdlib
 	// driver and lib/pq mean Postgres, a driver type mentioning sqlite means
 	// SQLite.
-	Detect Dialect = iota
-	// Postgres is PostgreSQL 9.5 or later.
-	Postgres
-	// SQLite is SQLite 3.24 or later.
-	SQLite
+	Detect = sqldialect.Unknown
+	// Postgres is PostgreSQL 12 or later.
+	Postgres = sqldialect.Postgres
+	// SQLite is SQLite 3.42 or later (modernc.org/sqlite qualifies).
+	SQLite = sqldialect.SQLite
 )
 
 // WithDialect sets the dialect. Default: Detect.
-func WithDialect(d Dialect) Option {
-	return func(g *Guard) {
-		switch d {
-		case Postgres:
-			g.dialect = sqldialect.Postgres
-		case SQLite:
-			g.dialect = sqldialect.SQLite
-		}
-	}
-}
+func WithDialect(d Dialect) Option { return func(g *Guard) { g.dialect = d } }
 
 // New returns a Guard for table on db. It touches no server. Errors wrap
 // fence.ErrInvalid: a nil db, a name that is not a plain identifier (the
@@ -99,10 +92,11 @@ func New(db *sql.DB, table string, opts ...Option) (*Guard, error) {
 			o(g)
 		}
 	}
-	if g.dialect == sqldialect.Unknown {
-		if g.dialect = sqldialect.Detect(db); g.dialect == sqldialect.Unknown {
-			return nil, fmt.Errorf("%w: sqlfence: cannot tell the SQL dialect of driver %T; use WithDialect", fence.ErrInvalid, db.Driver())
-		}
+	if g.dialect == Detect {
+		g.dialect = sqldialect.Detect(db)
+	}
+	if g.dialect != Postgres && g.dialect != SQLite {
+		return nil, fmt.Errorf("%w: sqlfence: cannot tell the SQL dialect (%v) of driver %T; use WithDialect", fence.ErrInvalid, g.dialect, db.Driver())
 	}
 	err := errors.Join(sqldialect.Table(table), sqldialect.Ident("key column", g.key), sqldialect.Ident("token column", g.token))
 	if err == nil && g.key == g.token {

@@ -8,66 +8,47 @@ import (
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
 
-// Dialect is the SQL flavour of the database.
-type Dialect int
+// Dialect is the SQL flavour of the database. It is one type across
+// latchkey's SQL packages: sqllock.Postgres, sqlstore.Postgres,
+// sqlfence.Postgres and state.Postgres are the same value.
+type Dialect = sqldialect.Dialect
 
+// The dialects.
 const (
 	// Detect picks the dialect from the *sql.DB's driver: pgx's stdlib driver
 	// and lib/pq mean Postgres, a driver whose type name mentions sqlite means
 	// SQLite.
-	Detect Dialect = iota
+	Detect = sqldialect.Unknown
 	// Postgres is PostgreSQL 12 or later, through pgx's database/sql driver
 	// (github.com/jackc/pgx/v5/stdlib, driver name "pgx") or lib/pq.
-	Postgres
+	Postgres = sqldialect.Postgres
 	// SQLite is SQLite 3.35 or later (for RETURNING), for example
 	// modernc.org/sqlite (driver name "sqlite"). Open it with WAL and a busy
 	// timeout: file:PATH?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL).
-	SQLite
+	SQLite = sqldialect.SQLite
 )
-
-func (d Dialect) String() string {
-	switch d {
-	case Postgres:
-		return "postgres"
-	case SQLite:
-		return "sqlite"
-	}
-	return "detect"
-}
-
-// detect maps a driver's Go type name to a dialect without importing the
-// driver.
-func detect(driverType string) Dialect {
-	switch sqldialect.FromDriverType(driverType) {
-	case sqldialect.SQLite:
-		return SQLite
-	case sqldialect.Postgres:
-		return Postgres
-	}
-	return Detect
-}
 
 // nowMs is the database's clock in Unix milliseconds. SQLite's julianday is
 // integral milliseconds inside, so rounding recovers them exactly.
-func (d Dialect) nowMs() string {
+func nowMs(d Dialect) string {
 	if d == SQLite {
 		return "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
 	}
 	return "FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT"
 }
 
-func (d Dialect) blob() string {
+func blob(d Dialect) string {
 	if d == SQLite {
 		return "BLOB"
 	}
 	return "BYTEA"
 }
 
-// sql fills in a query template: {t} is the records table, {tt} the tokens
+// fill fills in a query template: {t} is the records table, {tt} the tokens
 // table, {now} the clock, {blob} the binary type; $N placeholders become ?N
 // for SQLite.
-func (d Dialect) sql(q, table, tokens string) string {
-	q = strings.NewReplacer("{tt}", tokens, "{t}", table, "{now}", d.nowMs(), "{blob}", d.blob()).Replace(q)
+func fill(d Dialect, q, table, tokens string) string {
+	q = strings.NewReplacer("{tt}", tokens, "{t}", table, "{now}", nowMs(d), "{blob}", blob(d)).Replace(q)
 	if d == SQLite {
 		return sqldialect.SQLite.Rebind(q)
 	}

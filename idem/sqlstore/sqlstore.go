@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
 
 var (
@@ -87,24 +88,24 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("%w: sqlstore: records and tokens need two tables", idem.ErrInvalid)
 	}
 	if s.dialect == Detect {
-		s.dialect = detect(fmt.Sprintf("%T", db.Driver()))
+		s.dialect = sqldialect.Detect(db)
 	}
 	if s.dialect != Postgres && s.dialect != SQLite {
 		return nil, fmt.Errorf("%w: sqlstore: cannot tell the SQL dialect of driver %T; use WithDialect", idem.ErrInvalid, db.Driver())
 	}
 	d, t, tt := s.dialect, s.table, s.tokens
 	s.q = queries{
-		claim:        d.sql(claimSQL, t, tt),
-		lookup:       d.sql(lookupSQL, t, tt),
-		record:       d.sql(recordSQL, t, tt),
-		release:      d.sql(releaseSQL, t, tt),
-		purge:        d.sql(purgeSQL, t, tt),
-		putToken:     d.sql(putTokenSQL, t, tt),
-		consumeToken: d.sql(consumeTokenSQL, t, tt),
-		purgeTokens:  d.sql(purgeTokensSQL, t, tt),
+		claim:        fill(d, claimSQL, t, tt),
+		lookup:       fill(d, lookupSQL, t, tt),
+		record:       fill(d, recordSQL, t, tt),
+		release:      fill(d, releaseSQL, t, tt),
+		purge:        fill(d, purgeSQL, t, tt),
+		putToken:     fill(d, putTokenSQL, t, tt),
+		consumeToken: fill(d, consumeTokenSQL, t, tt),
+		purgeTokens:  fill(d, purgeTokensSQL, t, tt),
 	}
 	for _, m := range migrations {
-		s.q.migrations = append(s.q.migrations, d.sql(m, t, tt))
+		s.q.migrations = append(s.q.migrations, fill(d, m, t, tt))
 	}
 	return s, nil
 }

@@ -1,5 +1,7 @@
-// Package sqldialect holds what fence/sqlfence and state share about SQL
-// dialects: telling PostgreSQL from SQLite by a database/sql driver's type,
+// Package sqldialect holds what the SQL packages (lock/sqllock,
+// idem/sqlstore, fence/sqlfence, state, dedup/sqlinbox) share about SQL
+// dialects, starting with the Dialect type itself, which each of them
+// re-exports under its own name: telling PostgreSQL from SQLite by a database/sql driver's type,
 // without importing any driver; rewriting $N placeholders for SQLite; and
 // checking identifiers that are spliced into statements.
 package sqldialect
@@ -14,7 +16,8 @@ import (
 // Dialect is a SQL flavour.
 type Dialect int
 
-// The dialects. Unknown is the zero value: not detected.
+// The dialects. Unknown is the zero value: not given, or not detected. The
+// packages that take a dialect call it Detect: "find out from the driver".
 const (
 	Unknown Dialect = iota
 	Postgres
@@ -28,7 +31,7 @@ func (d Dialect) String() string {
 	case SQLite:
 		return "sqlite"
 	}
-	return "unknown"
+	return "detect"
 }
 
 // Detect tells the dialect of db from its driver's Go type name: pgx's

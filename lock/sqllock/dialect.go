@@ -8,25 +8,22 @@ import (
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
 
-// A Dialect is the SQL flavour of the database.
-type Dialect int
+// Dialect is the SQL flavour of the database. It is one type across
+// latchkey's SQL packages: sqllock.Postgres, sqlstore.Postgres,
+// sqlfence.Postgres and state.Postgres are the same value.
+type Dialect = sqldialect.Dialect
 
+// The dialects.
 const (
+	// Detect picks the dialect from the *sql.DB's driver: pgx's stdlib
+	// driver and lib/pq mean Postgres, a driver type mentioning sqlite means
+	// SQLite.
+	Detect = sqldialect.Unknown
 	// Postgres is PostgreSQL 12 or later.
-	Postgres Dialect = iota + 1
+	Postgres = sqldialect.Postgres
 	// SQLite is SQLite 3.42 or later (modernc.org/sqlite qualifies).
-	SQLite
+	SQLite = sqldialect.SQLite
 )
-
-func (d Dialect) String() string {
-	switch d {
-	case Postgres:
-		return "postgres"
-	case SQLite:
-		return "sqlite"
-	}
-	return fmt.Sprintf("Dialect(%d)", int(d))
-}
 
 // queries are the statements for one dialect and table. Parameters are
 // written $1, $2...; SQLite gets ?1, ?2....
@@ -56,7 +53,7 @@ func newQueries(d Dialect, table, channel string) (queries, error) {
 		nowUS = "CAST(unixepoch('subsec')*1000000 AS INTEGER)"
 		greatest = "MAX"
 	default:
-		return queries{}, fmt.Errorf("unknown dialect %v", d)
+		return queries{}, fmt.Errorf("cannot tell the SQL dialect (%v): pass sqllock.Postgres or sqllock.SQLite", d)
 	}
 	r := strings.NewReplacer("{table}", table, "{now_ms}", nowMS, "{now_us}", nowUS, "{greatest}", greatest, "{channel}", channel)
 	q := queries{

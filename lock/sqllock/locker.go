@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/latchkey-go/latchkey/internal/sqldialect"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -36,13 +37,17 @@ type options struct {
 // digits, underscores). Default: "latchkey_locks" ([DefaultTable]).
 func WithTable(name string) Option { return func(o *options) { o.table = name } }
 
-// New returns a Locker on db, a database/sql handle for dialect d, and creates
-// the lease table if it does not exist. On PostgreSQL through database/sql,
+// New returns a Locker on db, a database/sql handle for dialect d (Detect
+// tells it from the driver), and creates the lease table if it does not
+// exist. On PostgreSQL through database/sql,
 // waiters poll; use NewPgx for LISTEN/NOTIFY wake-ups. Errors wrap
 // lock.ErrInvalid for a nil db, an unknown dialect or a bad table name.
 func New(ctx context.Context, db *sql.DB, d Dialect, opts ...Option) (*Locker, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: sqllock: nil *sql.DB", lock.ErrInvalid)
+	}
+	if d == Detect {
+		d = sqldialect.Detect(db)
 	}
 	return newLocker(ctx, sqlConn{db}, d, nil, opts)
 }

@@ -146,6 +146,19 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("WithTable(%q) = %v, want ErrInvalid", table, err)
 		}
 	}
+	// Detect tells SQLite from the driver; the lock works as with SQLite.
+	detected, err := sqllock.New(ctx, db, sqllock.Detect, sqllock.WithTable("detected_locks"))
+	if err != nil {
+		t.Fatalf("New(Detect) on SQLite: %v", err)
+	}
+	if lease, err := detected.Acquire(ctx, "k"); err != nil {
+		t.Fatalf("Acquire on a detected dialect: %v", err)
+	} else {
+		_ = lease.Release(ctx)
+	}
+	if _, err := db.Exec(`DROP TABLE detected_locks`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := sqllock.New(ctx, db, sqllock.Dialect(99)); !errors.Is(err, lock.ErrInvalid) {
 		t.Errorf("unknown dialect = %v, want ErrInvalid", err)
 	}
