@@ -157,10 +157,15 @@ func (m *Manager) scheduleLocked(l *Lease) {
 		return
 	}
 	if l.index == 0 {
-		select {
-		case m.kick <- struct{}{}:
-		default:
-		}
+		m.kickLocked()
+	}
+}
+
+// kickLocked wakes the scheduler to look at the heap again.
+func (m *Manager) kickLocked() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -170,6 +175,9 @@ func (m *Manager) scheduleLocked(l *Lease) {
 func (m *Manager) finishLocked(l *Lease, err error) []func(error) {
 	if l.index >= 0 {
 		heap.Remove(&m.heap, l.index)
+		if len(m.heap) == 0 {
+			m.kickLocked() // let the idle scheduler exit now, not at its next tick
+		}
 	}
 	l.err = err
 	close(l.done)

@@ -202,10 +202,11 @@ func TestManyLeasesShareOneScheduler(t *testing.T) {
 	waitScheduler(t, m)
 }
 
-// waitScheduler checks the scheduler goroutine exits once nothing is held.
+// waitScheduler checks the scheduler goroutine exits once nothing is held,
+// well before any renewal the tests schedule (3 s and later).
 func waitScheduler(t *testing.T, m *Manager) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(2 * time.Second)
 	for {
 		m.mu.Lock()
 		running := m.running
@@ -218,4 +219,20 @@ func waitScheduler(t *testing.T, m *Manager) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestSchedulerExitsOnLastRelease: with the last lease released, the
+// scheduler goroutine must end now, not sleep until that lease's next
+// renewal (10 s away here).
+func TestSchedulerExitsOnLastRelease(t *testing.T) {
+	m, _ := NewManager(newFake())
+	lease, err := m.Acquire(t.Context(), "k", WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the scheduler is asleep until the renewal
+	if err := lease.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitScheduler(t, m)
 }
