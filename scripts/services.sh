@@ -4,11 +4,14 @@
 #
 #   Redis       127.0.0.1:6379
 #   PostgreSQL  postgres://postgres@127.0.0.1:5432/test?sslmode=disable (trust, no password)
-#   binaries    redis-server, redis-cli, /usr/lib/postgresql/*/bin/{initdb,pg_ctl}, etcd, etcdctl
+#   binaries    redis-server, redis-cli, /usr/lib/postgresql/*/bin/{initdb,pg_ctl}, etcd, etcdctl,
+#               java + /usr/share/java/zookeeper.jar, nc, /usr/bin/python3 with kazoo
 #
 # etcd runs no shared server: the etcd tests start their own private etcd
 # processes (internal/testsvc.StartEtcd) on free ports with temp data dirs, so
-# they can pause and restart them; only the binaries are installed here.
+# they can pause and restart them; only the binaries are installed here. The
+# same goes for ZooKeeper (internal/testsvc.StartZooKeeper); kazoo is for the
+# zklock interop test.
 #
 # Idempotent and fast (well under 2 s) when everything is already there.
 # apt-get update runs only when something must be installed. Debian, root (or sudo).
@@ -144,7 +147,26 @@ ensure_etcd() {
   say etcd "binaries only, tests start their own ($(etcd --version 2>/dev/null | head -n 1))"
 }
 
+# ------------------------------------------------------------ ZooKeeper
+ZK_JAR=/usr/share/java/zookeeper.jar
+kazoo_ok() { /usr/bin/python3 -c 'import kazoo' >/dev/null 2>&1; }
+
+ensure_zookeeper() {
+  local pkgs=()
+  { command -v java >/dev/null 2>&1 && [ -f "$ZK_JAR" ]; } || pkgs+=(zookeeper)
+  command -v nc >/dev/null 2>&1 || pkgs+=(netcat-openbsd)
+  kazoo_ok || pkgs+=(python3-kazoo)
+  if [ "${#pkgs[@]}" -gt 0 ]; then
+    say zookeeper "installing ${pkgs[*]}"
+    apt_install "${pkgs[@]}"
+  fi
+  [ -f "$ZK_JAR" ] || die "$ZK_JAR missing after installing zookeeper"
+  kazoo_ok || die "/usr/bin/python3 cannot import kazoo after installing python3-kazoo"
+  say zookeeper "binaries only, tests start their own ($(basename "$(readlink -f "$ZK_JAR")"), kazoo)"
+}
+
 ensure_redis
 ensure_postgres
 ensure_etcd
-say bins "redis-server, redis-cli, $(ls -d /usr/lib/postgresql/"$(pg_version)"/bin)/{initdb,pg_ctl}, etcd, etcdctl"
+ensure_zookeeper
+say bins "redis-server, redis-cli, $(ls -d /usr/lib/postgresql/"$(pg_version)"/bin)/{initdb,pg_ctl}, etcd, etcdctl, java+zookeeper.jar, nc"

@@ -350,7 +350,7 @@ func TestCommands(t *testing.T) {
 		{args: []string{"demo", "-h"}, code: exitOK, stderr: "--json"},
 		{args: []string{"demo", "--bogus"}, code: exitUsage, stderr: "flag provided but not defined"},
 		{args: []string{"demo", "extra"}, code: exitUsage, stderr: `unexpected argument "extra"`},
-		{args: []string{"demo", "--backend", "zk://user:hunter22@localhost"}, code: exitFail, stderr: "supported: etcd://, mem://"},
+		{args: []string{"demo", "--backend", "consul://user:hunter22@localhost"}, code: exitFail, stderr: "supported: etcd://, mem://"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, errOut := latchkey(t, tc.args...)

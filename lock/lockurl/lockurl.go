@@ -7,7 +7,9 @@
 //	sqlite:locks.db                         the same, path relative to the working directory
 //	postgres://user:pass@host:5432/db       PostgreSQL through pgx (lock/sqllock), LISTEN/NOTIFY wake-ups
 //	postgresql://...                        the same
+//	redlock://h1:6379,h2:6379,h3:6379[/db]  Redlock over independent Redis masters (lock/redlock), majority quorum
 //	etcd://host:2379[,host:2379][/prefix]   etcd cluster (lock/etcdlock), shares locks with etcdctl lock
+//	zk://host:2181[,host:2181][/prefix]     ZooKeeper ensemble (lock/zklock), shares locks with Curator and kazoo
 //
 // Errors never repeat a password given in the URL; [Redact] shows a URL the
 // same way.
@@ -50,7 +52,9 @@ var openers = map[string]opener{
 	"redis":         openRedis,
 	"rediss":        openRedis,
 	"redis-cluster": openRedisCluster,
+	"redlock":       openRedlock,
 	"etcd":          openEtcd,
+	"zk":            openZK,
 }
 
 // Schemes returns the URL schemes Open accepts, sorted.

@@ -124,6 +124,15 @@ func TestRedis(t *testing.T) {
 	// at parse time; its parsing is covered by TestBadURLs.
 }
 
+func TestRedlock(t *testing.T) {
+	var hosts []string
+	for range 3 {
+		hosts = append(hosts, testsvc.StartRedis(t).Addr())
+	}
+	raw := "redlock://" + strings.Join(hosts, ",") + "/0?dial_timeout=1s"
+	excludes(t, open(t, raw), open(t, raw), "k")
+}
+
 func TestEtcd(t *testing.T) {
 	ep := testsvc.StartEtcd(t).Endpoint()
 	key := testsvc.KeyPrefix(t) + "k"
@@ -146,6 +155,28 @@ func TestEtcd(t *testing.T) {
 	}
 }
 
+func TestZooKeeper(t *testing.T) {
+	// Sessions of up to 40 s, so the default TTL (30 s) fits the default
+	// session timeout (30 s).
+	ep := testsvc.StartZooKeeper(t, "maxSessionTimeout=40000").Endpoint()
+	key := testsvc.KeyPrefix(t) + "k"
+	excludes(t, open(t, "zk://"+ep), open(t, "zk://"+ep+","+ep+"/latchkey?names=kazoo"), key)
+	a, c := open(t, "zk://"+ep+"/app?session=10s"), open(t, "zk://"+ep+"/other?session=10s")
+	la, err := a.Acquire(t.Context(), key, lock.WithTTL(5*time.Second), lock.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := c.Acquire(t.Context(), key, lock.WithTTL(5*time.Second), lock.WithWait(0))
+	if err != nil {
+		t.Fatalf("another prefix is another lock space: %v", err)
+	}
+	for _, l := range []*lock.Lease{la, lc} {
+		if err := l.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestBadURLs(t *testing.T) {
 	const secret = "s3cr3t-pw"
 	for _, tc := range []struct {
@@ -155,14 +186,24 @@ func TestBadURLs(t *testing.T) {
 		says        string
 	}{
 		{url: "", invalid: true, says: "no scheme"},
-		{url: "locks.db", invalid: true, says: "supported: etcd://, mem://, postgres://, postgresql://, redis://, redis-cluster://, rediss://, sqlite://"},
+		{url: "locks.db", invalid: true, says: "supported: etcd://, mem://, postgres://, postgresql://, redis://, redis-cluster://, rediss://, redlock://, sqlite://, zk://"},
 		{url: "redis://:" + secret + "@127.0.0.1:6379/0?no_such_option=1", invalid: true, says: "no_such_option"},
 		{url: "redis://:" + secret + "@127.0.0.1:1/0?dial_timeout=1s", says: "127.0.0.1:1"},
 		{url: "redis-cluster://", invalid: true, says: "names no node"},
-		{url: "REDLOCK://a,b,c", invalid: true, unsupported: true, says: "supported: etcd://, mem://"},
+		{url: "CONSUL://a,b,c", invalid: true, unsupported: true, says: "supported: etcd://, mem://"},
+		{url: "redlock://", invalid: true, says: "names no node"},
+		{url: "redlock://a:1,,b:2", invalid: true, says: "empty node"},
+		{url: "redlock://:" + secret + "@127.0.0.1:1,127.0.0.1:2/0?no_such_option=1", invalid: true, says: "no_such_option"},
+		{url: "redlock://:" + secret + "@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?dial_timeout=1s", says: "only 0 of 3 redlock nodes answer"},
 		{url: "etcd://", invalid: true, says: "names no member"},
 		{url: "etcd://a:1,,b:2", invalid: true, says: "empty member"},
 		{url: "etcd://user:" + secret + "@127.0.0.1:1", says: "127.0.0.1:1"},
+		{url: "zk://", invalid: true, says: "names no server"},
+		{url: "zk://a:1,,b:2", invalid: true, says: "empty server"},
+		{url: "zk://user:" + secret + "@127.0.0.1:1", invalid: true, says: "no user or password"},
+		{url: "zk://127.0.0.1:1?bogus=1", invalid: true, says: "unknown or repeated parameter"},
+		{url: "zk://127.0.0.1:1?session=soon", invalid: true, says: "session"},
+		{url: "zk://127.0.0.1:1/a/./b", invalid: true, says: "prefix"},
 		{url: "sqlite://", invalid: true, says: "names no file"},
 		{url: "sqlite:///", invalid: true, says: "names no file"},
 		{url: "sqlite://locks.db", invalid: true, says: `has host "locks.db"`},
@@ -215,7 +256,7 @@ func TestRedact(t *testing.T) {
 
 func TestSchemes(t *testing.T) {
 	got := strings.Join(lockurl.Schemes(), " ")
-	if want := "etcd mem postgres postgresql redis redis-cluster rediss sqlite"; got != want {
+	if want := "etcd mem postgres postgresql redis redis-cluster rediss redlock sqlite zk"; got != want {
 		t.Fatalf("Schemes() = %q, want %q", got, want)
 	}
 }

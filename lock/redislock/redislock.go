@@ -101,6 +101,19 @@ func WithBatching(on bool) Option {
 // touches no server until the first Acquire: the shared pub/sub subscription
 // that wakes waiters is opened by the first Acquire that may wait.
 func New(client Client, opts ...Option) (*Locker, error) {
+	b, err := build(client, opts)
+	if err != nil {
+		return nil, err
+	}
+	m, err := lock.NewManager(b)
+	if err != nil {
+		return nil, err
+	}
+	return &Locker{Manager: m, b: b}, nil
+}
+
+// build checks client and opts and returns the backend they describe.
+func build(client Client, opts []Option) (*backend, error) {
 	if isNil(client) {
 		return nil, fmt.Errorf("%w: redislock: nil client", lock.ErrInvalid)
 	}
@@ -113,12 +126,7 @@ func New(client Client, opts ...Option) (*Locker, error) {
 	if o.invalid != nil {
 		return nil, o.invalid
 	}
-	b := newBackend(client, o)
-	m, err := lock.NewManager(b)
-	if err != nil {
-		return nil, err
-	}
-	return &Locker{Manager: m, b: b}, nil
+	return newBackend(client, o), nil
 }
 
 // Close stops the Locker's pub/sub subscription and waits for its goroutine

@@ -1,0 +1,84 @@
+package testsvc
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestZooKeeperServer(t *testing.T) {
+	t.Parallel()
+	s := StartZooKeeper(t, "maxSessionTimeout=20000")
+	out, err := ZooKeeperFourLetter(s.Endpoint(), "srvr")
+	if err != nil || !strings.Contains(out, "Mode: standalone") {
+		t.Fatalf("srvr = %q, %v", out, err)
+	}
+	if out, _ := ZooKeeperFourLetter(s.Endpoint(), "conf"); !strings.Contains(out, "maxSessionTimeout=20000") ||
+		!strings.Contains(out, "minSessionTimeout=1000") || !strings.Contains(out, "tickTime=500") {
+		t.Errorf("conf does not show the fast-expiry config with the extra line applied:\n%s", out)
+	}
+	pid := s.Pid()
+	if pid == 0 {
+		t.Fatal("Pid() = 0 for a running server")
+	}
+	if err := s.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zkTry(s.Endpoint(), 300*time.Millisecond); err == nil {
+		t.Fatal("a SIGSTOPped server answered srvr")
+	}
+	if err := s.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	s.Restart()
+	t.Logf("Restart took %v", time.Since(start))
+	if s.Pid() == pid || s.Pid() == 0 {
+		t.Fatalf("Restart: pid %d, was %d", s.Pid(), pid)
+	}
+	if out, err := ZooKeeperFourLetter(s.Endpoint(), "srvr"); err != nil || !strings.Contains(out, "Mode:") {
+		t.Fatalf("after Restart srvr = %q, %v", out, err)
+	}
+	s.Stop()
+	if s.Pid() != 0 {
+		t.Fatal("server still running after Stop")
+	}
+	if err := s.Signal(syscall.SIGCONT); err == nil {
+		t.Fatal("Signal on a stopped server succeeded")
+	}
+	s.Start()
+	if out, err := ZooKeeperFourLetter(s.Endpoint(), "srvr"); err != nil || !strings.Contains(out, "Mode:") {
+		t.Fatalf("after Start srvr = %q, %v", out, err)
+	}
+}
+
+// zkTry is srvr with a short deadline, for a server that may not answer.
+func zkTry(addr string, d time.Duration) (string, error) {
+	done := make(chan struct{})
+	var out string
+	var err error
+	go func() {
+		defer close(done)
+		out, err = ZooKeeperFourLetter(addr, "srvr")
+	}()
+	select {
+	case <-done:
+		if err == nil && out == "" {
+			err = errEmpty
+		}
+		return out, err
+	case <-time.After(d):
+		<-done // bounded by checkTimeout
+		return "", errTimeout
+	}
+}
+
+type zkErr string
+
+func (e zkErr) Error() string { return string(e) }
+
+const (
+	errEmpty   zkErr = "empty answer"
+	errTimeout zkErr = "no answer in time"
+)

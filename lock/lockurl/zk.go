@@ -1,0 +1,69 @@
+package lockurl
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/latchkey-go/latchkey/lock/zklock"
+)
+
+// zkDialTimeout bounds Open's wait for a ZooKeeper session when ctx has no
+// earlier deadline.
+const zkDialTimeout = 5 * time.Second
+
+// zk://host:port[,host:port...][/prefix][?session=30s&names=kazoo]: a
+// ZooKeeper ensemble through any of the listed servers (port 2181 when none
+// is given). The path is the parent of the lock znodes (zklock.WithPrefix;
+// none means /latchkey). session is the session timeout to ask for, which
+// bounds the TTLs Acquire accepts; names=kazoo writes kazoo's node names
+// instead of Curator's (see zklock).
+func openZK(ctx context.Context, _ string, u *url.URL) (Locker, error) {
+	if u.Opaque != "" || u.Host == "" {
+		return nil, invalidf("zk URL names no server; write zk://host:port[,host:port][/prefix]")
+	}
+	if u.User != nil {
+		return nil, invalidf("zk URL takes no user or password (digest auth is not supported)")
+	}
+	var servers []string
+	for _, h := range strings.Split(u.Host, ",") {
+		if h == "" {
+			return nil, invalidf("zk URL has an empty server in %q", u.Host)
+		}
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			h = net.JoinHostPort(strings.Trim(h, "[]"), "2181")
+		}
+		servers = append(servers, h)
+	}
+	var opts []zklock.Option
+	if p := strings.TrimSuffix(u.Path, "/"); p != "" {
+		opts = append(opts, zklock.WithPrefix(p))
+	}
+	for k, v := range u.Query() {
+		switch {
+		case k == "session" && len(v) == 1:
+			d, err := time.ParseDuration(v[0])
+			if err != nil {
+				return nil, invalidf("zk URL: session: %w", err)
+			}
+			opts = append(opts, zklock.WithSessionTimeout(d))
+		case k == "names" && len(v) == 1 && (v[0] == "kazoo" || v[0] == "curator"):
+			if v[0] == "kazoo" {
+				opts = append(opts, zklock.WithNodeNames(zklock.KazooNames))
+			}
+		default:
+			return nil, invalidf("zk URL: unknown or repeated parameter %q (known: session=DURATION, names=curator|kazoo)", k)
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, zkDialTimeout)
+	defer cancel()
+	l, err := zklock.New(dctx, servers, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+var _ Locker = (*zklock.Locker)(nil)

@@ -1,0 +1,320 @@
+package redlock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/redislock"
+)
+
+var (
+	//go:embed raise.lua
+	raiseLua    string
+	raiseScript = redis.NewScript(raiseLua)
+)
+
+// backend implements lock.Backend, lock.BatchRenewer and lock.ReleaseWatcher
+// by running redislock's per-server backend on every node and counting.
+type backend struct {
+	nodes     []*redislock.Node
+	clients   []Client // clients[i] reaches nodes[i]
+	quorum    int
+	timeout   time.Duration // per node call; 0: from the TTL
+	retention int64         // fencing counter retention, ms
+}
+
+var (
+	_ lock.Backend        = (*backend)(nil)
+	_ lock.BatchRenewer   = (*backend)(nil)
+	_ lock.ReleaseWatcher = (*backend)(nil)
+)
+
+func (b *backend) close() {
+	for _, n := range b.nodes {
+		_ = n.Close()
+	}
+}
+
+// nodeTimeout bounds one call to one node for a lease of ttl.
+func (b *backend) nodeTimeout(ttl time.Duration) time.Duration {
+	if b.timeout > 0 {
+		return b.timeout
+	}
+	return min(ttl/10, MaxNodeTimeout)
+}
+
+// drift is the clock-drift allowance of a lease of ttl: the Manager's margin
+// (1% + 2 ms), so a lease granted here is not already past its local deadline.
+func drift(ttl time.Duration) time.Duration {
+	return ttl/100 + 2*time.Millisecond
+}
+
+// each calls f for every node at once, each call under its own timeout, and
+// returns their errors in node order once all have returned.
+func (b *backend) each(ctx context.Context, timeout time.Duration, f func(ctx context.Context, i int) error) []error {
+	errs := make([]error, len(b.nodes))
+	var wg sync.WaitGroup
+	for i := range b.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			errs[i] = f(nctx, i)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// errSkipped marks a node left out of a round.
+var errSkipped = errors.New("redlock: node not in this round")
+
+// TryAcquire implements lock.Backend: SET NX on every node at once, then the
+// write-back of the highest token to the nodes taken (see the package doc).
+// It succeeds only if a quorum was taken and written back, and less than
+// TTL - drift has passed; otherwise it gives back every node it may have
+// taken before returning.
+func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
+	start := time.Now()
+	timeout := b.nodeTimeout(ttl)
+	tokens := make([]uint64, len(b.nodes))
+	holds := make([]time.Duration, len(b.nodes))
+	errs := b.each(ctx, timeout, func(ctx context.Context, i int) error {
+		var err error
+		tokens[i], holds[i], err = b.nodes[i].TryAcquire(ctx, key, owner, ttl)
+		return err
+	})
+	var taken, held int
+	var token uint64
+	var holderTTL time.Duration
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			taken++
+			token = max(token, tokens[i])
+		case errors.Is(err, lock.ErrNotAcquired):
+			held++
+			if h := holds[i]; h > 0 && (holderTTL == 0 || h < holderTTL) {
+				holderTTL = h
+			}
+		}
+	}
+	if taken >= b.quorum {
+		raised := b.each(ctx, timeout, func(ctx context.Context, i int) error {
+			if errs[i] != nil {
+				return errSkipped
+			}
+			return b.raise(ctx, i, key, owner, token)
+		})
+		var ok int
+		for i, err := range raised {
+			switch {
+			case err == nil:
+				ok++
+			case !errors.Is(err, errSkipped):
+				errs[i] = err
+			}
+		}
+		elapsed := time.Since(start)
+		if ok >= b.quorum && elapsed < ttl-drift(ttl) {
+			return token, 0, nil
+		}
+		b.giveBack(ctx, key, owner, errs)
+		if ok >= b.quorum {
+			return 0, 0, fmt.Errorf("redlock: acquire took %v, leaving no validity of the %v TTL", elapsed, ttl)
+		}
+	} else {
+		b.giveBack(ctx, key, owner, errs)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, 0, err
+	}
+	if n := len(b.nodes); held <= n-b.quorum {
+		// Not held by anyone on a quorum: count the failures.
+		var failed int
+		var first error
+		for _, err := range errs {
+			if err != nil && !errors.Is(err, lock.ErrNotAcquired) {
+				failed++
+				if first == nil {
+					first = err
+				}
+			}
+		}
+		if failed > n-b.quorum {
+			return 0, 0, fmt.Errorf("redlock: acquire: %d of %d nodes failed, quorum is %d: %w", failed, n, b.quorum, first)
+		}
+	}
+	return 0, holderTTL, lock.ErrNotAcquired
+}
+
+// raise runs the write-back on node i.
+func (b *backend) raise(ctx context.Context, i int, key, owner string, token uint64) error {
+	lk, fk := b.nodes[i].Keys(key)
+	n, err := raiseScript.Run(ctx, b.clients[i], []string{lk, fk}, owner, strconv.FormatUint(token, 10), b.retention).Int64()
+	if err != nil {
+		return fmt.Errorf("redlock: raise token: %w", err)
+	}
+	if n != 1 {
+		return fmt.Errorf("redlock: raise token: %w", lock.ErrNotHeld)
+	}
+	return nil
+}
+
+// giveBack undoes a failed attempt on every node that may have been taken
+// (all but those that said another owner holds the key). It shortens our
+// lock there to 1 ms with the compare-and-pexpire of renewal instead of
+// deleting it with the compare-and-delete of release: the effect is the same
+// (only our own lock is touched), but release would wake this Locker's
+// waiters, the attempting one included, which would then retry at once, in a
+// loop, for as long as the holder keeps its quorum.
+func (b *backend) giveBack(ctx context.Context, key, owner string, errs []error) {
+	ctx = context.WithoutCancel(ctx)
+	b.each(ctx, b.nodeTimeout(lock.MaxTTL), func(ctx context.Context, i int) error {
+		if errors.Is(errs[i], lock.ErrNotAcquired) {
+			return nil
+		}
+		return b.nodes[i].Renew(ctx, key, owner, time.Millisecond)
+	})
+}
+
+// verdict turns the nodes' answers to a renewal or release into one: nil with
+// a quorum of successes, an error wrapping lock.ErrNotHeld when so many nodes
+// answered that the lock is not ours that no quorum is left, else the first
+// failure (transient: the Manager retries renewals until the local deadline).
+func (b *backend) verdict(op string, errs []error) error {
+	var ok, notHeld int
+	var first error
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, lock.ErrNotHeld):
+			notHeld++
+		case first == nil:
+			first = err
+		}
+	}
+	n := len(errs)
+	switch {
+	case ok >= b.quorum:
+		return nil
+	case notHeld > n-b.quorum:
+		return fmt.Errorf("redlock: %s: %d of %d nodes do not hold the lock, quorum is %d: %w", op, notHeld, n, b.quorum, lock.ErrNotHeld)
+	default:
+		return fmt.Errorf("redlock: %s: %d of %d nodes confirmed, quorum is %d: %w", op, ok, n, b.quorum, first)
+	}
+}
+
+// Renew implements lock.Backend.
+func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
+	return b.verdict("renew", b.each(ctx, b.nodeTimeout(ttl), func(ctx context.Context, i int) error {
+		return b.nodes[i].Renew(ctx, key, owner, ttl)
+	}))
+}
+
+// RenewBatch implements lock.BatchRenewer: one pipeline per node, all nodes
+// at once, then a quorum per lease.
+func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error {
+	out := make([]error, len(batch))
+	if len(batch) == 0 {
+		return out
+	}
+	shortest := batch[0].TTL
+	for _, r := range batch[1:] {
+		shortest = min(shortest, r.TTL)
+	}
+	per := make([][]error, len(b.nodes))
+	b.each(ctx, b.nodeTimeout(shortest), func(ctx context.Context, i int) error {
+		per[i] = b.nodes[i].RenewBatch(ctx, batch)
+		return nil
+	})
+	col := make([]error, len(b.nodes))
+	for j := range batch {
+		for i, errs := range per {
+			if j < len(errs) {
+				col[i] = errs[j]
+			} else {
+				col[i] = errors.New("redlock: node returned too few renewal results")
+			}
+		}
+		out[j] = b.verdict("renew", col)
+	}
+	return out
+}
+
+// Release implements lock.Backend: compare-and-delete on every node.
+func (b *backend) Release(ctx context.Context, key, owner string) error {
+	return b.verdict("release", b.each(ctx, b.nodeTimeout(lock.MaxTTL), func(ctx context.Context, i int) error {
+		return b.nodes[i].Release(ctx, key, owner)
+	}))
+}
+
+// WatchRelease implements lock.ReleaseWatcher: it watches key on every node
+// (each node's release messages and this Locker's own releases there) and
+// merges the wake-ups. Nodes that cannot watch are left out; the Manager's
+// poll covers them.
+func (b *backend) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	chans := make([]<-chan struct{}, len(b.nodes))
+	stops := make([]func(), len(b.nodes))
+	// At once: the first watch of a node may wait for its subscription.
+	var wg sync.WaitGroup
+	for i, n := range b.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if ch, stop, err := n.WatchRelease(ctx, key); err == nil {
+				chans[i], stops[i] = ch, stop
+			}
+		}()
+	}
+	wg.Wait()
+	wake := make(chan struct{}, 1)
+	quit := make(chan struct{})
+	var fwd sync.WaitGroup
+	for _, ch := range chans {
+		if ch == nil {
+			continue
+		}
+		fwd.Add(1)
+		go func() {
+			defer fwd.Done()
+			for {
+				select {
+				case <-quit:
+					return
+				case <-ch:
+					select {
+					case wake <- struct{}{}:
+					default: // a wake-up is already pending
+					}
+				}
+			}
+		}()
+	}
+	stop := func() {
+		close(quit)
+		fwd.Wait()
+		for _, s := range stops {
+			if s != nil {
+				s()
+			}
+		}
+	}
+	for _, ch := range chans {
+		if ch != nil {
+			return wake, stop, nil
+		}
+	}
+	stop()
+	return nil, nil, errNoWatch
+}

@@ -1,0 +1,105 @@
+// Package redlock is a lock.Locker over N independent Redis masters (the
+// Redlock algorithm), with fencing tokens that increase across holders,
+// renewal by quorum, a lost-lease notice and pub/sub wake-ups.
+//
+//	l, err := redlock.New([]redlock.Client{rdb1, rdb2, rdb3, rdb4, rdb5})
+//	defer l.Close()
+//	lease, err := l.Acquire(ctx, "order:42")
+//	defer lease.Release(ctx)
+//	// write with lease.Token(); stop when <-lease.Done()
+//
+// On each node the lock is exactly a lock/redislock lock (same scripts, keys,
+// fencing counter and release channel, run through redislock.Node); this
+// package only adds the quorum and the token write-back. Use a prefix of its
+// own (WithPrefix) on servers that also serve redislock Lockers.
+//
+// # Acquire, renew, release
+//
+// An attempt sends SET NX PX (redislock's acquire script) to every node at
+// once, each call bounded by the node timeout (WithNodeTimeout: TTL/10, at
+// most 500 ms). With a quorum Q (default N/2+1) taken, it computes the token
+// (below) and writes it back to the nodes taken, again at once; the attempt
+// succeeds only if Q nodes confirmed the write-back and the time since the
+// attempt began is under TTL - drift (drift = TTL/100 + 2 ms), which is also
+// the lease's local deadline. Otherwise every node that may have been taken
+// is given back (compare-and-pexpire to 1 ms, our own lock only) and the
+// attempt fails: lock.ErrNotAcquired when others hold the key or votes split,
+// an error naming the first failure when more than N-Q nodes failed (so with
+// no quorum reachable Acquire fails at once, it never returns a lease).
+//
+// Renewal (every TTL/3, by the lock.Manager) extends the lease on every node
+// and succeeds with Q confirmations; all leases due at a tick are renewed in
+// one pipeline per node. When more than N-Q nodes say the lock is not ours
+// the lease is lost at once; other failures are retried until the local
+// deadline, when it is lost too. Release deletes the lock on every node
+// (compare-and-delete) and reports lock.ErrNotHeld when more than N-Q nodes
+// did not hold it. Renewal does not re-take nodes that lost the lock (a
+// restart): the lease lives on while Q nodes still hold it.
+//
+// # Fencing tokens: the exact guarantee
+//
+// Each node's token for a key is redislock's: max(its counter + 1, its clock
+// in µs), stored back as its counter. The Redlock token of an acquisition is
+// T = the highest of the tokens its quorum returned, and before the
+// acquisition is granted T is written back: on each node taken, while it
+// still holds our lock, the counter is raised to at least T (raise.lua). The
+// lease is granted only when Q nodes confirmed that — call them its
+// write-back set W, a quorum.
+//
+// Guarantee: a lease's token is strictly greater than the token of every
+// lease of the same key granted (Acquire returned) before it, provided (a)
+// server clocks run at rates within the drift allowance — the premise of
+// Redlock's mutual exclusion too — and (b) no node lost its counter, or one
+// that did (restart without persistence, eviction, FLUSHALL) reads on its
+// clock, when it issues its next token, more µs than every counter value it
+// held before the loss; and (c) nobody deletes lock keys behind the holders'
+// back (an operator's DEL is a revocation: it voids mutual exclusion, too).
+//
+// Proof. Let lease A be granted at time gA and lease B, of the same key, at
+// gB > gA, with write-back sets WA and WB. Two quorums of N nodes share a node
+// (Q > N/2), so some node n is in WA and WB. On n, A's lock key existed from
+// A's SET NX until at least A's write-back on n (raise.lua checked it), and
+// B's from B's SET NX; SET NX never succeeds while the key exists, so one of
+// the two held n first.
+//
+//   - Suppose B held n first. B's key on n was set after B's attempt began at
+//     sB and lives TTL from then on n's clock, so, by (a), past
+//     sB + TTL - drift > gB > gA; A set its key on n before gA, so A's SET NX
+//     would have found B's key: impossible.
+//   - So A held n first and B's SET NX on n came after A's key was gone, thus
+//     after A's write-back on n, which left n's counter >= TA. The counter
+//     only grows (max(counter + 1, clock), and raises), so B's token from n is
+//     > TA, and TB >= B's token from n > TA.
+//
+// If n lost its counter between A's write-back and B's SET NX, B's token from
+// n is n's clock in µs, which by (b) exceeds the counter value TA it held. (b)
+// holds when the restarted node's clock did not step back and server clocks
+// agree within the time the node was down: the write-back may have stored a
+// token from another node's clock. Redlock's own advice covers both this and
+// mutual exclusion: keep a node restarted without persistence out for at
+// least one TTL; and run NTP. With node clocks equal (one machine, as in our
+// tests) (b) always holds.
+//
+// Without the write-back, "max of the quorum's tokens" alone does not give
+// the guarantee: a node whose counter runs ahead (a faster clock) can issue
+// A's token, and B's quorum may share with A's only a node whose counter is
+// behind; TestTokenWriteBack shows it. Tokens of failed attempts may be
+// skipped; tokens are µs timestamps, below 2^53.
+//
+// # Waiting
+//
+// A waiting Acquire watches the key on every node through redislock's shared
+// per-node subscription (one per node and Locker, opened by the first Acquire
+// that may wait) and wakes on a release seen on any node; the Manager's poll,
+// timed by the holder's remaining lease, is the safety net. Waiters are not
+// queued across nodes: when several waiters of one Locker are woken they
+// contend, and a split vote is retried after a jittered pause.
+//
+// # Loss
+//
+// Lease.Done closes when renewal loses its quorum (more than N-Q nodes say
+// the lock is not ours: revoked, expired during a pause, nodes restarted) or
+// is not confirmed by a quorum before the local deadline (nodes down or
+// partitioned away), which falls before the nodes' expiry by the drift
+// allowance.
+package redlock

@@ -1,0 +1,154 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/redislock"
+)
+
+// Client is what a Locker needs from the go-redis client of each node:
+// *redis.Client (the usual choice: one per independent master) and every
+// redis.UniversalClient satisfy it.
+type Client = redislock.Client
+
+// A Locker is a lock.Locker over N independent Redis masters. Its methods
+// are safe for concurrent use. Create it with New and Close it when done;
+// Close does not release held leases, which stay renewed until released or
+// lost.
+type Locker struct {
+	*lock.Manager
+	b *backend
+}
+
+var _ lock.Locker = (*Locker)(nil)
+
+// MaxNodeTimeout caps the default per-node timeout (see WithNodeTimeout).
+const MaxNodeTimeout = 500 * time.Millisecond
+
+// An Option configures New.
+type Option func(*options)
+
+type options struct {
+	quorum    int
+	timeout   time.Duration
+	prefix    string
+	retention time.Duration
+	batching  bool
+	invalid   error
+}
+
+// WithQuorum sets how many nodes must agree for an acquisition, renewal or
+// release to count. Default: a majority, N/2+1. It must be a majority (more
+// than N/2, so that every two quorums share a node, on which mutual exclusion
+// and fencing rest) and at most N.
+func WithQuorum(q int) Option {
+	return func(o *options) { o.quorum = q }
+}
+
+// WithNodeTimeout bounds each call to one node, so that a slow or silent node
+// costs an attempt at most this much. Default: a tenth of the lease's TTL, at
+// most 500 ms ([MaxNodeTimeout]). It must be positive and should stay small
+// against the TTL: an acquisition is granted only if it ends, after two
+// rounds, within TTL - elapsed - drift.
+func WithNodeTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.invalid = fmt.Errorf("%w: redlock: node timeout %v not positive", lock.ErrInvalid, d)
+			return
+		}
+		o.timeout = d
+	}
+}
+
+// WithPrefix sets the start of every Redis key and of the release channel,
+// on every node, as redislock.WithPrefix does. Default: "latchkey:lock:"
+// (redislock.DefaultPrefix). Redlock and redislock Lockers must not share a
+// prefix on the same server: the key layout is the same, the quorum is not.
+func WithPrefix(p string) Option {
+	return func(o *options) { o.prefix = p }
+}
+
+// WithTokenRetention sets how long a node keeps a key's fencing counter
+// after the key was last acquired there, as redislock.WithTokenRetention
+// does. Default: 24 h (redislock.DefaultTokenRetention); at least 1 s.
+func WithTokenRetention(d time.Duration) Option {
+	return func(o *options) {
+		if d < time.Second {
+			o.invalid = fmt.Errorf("%w: redlock: token retention %v under 1s", lock.ErrInvalid, d)
+			return
+		}
+		o.retention = d
+	}
+}
+
+// WithBatching turns on or off the coalescing of concurrent calls to one
+// node into pipelines, as redislock.WithBatching does. Default: on.
+func WithBatching(on bool) Option {
+	return func(o *options) { o.batching = on }
+}
+
+// New returns a Locker on the Redis masters behind clients, one client per
+// independent server (not replicas of one another, not nodes of one Cluster,
+// no server twice). It returns an error wrapping lock.ErrInvalid for an empty
+// list, a nil client or a bad option, and touches no server until the first
+// Acquire.
+func New(clients []Client, opts ...Option) (*Locker, error) {
+	if len(clients) == 0 {
+		return nil, fmt.Errorf("%w: redlock: no client", lock.ErrInvalid)
+	}
+	o := options{
+		quorum:    len(clients)/2 + 1,
+		prefix:    redislock.DefaultPrefix,
+		retention: redislock.DefaultTokenRetention,
+		batching:  true,
+	}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.invalid != nil {
+		return nil, o.invalid
+	}
+	if n := len(clients); o.quorum <= n/2 || o.quorum > n {
+		return nil, fmt.Errorf("%w: redlock: quorum %d of %d nodes is not a majority", lock.ErrInvalid, o.quorum, n)
+	}
+	b := &backend{
+		clients:   clients,
+		quorum:    o.quorum,
+		timeout:   o.timeout,
+		retention: o.retention.Milliseconds(),
+	}
+	for _, c := range clients {
+		n, err := redislock.NewNode(c,
+			redislock.WithPrefix(o.prefix),
+			redislock.WithTokenRetention(o.retention),
+			redislock.WithBatching(o.batching))
+		if err != nil {
+			b.close()
+			return nil, err
+		}
+		b.nodes = append(b.nodes, n)
+	}
+	m, err := lock.NewManager(b)
+	if err != nil {
+		b.close()
+		return nil, err
+	}
+	return &Locker{Manager: m, b: b}, nil
+}
+
+// Close stops the Locker's pub/sub subscriptions, one per node, and waits
+// for their goroutines. Acquire calls waiting at that moment go on by
+// polling. It does not release held leases or close the clients. It is safe
+// to call more than once.
+func (l *Locker) Close() error {
+	l.b.close()
+	return nil
+}
+
+// errNoWatch is returned by WatchRelease when no node can watch.
+var errNoWatch = errors.New("redlock: no node can watch for releases")

@@ -1,0 +1,272 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/locktest"
+	"github.com/latchkey-go/latchkey/lock/redislock"
+)
+
+// cluster is five private redis-servers and an admin client for each.
+type cluster struct {
+	srv   []*testsvc.RedisServer
+	admin []*redis.Client
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	c := &cluster{}
+	for range 5 {
+		s := testsvc.StartRedis(t)
+		c.srv = append(c.srv, s)
+		c.admin = append(c.admin, newClient(t, s.Addr()))
+	}
+	return c
+}
+
+func newClient(t testing.TB, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// locker returns a Locker on all five nodes, with its own clients, closed by
+// t's cleanup.
+func (c *cluster) locker(t testing.TB, opts ...Option) *Locker {
+	t.Helper()
+	var clients []Client
+	for _, s := range c.srv {
+		clients = append(clients, newClient(t, s.Addr()))
+	}
+	l, err := New(clients, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// del deletes key's lock on the given nodes.
+func (c *cluster) del(t testing.TB, key string, nodes ...int) {
+	t.Helper()
+	lk, _ := keys(key)
+	for _, i := range nodes {
+		if err := c.admin[i].Del(context.Background(), lk).Err(); err != nil {
+			t.Errorf("DEL on node %d: %v", i, err)
+		}
+	}
+}
+
+// keys returns the Redis keys of key's lock and fencing counter under the
+// default prefix.
+func keys(key string) (lockKey, fenceKey string) {
+	n, err := redislock.NewNode(redis.NewClient(&redis.Options{}))
+	if err != nil {
+		panic(err)
+	}
+	return n.Keys(key)
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestConformance runs locktest on five private servers. Revoke deletes the
+// lock on three of them, just enough to break the holder's quorum; Restart
+// restarts all five, which come back empty.
+func TestConformance(t *testing.T) {
+	c := startCluster(t)
+	locktest.Run(t, locktest.Harness{
+		New:    func(t *testing.T) lock.Locker { return c.locker(t) },
+		Revoke: func(t *testing.T, key string) { c.del(t, key, 0, 2, 4) },
+		Restart: func(t *testing.T) {
+			for _, s := range c.srv {
+				s.Restart()
+			}
+		},
+	})
+}
+
+func TestNewInvalid(t *testing.T) {
+	t.Parallel()
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	three := []Client{c, c, c}
+	var nilClient *redis.Client
+	for name, f := range map[string]func() (*Locker, error){
+		"no clients":   func() (*Locker, error) { return New(nil) },
+		"nil client":   func() (*Locker, error) { return New([]Client{c, nilClient, c}) },
+		"minority":     func() (*Locker, error) { return New(three, WithQuorum(1)) },
+		"quorum > N":   func() (*Locker, error) { return New(three, WithQuorum(4)) },
+		"even split":   func() (*Locker, error) { return New([]Client{c, c, c, c}, WithQuorum(2)) },
+		"node timeout": func() (*Locker, error) { return New(three, WithNodeTimeout(0)) },
+		"retention":    func() (*Locker, error) { return New(three, WithTokenRetention(time.Millisecond)) },
+		"prefix":       func() (*Locker, error) { return New(three, WithPrefix("a{b}")) },
+	} {
+		if l, err := f(); !errors.Is(err, lock.ErrInvalid) || l != nil {
+			t.Errorf("%s: New = (%v, %v), want ErrInvalid", name, l, err)
+		}
+	}
+}
+
+// TestNodeLoss stops one, two and three of five nodes. With a quorum left
+// locks work as before; without one Acquire fails and a held lease is lost.
+func TestNodeLoss(t *testing.T) {
+	t.Parallel()
+	for _, stopped := range []int{1, 2, 3} {
+		t.Run(fmt.Sprintf("stopped=%d", stopped), func(t *testing.T) {
+			t.Parallel()
+			c := startCluster(t)
+			a, b := c.locker(t), c.locker(t)
+			const ttl = 600 * time.Millisecond
+			held := mustAcquire(t, a, "k", lock.WithTTL(ttl))
+			for i := range stopped {
+				c.srv[i].Stop()
+			}
+			if stopped >= 3 {
+				select {
+				case <-held.Done():
+				case <-time.After(5 * time.Second):
+					t.Fatal("lease kept after its quorum was lost")
+				}
+				if !errors.Is(held.Err(), lock.ErrLeaseLost) {
+					t.Fatalf("Err = %v, want ErrLeaseLost", held.Err())
+				}
+				for _, opts := range [][]lock.Option{{lock.WithWait(0)}, {lock.WithWait(300 * time.Millisecond)}} {
+					lease, err := b.Acquire(ctxT(t), "other", opts...)
+					if err == nil || lease != nil {
+						t.Fatalf("Acquire without a quorum = (%v, %v), want an error", lease, err)
+					}
+					t.Logf("Acquire without a quorum: %v", err)
+				}
+				return
+			}
+			time.Sleep(2 * ttl) // several renewals with nodes down
+			if _, err := b.Acquire(ctxT(t), "k", lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
+				t.Fatalf("try-once on a held key = %v, want ErrNotAcquired", err)
+			}
+			select {
+			case <-held.Done():
+				t.Fatalf("lease lost with %d of 5 nodes down: %v", stopped, held.Err())
+			default:
+			}
+			waiter := make(chan *lock.Lease, 1)
+			go func() {
+				lease, err := b.Acquire(ctxT(t), "k", lock.WithWait(5*time.Second))
+				if err != nil {
+					t.Errorf("waiter: %v", err)
+				}
+				waiter <- lease
+			}()
+			time.Sleep(50 * time.Millisecond)
+			if err := held.Release(ctxT(t)); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			next := <-waiter
+			if next == nil {
+				return
+			}
+			if next.Token() <= held.Token() {
+				t.Fatalf("token %d after %d", next.Token(), held.Token())
+			}
+			if err := next.Release(ctxT(t)); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+		})
+	}
+}
+
+// TestNodeRestartMidLease restarts one node, empty, while a lease is held:
+// the other four keep it, nobody else gets it, and tokens keep rising.
+func TestNodeRestartMidLease(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	a, b := c.locker(t), c.locker(t)
+	const ttl = 600 * time.Millisecond
+	held := mustAcquire(t, a, "k", lock.WithTTL(ttl))
+	c.srv[2].Restart()
+	// The restarted node is free; one node is no quorum.
+	if _, err := b.Acquire(ctxT(t), "k", lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("try-once after a node restart = %v, want ErrNotAcquired", err)
+	}
+	got := make(chan *lock.Lease, 1)
+	go func() {
+		lease, err := b.Acquire(ctxT(t), "k", lock.WithWait(10*time.Second))
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		got <- lease
+	}()
+	time.Sleep(3 * ttl) // several renewals: four of five nodes confirm them
+	select {
+	case <-held.Done():
+		t.Fatalf("lease lost after one node restarted: %v", held.Err())
+	case lease := <-got:
+		t.Fatalf("second holder (token %v) while the first holds the lock", lease)
+	default:
+	}
+	if err := held.Release(ctxT(t)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	next := <-got
+	if next == nil {
+		return
+	}
+	if next.Token() <= held.Token() {
+		t.Fatalf("token %d after %d", next.Token(), held.Token())
+	}
+	_ = next.Release(ctxT(t))
+}
+
+// TestTokenWriteBack shows why the highest token is written back: a node
+// whose counter runs ahead (a clock ahead of the others, say) issues the
+// first holder's token, and the next holder's quorum does not include it.
+func TestTokenWriteBack(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	l := c.locker(t)
+	_, fk := keys("k")
+	ahead := uint64(time.Now().Add(time.Hour).UnixMicro())
+	if err := c.admin[0].Set(ctxT(t), fk, strconv.FormatUint(ahead, 10), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.srv[3].Stop()
+	c.srv[4].Stop()
+	first := mustAcquire(t, l, "k") // on nodes 0, 1, 2
+	if first.Token() <= ahead {
+		t.Fatalf("token %d not above node 0's counter %d", first.Token(), ahead)
+	}
+	if err := first.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	c.srv[3].Start()
+	c.srv[4].Start()
+	c.srv[0].Stop()
+	c.srv[1].Stop()
+	second := mustAcquire(t, c.locker(t), "k") // on nodes 2, 3, 4
+	if second.Token() <= first.Token() {
+		t.Fatalf("token %d after %d: the quorums share node 2, whose counter was not raised", second.Token(), first.Token())
+	}
+	_ = second.Release(ctxT(t))
+}
+
+func mustAcquire(t *testing.T, l lock.Locker, key string, opts ...lock.Option) *lock.Lease {
+	t.Helper()
+	lease, err := l.Acquire(ctxT(t), key, append([]lock.Option{lock.WithWait(5 * time.Second)}, opts...)...)
+	if err != nil {
+		t.Fatalf("Acquire(%q): %v", key, err)
+	}
+	t.Cleanup(func() { _ = lease.Release(context.Background()) })
+	return lease
+}

@@ -1,0 +1,100 @@
+// Package zklock is a lock.Locker on ZooKeeper, built on the
+// ephemeral-sequential recipe that Apache Curator's InterProcessMutex and
+// Python kazoo's Lock use, so Go, Java and Python services can share a lock.
+//
+// # Layout
+//
+// Lock key k lives at the znode <prefix>/k (WithPrefix, "/latchkey" by
+// default; a "/" in k nests it). Each contender creates one
+// EPHEMERAL_SEQUENTIAL child of it; the contender with the lowest sequence
+// number holds the lock, the others queue in sequence order, and each waiter
+// watches only the contender just ahead of it (an exists watch), so a release
+// wakes one waiter: no herd. Missing parents are created as container nodes,
+// which the server removes once they are empty, so lock paths do not pile up.
+//
+// # Node names and other clients
+//
+// ZooKeeper appends a 10-digit sequence number, taken from one counter per
+// parent, to every child it creates there; all contenders under one parent
+// are therefore ordered by that suffix whatever the rest of their names. We
+// sort by it and recognise as contenders the children whose names end in
+// "lock-" + 10 digits (Curator: _c_<uuid>-lock-<seq>) or in "__lock__" or
+// "__rlock__" + 10 digits (kazoo's Lock and ReadLock: <uuid hex>__lock__<seq>);
+// other children are ignored. Our own nodes are named as Curator names
+// them (CuratorNames, the default) or as kazoo does (KazooNames): the two
+// cannot be served by one name, because Curator sorts by what follows the
+// last "lock-" of every child and kazoo ignores children without
+// "__lock__". Use KazooNames on paths shared with kazoo and the default with
+// Curator; Curator and kazoo themselves cannot share a path. Curator is the
+// default because the JVM services are the peers we most often share with.
+//
+// The GUID in the name makes the create protected, as in Curator's
+// protected mode: when the answer to a create is lost with the connection,
+// the children are searched for our GUID; a node we could not find or delete
+// is remembered and deleted after the next reconnect (see Sessions).
+//
+// # Fencing
+//
+// Lease.Token is the lock node's czxid, the zxid of the transaction that
+// created it. Zxids are ensemble-wide, strictly increasing, never reused and
+// kept across restarts (a new leader epoch only raises the high 32 bits). A
+// holder's node had the lowest sequence number while it held, so every later
+// holder's node was created after it and has a higher czxid: tokens increase
+// across holders, across server restarts, and across the removal and
+// re-creation of the lock's parent (which restarts sequence numbers but not
+// zxids).
+//
+// # Sessions and TTL
+//
+// A Locker has one ZooKeeper session; every node it creates is ephemeral to
+// that session. The server deletes them when the session ends: on Close, or
+// when it has heard nothing from the client for the negotiated session
+// timeout (the client pings every third of it). So on the server a lock
+// lives exactly as long as its holder's session, whatever the TTL.
+//
+// WithTTL here is only the holder's local deadline: the lock.Manager checks
+// the lease every TTL/3 (renewal: the session is connected and our node still
+// exists with our czxid) and closes Done with lock.ErrLeaseLost when a check
+// says the node is gone, or when none has succeeded for TTL minus a drift
+// margin (the session is disconnected, the server is down or paused). For
+// that to be safe the local deadline must come before the server can expire
+// the session, so Acquire refuses a TTL longer than the session timeout the
+// server granted (Locker.SessionTimeout) with an error wrapping
+// lock.ErrInvalid. A successful check proves the server heard from the
+// session at or after the moment it was sent, the moment the Manager counts
+// the deadline from, and the server expires the session no earlier than one
+// session timeout after that. Choose the session timeout (WithSessionTimeout,
+// 30 s by default, clamped by the server's min/maxSessionTimeout) at least as
+// long as the longest TTL you use; a shorter TTL only makes the holder give
+// up sooner while disconnected.
+//
+// What the TTL does not do: it does not make the server free the lock after
+// TTL. A lease with lock.WithFixedTTL ends locally after its TTL, and the
+// Manager then deletes the node; if that delete cannot reach the server, the
+// node stays until the session ends or the reconnect sweep deletes it. A
+// holder frozen longer than the session timeout (GC pause, SIGSTOP) loses its
+// node on the server before it can notice; it learns of the loss when it runs
+// again (its local deadline has passed), which is the window fencing tokens
+// exist for (CURATOR-206/-604: Curator's holder is not told at all).
+//
+// A node deleted behind the holder's back (an operator, zkCli delete) or an
+// expired session is found by the next check, within TTL/3. go-zookeeper
+// starts a new session after an expiry; nodes of the old one are gone, and
+// the Locker's later Acquires use the new session.
+//
+// # Release
+//
+// Release deletes our own node, with a version check, by its full path
+// (GUID and sequence number), which no other contender can have: a late or
+// retried Release never deletes the next holder's node, and reports
+// lock.ErrNotHeld when the node was already gone. A try-once Acquire
+// (lock.WithWait(0)) that does not get the lock deletes its node at once, as
+// does a waiting Acquire that gives up.
+//
+// # Contexts
+//
+// go-zookeeper v1.0.4 takes no contexts: a call waits for its answer or the
+// loss of the connection. Every call here returns when its ctx is done and
+// leaves the request to finish in the background; calls made while the
+// session is not connected fail at once with a transient error.
+package zklock

@@ -1,0 +1,169 @@
+package zklock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/latchkey-go/latchkey/lock"
+)
+
+// A Locker is a lock.Locker on one ZooKeeper ensemble, with one ZooKeeper
+// session of its own. Its methods are safe for concurrent use. It starts
+// goroutines for waiting Acquire calls (stopped when they return) and for
+// renewal while leases are held. Close ends the session.
+type Locker struct {
+	*lock.Manager
+	b *backend
+}
+
+var _ lock.Locker = (*Locker)(nil)
+
+// NodeNames is the naming scheme of the lock nodes a Locker writes. Whatever
+// it writes, a Locker orders every contender it recognises, in either
+// scheme, by the sequence number ZooKeeper appended (see the package doc).
+type NodeNames int
+
+const (
+	// CuratorNames writes _c_<uuid>-lock-<seq>, the protected names of Apache
+	// Curator's InterProcessMutex, which then orders our nodes among its own.
+	CuratorNames NodeNames = iota
+	// KazooNames writes <uuid hex>__lock__<seq>, the names of Python kazoo's
+	// Lock, which ignores nodes without "__lock__".
+	KazooNames
+)
+
+// An Option configures New.
+type Option func(*options)
+
+type options struct {
+	prefix  string
+	session time.Duration
+	names   NodeNames
+}
+
+// DefaultPrefix is the parent of every lock path unless WithPrefix is given.
+const DefaultPrefix = "/latchkey"
+
+// DefaultSessionTimeout is the session timeout New asks for unless
+// WithSessionTimeout is given: as long as lock.DefaultTTL, so Acquire with
+// the default TTL works when the server grants it (ZooKeeper's default
+// maxSessionTimeout is 20 ticks, 40 s with the default 2 s tick).
+const DefaultSessionTimeout = lock.DefaultTTL
+
+// WithPrefix puts lock key k at the znode path prefix+"/"+k, under which each
+// contender creates its node. Default: "/latchkey" (DefaultPrefix). prefix
+// must be an absolute ZooKeeper path without a trailing slash, or "" (keys
+// directly under the root). To share a lock with kazoo's zk.Lock("/a/b") or
+// Curator's InterProcessMutex(client, "/a/b"), use prefix "/a" and key "b".
+func WithPrefix(prefix string) Option {
+	return func(o *options) { o.prefix = prefix }
+}
+
+// WithSessionTimeout sets the session timeout New asks the server for.
+// Default: 30 s (DefaultSessionTimeout). The server clamps it to its
+// [minSessionTimeout, maxSessionTimeout]; the negotiated value bounds the TTL
+// Acquire accepts (see the package doc).
+func WithSessionTimeout(d time.Duration) Option {
+	return func(o *options) { o.session = d }
+}
+
+// WithNodeNames sets the naming scheme of the nodes this Locker writes.
+// Default: CuratorNames. Use KazooNames on paths shared with kazoo.
+func WithNodeNames(n NodeNames) Option {
+	return func(o *options) { o.names = n }
+}
+
+// New connects to the ZooKeeper servers (host:port each), waits until a
+// session is established or ctx is done, and returns a Locker that keeps its
+// locks under the prefix. Errors: one wrapping lock.ErrInvalid for bad
+// options or no servers, ctx.Err() if no session was established in time.
+func New(ctx context.Context, servers []string, opts ...Option) (*Locker, error) {
+	o := options{prefix: DefaultPrefix, session: DefaultSessionTimeout}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if len(servers) == 0 {
+		return nil, fmt.Errorf("%w: zklock: no servers", lock.ErrInvalid)
+	}
+	if o.prefix != "" {
+		if err := validPath(o.prefix); err != nil {
+			return nil, fmt.Errorf("%w: zklock: prefix: %w", lock.ErrInvalid, err)
+		}
+	}
+	if o.session < time.Second/10 {
+		return nil, fmt.Errorf("%w: zklock: session timeout %v too short", lock.ErrInvalid, o.session)
+	}
+	if o.names != CuratorNames && o.names != KazooNames {
+		return nil, fmt.Errorf("%w: zklock: unknown NodeNames %d", lock.ErrInvalid, o.names)
+	}
+	log := &sessionLog{ready: make(chan struct{})}
+	var b *backend
+	var bmu sync.Mutex // guards b for the event callback, which may run before New returns
+	onEvent := func(ev zk.Event) {
+		if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
+			bmu.Lock()
+			if b != nil {
+				b.reconnected()
+			}
+			bmu.Unlock()
+		}
+	}
+	conn, _, err := zk.Connect(servers, o.session, zk.WithLogger(log), zk.WithLogInfo(true), zk.WithEventCallback(onEvent))
+	if err != nil {
+		return nil, fmt.Errorf("zklock: connect: %w", err)
+	}
+	select {
+	case <-log.ready:
+	case <-ctx.Done():
+		conn.Close()
+		return nil, ctx.Err()
+	}
+	bmu.Lock()
+	b = newBackend(conn, log, o)
+	bmu.Unlock()
+	m, err := lock.NewManager(b)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &Locker{Manager: m, b: b}, nil
+}
+
+// SessionTimeout returns the session timeout the server granted, the longest
+// TTL Acquire accepts.
+func (l *Locker) SessionTimeout() time.Duration { return l.b.sessionTimeout() }
+
+// Close ends the session: the server deletes every node of this Locker at
+// once, so its locks are free for others. Leases still held are lost at their
+// next renewal. Close is safe to call more than once.
+func (l *Locker) Close() error {
+	l.b.close()
+	return nil
+}
+
+// sessionLog learns the negotiated session timeout from the line go-zookeeper
+// logs after each session handshake (v1.0.4 has no accessor for it) and
+// drops every other line.
+type sessionLog struct {
+	timeoutMs atomic.Int64
+	once      sync.Once
+	ready     chan struct{} // closed after the first handshake
+}
+
+func (l *sessionLog) Printf(format string, args ...any) {
+	if !strings.HasPrefix(format, "authenticated:") || len(args) != 2 {
+		return
+	}
+	if ms, ok := args[1].(int32); ok && ms > 0 {
+		l.timeoutMs.Store(int64(ms))
+		l.once.Do(func() { close(l.ready) })
+	}
+}
