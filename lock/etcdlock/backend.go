@@ -151,6 +151,12 @@ func (b *backend) hold(ctx context.Context, c *contender, owner string, fresh bo
 		if _, err := b.c.KeepAliveOnce(ctx, c.lease); err != nil {
 			b.withdraw(ctx, c)
 			b.forget(owner)
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				// The lease expired while the server was unreachable and
+				// its revocation is deleting our key now: we never held
+				// the lock. A waiting Acquire queues again.
+				return 0, 0, lock.ErrNotAcquired
+			}
 			return 0, 0, fmt.Errorf("etcdlock: refresh the lease of a key that reached the head of the queue: %w", err)
 		}
 	}
