@@ -42,10 +42,16 @@ type Harness struct {
 	// makes new ones. Nil means the backend has no server to restart, and the
 	// restart test is skipped with that reason.
 	Restart func(t *testing.T)
+
+	// TTL is the short lease the suite uses where renewal or expiry must
+	// happen during a test. Default: 300 ms. Backends whose servers answer
+	// slowly under load (a JVM) may ask for more; renewal then has TTL/3 to
+	// get an answer.
+	TTL time.Duration
 }
 
-// TTL used where a test needs renewal or expiry to happen during the test.
-const shortTTL = 300 * time.Millisecond
+// defaultShortTTL is Harness.TTL's default.
+const defaultShortTTL = 300 * time.Millisecond
 
 // eventually bounds waits for things that must happen; it is a failure
 // timeout, not a performance target.
@@ -57,7 +63,10 @@ func Run(t *testing.T, h Harness) {
 	if h.New == nil || h.Revoke == nil {
 		t.Fatal("locktest: Harness.New and Harness.Revoke are required")
 	}
-	s := &suite{h: h}
+	s := &suite{h: h, shortTTL: h.TTL}
+	if s.shortTTL == 0 {
+		s.shortTTL = defaultShortTTL
+	}
 	t.Run("NoGoroutineLeaks", s.noGoroutineLeaks)
 	t.Run("Contract", func(t *testing.T) {
 		for _, c := range []struct {
@@ -88,7 +97,10 @@ func Run(t *testing.T, h Harness) {
 	t.Run("TokensIncreaseAcrossRestart", s.restart)
 }
 
-type suite struct{ h Harness }
+type suite struct {
+	h        Harness
+	shortTTL time.Duration
+}
 
 func (s *suite) locker(t *testing.T) lock.Locker {
 	t.Helper()
@@ -343,7 +355,7 @@ func (s *suite) wakeOnRelease(t *testing.T) {
 func (s *suite) releaseOwn(t *testing.T) {
 	a, b := s.locker(t), s.locker(t)
 	k := key(t, "k")
-	first := mustAcquire(t, a, k, lock.WithTTL(shortTTL))
+	first := mustAcquire(t, a, k, lock.WithTTL(s.shortTTL))
 	s.h.Revoke(t, k)
 	second := mustAcquire(t, b, k, lock.WithTTL(10*time.Second), lock.WithWait(eventually))
 	if err := first.Release(ctxT(t)); !errors.Is(err, lock.ErrNotHeld) {
@@ -383,13 +395,13 @@ func (s *suite) releaseTwice(t *testing.T) {
 func (s *suite) fixedTTL(t *testing.T) {
 	a, b := s.locker(t), s.locker(t)
 	k := key(t, "k")
-	lease := mustAcquire(t, a, k, lock.WithTTL(shortTTL), lock.WithFixedTTL())
+	lease := mustAcquire(t, a, k, lock.WithTTL(s.shortTTL), lock.WithFixedTTL())
 	start := time.Now()
 	waitDone(t, lease, eventually)
 	// The holder must learn of the expiry before the server expires the lock.
 	// The slack covers timer latency on a loaded machine, nothing else.
-	if since, slack := time.Since(start), 50*time.Millisecond; since > shortTTL+slack {
-		t.Fatalf("fixed lease reported lost after %v, later than its TTL %v", since, shortTTL)
+	if since, slack := time.Since(start), 50*time.Millisecond; since > s.shortTTL+slack {
+		t.Fatalf("fixed lease reported lost after %v, later than its TTL %v", since, s.shortTTL)
 	}
 	if !errors.Is(lease.Err(), lock.ErrLeaseLost) {
 		t.Fatalf("Err after expiry = %v, want ErrLeaseLost", lease.Err())
@@ -408,8 +420,8 @@ func (s *suite) fixedTTL(t *testing.T) {
 func (s *suite) renewal(t *testing.T) {
 	a, b := s.locker(t), s.locker(t)
 	k := key(t, "k")
-	lease := mustAcquire(t, a, k, lock.WithTTL(shortTTL))
-	time.Sleep(6 * shortTTL)
+	lease := mustAcquire(t, a, k, lock.WithTTL(s.shortTTL))
+	time.Sleep(6 * s.shortTTL)
 	notDone(t, lease)
 	if _, err := b.Acquire(ctxT(t), k, lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("a renewed lease was acquirable by another holder after 6 TTLs: %v", err)
@@ -420,7 +432,7 @@ func (s *suite) renewal(t *testing.T) {
 func (s *suite) revoked(t *testing.T) {
 	l := s.locker(t)
 	k := key(t, "k")
-	lease := mustAcquire(t, l, k, lock.WithTTL(shortTTL))
+	lease := mustAcquire(t, l, k, lock.WithTTL(s.shortTTL))
 	s.h.Revoke(t, k)
 	waitDone(t, lease, eventually)
 	if !errors.Is(lease.Err(), lock.ErrLeaseLost) {
@@ -446,7 +458,7 @@ func (s *suite) doCancels(t *testing.T) {
 			t.Error("fn's context not cancelled after the lock was revoked")
 			return nil
 		}
-	}, lock.WithTTL(shortTTL))
+	}, lock.WithTTL(s.shortTTL))
 	if !errors.Is(err, lock.ErrLeaseLost) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Do = %v, want ErrLeaseLost and context.Canceled", err)
 	}
@@ -528,8 +540,8 @@ func (s *suite) noGoroutineLeaks(t *testing.T) {
 	t.Run("work", func(t *testing.T) {
 		a, b := s.locker(t), s.locker(t)
 		k := key(t, "k")
-		held := mustAcquire(t, a, k, lock.WithTTL(shortTTL))
-		fixed := mustAcquire(t, a, key(t, "fixed"), lock.WithTTL(shortTTL), lock.WithFixedTTL())
+		held := mustAcquire(t, a, k, lock.WithTTL(s.shortTTL))
+		fixed := mustAcquire(t, a, key(t, "fixed"), lock.WithTTL(s.shortTTL), lock.WithFixedTTL())
 		got := make(chan error, 1)
 		go func() {
 			lease, err := b.Acquire(ctxT(t), k)
@@ -538,13 +550,13 @@ func (s *suite) noGoroutineLeaks(t *testing.T) {
 			}
 			got <- err
 		}()
-		time.Sleep(2 * shortTTL / 3) // at least one renewal
+		time.Sleep(2 * s.shortTTL / 3) // at least one renewal
 		release(t, held)
 		if err := <-got; err != nil {
 			t.Fatal(err)
 		}
 		waitDone(t, fixed, eventually)
-		lost := mustAcquire(t, a, k, lock.WithTTL(shortTTL))
+		lost := mustAcquire(t, a, k, lock.WithTTL(s.shortTTL))
 		s.h.Revoke(t, k)
 		waitDone(t, lost, eventually)
 	}) // Lockers are closed by the subtest's cleanup.

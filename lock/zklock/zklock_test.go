@@ -80,6 +80,7 @@ func TestConformance(t *testing.T) {
 		},
 		Revoke:  func(t *testing.T, key string) { revoke(t, admin, zklock.DefaultPrefix+"/"+key) },
 		Restart: func(t *testing.T) { srv.Restart() },
+		TTL:     time.Second, // a loaded JVM can take 100s of ms to answer
 	})
 }
 
@@ -94,6 +95,7 @@ func TestConformanceKazooNames(t *testing.T) {
 			return newLocker(t, srv, zklock.WithNodeNames(zklock.KazooNames), zklock.WithPrefix("/k"))
 		},
 		Revoke: func(t *testing.T, key string) { revoke(t, admin, "/k/"+key) },
+		TTL:    time.Second,
 	})
 }
 
