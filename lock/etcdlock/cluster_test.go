@@ -1,0 +1,137 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+	"github.com/latchkey-go/latchkey/lock"
+)
+
+// newClusterClient returns a client configured with the endpoints of all
+// members of c, in the given order.
+func newClusterClient(t testing.TB, endpoints []string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// TestClusterLeaderKilled holds a lock on a 3-member cluster, kills the
+// leader (SIGKILL), and has a second Locker try to take the lock, once per
+// round, for a while after. The invariant: the lease survives or its Done
+// fires, never two holders. Whenever the second Locker gets the lock, the
+// first lease's Done must already be closed, and the successor's token must
+// be higher. The first holder's Release then follows the contract: nil while
+// still held, ErrNotHeld once lost.
+func TestClusterLeaderKilled(t *testing.T) {
+	c := testsvc.StartEtcdCluster(t, 3)
+	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Second)
+	defer cancel()
+	name := "cluster-" + testsvc.KeyPrefix(t)
+	const ttl = 3 * time.Second
+
+	eps := c.Endpoints()
+	rev := []string{eps[2], eps[1], eps[0]}
+	a, b := newLocker(t, newClusterClient(t, eps)), newLocker(t, newClusterClient(t, rev))
+
+	held, err := a.Acquire(ctx, name, lock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(ctx, name, lock.WithTTL(ttl), lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("second Acquire before the kill = %v, want ErrNotAcquired", err)
+	}
+
+	leader, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := c.Members[leader]
+	if err := killed.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killedAt := time.Now()
+	t.Logf("killed leader %s (%s)", killed.Name, killed.Endpoint())
+
+	// Try for three TTLs after the kill: long enough for a new election,
+	// for the holder's renewals to go through or fail, and for the server
+	// to expire the holder's etcd lease if it was lost.
+	var successor *lock.Lease
+	tries, failures := 0, 0
+	for time.Since(killedAt) < 3*ttl && successor == nil {
+		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+		lease, err := b.Acquire(actx, name, lock.WithTTL(ttl), lock.WithWait(0))
+		acancel()
+		tries++
+		switch {
+		case err == nil:
+			select {
+			case <-held.Done():
+			default:
+				t.Fatalf("second Locker acquired %v after the kill while the first lease's Done was open: two holders", time.Since(killedAt))
+			}
+			if lease.Token() <= held.Token() {
+				t.Fatalf("successor token %d <= predecessor's %d", lease.Token(), held.Token())
+			}
+			successor = lease
+			t.Logf("successor in at %v after the kill (holder: %v)", time.Since(killedAt), held.Err())
+		case errors.Is(err, lock.ErrNotAcquired):
+		default:
+			// The cluster is electing or the client is failing over.
+			failures++
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("%d tries, %d failed with errors other than ErrNotAcquired", tries, failures)
+
+	lostBefore := false
+	select {
+	case <-held.Done():
+		lostBefore = true
+	default:
+	}
+	rerr := held.Release(ctx)
+	switch {
+	case rerr == nil:
+		if lostBefore || successor != nil {
+			t.Fatalf("Release = nil although the lease was lost (successor: %v)", successor != nil)
+		}
+		t.Log("the lease survived the leader's death")
+	case errors.Is(rerr, lock.ErrNotHeld):
+		// Lost before Release, perhaps just now.
+		if !errors.Is(held.Err(), lock.ErrLeaseLost) {
+			t.Fatalf("Release = %v but Err = %v, want ErrLeaseLost", rerr, held.Err())
+		}
+		t.Logf("the lease was lost: %v", held.Err())
+	default:
+		t.Fatalf("Release = %v, want nil or ErrNotHeld", rerr)
+	}
+
+	// Whatever happened, the lock is still usable and tokens still grow.
+	if successor == nil {
+		successor, err = b.Acquire(ctx, name, lock.WithTTL(ttl))
+		if err != nil {
+			t.Fatalf("Acquire after the holder's Release: %v", err)
+		}
+		if successor.Token() <= held.Token() {
+			t.Fatalf("successor token %d <= predecessor's %d", successor.Token(), held.Token())
+		}
+	}
+	if err := successor.Release(ctx); err != nil {
+		t.Fatalf("successor Release: %v", err)
+	}
+}
