@@ -25,6 +25,8 @@ func main() {
 	only := flag.String("only", "", "comma-separated implementations to run (default all)")
 	held := flag.Int("held", 10000, "leases held in the holding test (0 skips it)")
 	holdFor := flag.Duration("hold", 11*time.Second, "how long the holding test holds (renewal every TTL/3 = 10 s)")
+	etcdTable := flag.Bool("etcd", false, "measure etcdlock against etcd's concurrency.Mutex on a private etcd (needs etcd on PATH)")
+	redlockTable := flag.Bool("redlock", false, "measure redlock against redsync on 5 private redis-servers (needs redis-server on PATH)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	gs := flag.String("g", "1,16,64", "goroutine counts of the uncontended test")
 	skipContended := flag.Bool("nocontended", false, "skip the contended test")
@@ -59,6 +61,18 @@ func main() {
 		lockBench(ctx, impls, prefix, *runs, *dur, *skipContended)
 		if *held > 0 && (*only == "" || strings.Contains(*only, "latchkey")) {
 			holdingBench(ctx, *addr, prefix, *held, *holdFor)
+		}
+	}
+	if *etcdTable {
+		if err := etcdBench(ctx, prefix, *runs, *dur); err != nil {
+			fmt.Fprintln(os.Stderr, "etcd:", err)
+			os.Exit(1)
+		}
+	}
+	if *redlockTable {
+		if err := redlockBench(ctx, prefix, *runs, *dur); err != nil {
+			fmt.Fprintln(os.Stderr, "redlock:", err)
+			os.Exit(1)
 		}
 	}
 	if *idemTable {
