@@ -1,0 +1,237 @@
+package amqpdedup_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/dedup/amqpdedup"
+)
+
+// run runs cons until cond holds (checked every 10 ms) or 10 s pass, then
+// stops it and checks that Run returned context.Canceled promptly.
+func run(t *testing.T, cons *amqpdedup.Consumer, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cons.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatal("condition not reached within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run returned %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not stop within 5 s of cancel")
+	}
+}
+
+// A failing handler gets the message back with the redelivered flag, and the
+// retry is acked.
+func TestFailureIsRequeued(t *testing.T) {
+	t.Parallel()
+	conn := dial(t)
+	queue, pub := newQueue(t, conn)
+	if err := amqpdedup.Publish(context.Background(), pub, "", queue, dedup.Message{ID: "m1", Body: []byte("x"), Header: map[string]string{"k": "v"}}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []dedup.Message
+	h := func(ctx context.Context, m dedup.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, m)
+		if len(got) < 3 {
+			return errors.New("flaky")
+		}
+		return nil
+	}
+	log := &errLog{}
+	cons, err := amqpdedup.NewConsumer(channel(t, conn), queue, h,
+		amqpdedup.WithFailureDelay(time.Millisecond), amqpdedup.WithErrorHandler(log.add))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, cons, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 3 })
+	for i, m := range got {
+		if want := i > 0; m.ID != "m1" || string(m.Body) != "x" || m.Header["k"] != "v" ||
+			m.Header[amqpdedup.HeaderRedelivered] != map[bool]string{true: "true", false: "false"}[want] {
+			t.Errorf("delivery %d: %+v", i, m)
+		}
+	}
+	var de *amqpdedup.DeliveryError
+	if len(log.errs) != 2 || !errors.As(log.errs[0], &de) || de.ID != "m1" || de.Acked || de.Redelivered {
+		t.Errorf("reported %v, want two unacked DeliveryErrors for m1", log.errs)
+	}
+	if r := ready(t, pub, queue); r != 0 {
+		t.Errorf("%d ready after the retry was acked", r)
+	}
+}
+
+// A busy copy waits min(RetryAfter, cap) before its requeue.
+func TestBusyCopyWaitsBeforeRequeue(t *testing.T) {
+	t.Parallel()
+	conn := dial(t)
+	queue, pub := newQueue(t, conn)
+	if err := amqpdedup.Publish(context.Background(), pub, "", queue, dedup.Message{ID: "busy"}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var at []time.Time
+	h := func(ctx context.Context, m dedup.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		at = append(at, time.Now())
+		if len(at) == 1 {
+			return &dedup.InProgressError{RetryAfter: time.Hour}
+		}
+		return nil
+	}
+	cons, err := amqpdedup.NewConsumer(channel(t, conn), queue, h, amqpdedup.WithMaxRequeueDelay(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, cons, func() bool { mu.Lock(); defer mu.Unlock(); return len(at) == 2 })
+	if gap := at[1].Sub(at[0]); gap < 200*time.Millisecond || gap > 5*time.Second {
+		t.Errorf("redelivered after %v, want about the 200ms cap", gap)
+	}
+}
+
+// Deliveries without a valid id never reach the handler and are rejected
+// without requeue; WithIDHeader reads the id from a header.
+func TestIDSources(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn := dial(t)
+	queue, pub := newQueue(t, conn)
+	for _, p := range []amqp.Publishing{
+		{Body: []byte("no id")},
+		{MessageId: "prop", Headers: amqp.Table{"biz-id": "hdr"}},
+		{Headers: amqp.Table{"biz-id": int32(7)}},
+	} {
+		if err := pub.PublishWithContext(ctx, "", queue, false, false, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := amqpdedup.Publish(ctx, pub, "", queue, dedup.Message{ID: "via-publish"}, amqpdedup.WithIDHeader("biz-id")); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var ids []string
+	h := func(ctx context.Context, m dedup.Message) error {
+		mu.Lock()
+		ids = append(ids, m.ID)
+		mu.Unlock()
+		return nil
+	}
+	log := &errLog{}
+	cons, err := amqpdedup.NewConsumer(channel(t, conn), queue, h,
+		amqpdedup.WithIDHeader("biz-id"), amqpdedup.WithErrorHandler(log.add))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, cons, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ids) == 2 && log.count(dedup.ErrInvalidID) == 2
+	})
+	if ids[0] != "hdr" || ids[1] != "via-publish" {
+		t.Errorf("ids %q, want [hdr via-publish]", ids)
+	}
+	if r := ready(t, pub, queue); r != 0 {
+		t.Errorf("%d ready; invalid deliveries should be rejected, not requeued", r)
+	}
+}
+
+// Stopping a consumer requeues what it had prefetched and not handled.
+func TestStopRequeuesPrefetched(t *testing.T) {
+	t.Parallel()
+	conn := dial(t)
+	queue, pub := newQueue(t, conn)
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		if err := amqpdedup.Publish(context.Background(), pub, "", queue, dedup.Message{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inside := make(chan struct{})
+	var once sync.Once
+	h := func(ctx context.Context, m dedup.Message) error {
+		once.Do(func() { close(inside) })
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	ch := channel(t, conn)
+	cons, err := amqpdedup.NewConsumer(ch, queue, h, amqpdedup.WithPrefetch(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, cons, func() bool {
+		select {
+		case <-inside:
+			return ready(t, pub, queue) == 0 // all five prefetched
+		default:
+			return false
+		}
+	})
+	// The broker applies requeues asynchronously: poll.
+	deadline := time.Now().Add(2 * time.Second)
+	r := ready(t, ch, queue)
+	for r != 5 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		r = ready(t, ch, queue)
+	}
+	if r != 5 {
+		t.Errorf("%d ready after stop, want 5", r)
+	}
+}
+
+func TestInvalidArguments(t *testing.T) {
+	t.Parallel()
+	h := func(context.Context, dedup.Message) error { return nil }
+	var ch *amqp.Channel // never used: every call fails before
+	for name, f := range map[string]func() error{
+		"nil channel": func() error { _, err := amqpdedup.NewConsumer(nil, "q", h); return err },
+		"nil handler": func() error { _, err := amqpdedup.NewConsumer(ch, "q", nil); return err },
+		"empty queue": func() error { _, err := amqpdedup.NewConsumer(ch, "", h); return err },
+		"prefetch": func() error {
+			_, err := amqpdedup.NewConsumer(ch, "q", h, amqpdedup.WithPrefetch(0))
+			return err
+		},
+		"delay": func() error {
+			_, err := amqpdedup.NewConsumer(ch, "q", h, amqpdedup.WithFailureDelay(-1))
+			return err
+		},
+		"empty header": func() error {
+			_, err := amqpdedup.NewConsumer(ch, "q", h, amqpdedup.WithIDHeader(""))
+			return err
+		},
+		"nil publisher": func() error {
+			return amqpdedup.Publish(context.Background(), nil, "", "q", dedup.Message{ID: "a"})
+		},
+		"header clash": func() error {
+			return amqpdedup.Publish(context.Background(), ch, "", "q",
+				dedup.Message{ID: "a", Header: map[string]string{"id": "b"}}, amqpdedup.WithIDHeader("id"))
+		},
+	} {
+		if err := f(); !errors.Is(err, dedup.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if err := amqpdedup.Publish(context.Background(), ch, "", "q", dedup.Message{}); !errors.Is(err, dedup.ErrInvalidID) {
+		t.Errorf("Publish with empty id: %v, want ErrInvalidID", err)
+	}
+}
