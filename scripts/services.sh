@@ -4,6 +4,8 @@
 #
 #   Redis       127.0.0.1:6379
 #   PostgreSQL  postgres://postgres@127.0.0.1:5432/test?sslmode=disable (trust, no password)
+#   NATS        127.0.0.1:4222 with JetStream
+#   RabbitMQ    amqp://guest:guest@127.0.0.1:5672/
 #   binaries    redis-server, redis-cli, /usr/lib/postgresql/*/bin/{initdb,pg_ctl}, etcd, etcdctl,
 #               java + /usr/share/java/zookeeper.jar, nc, /usr/bin/python3 with kazoo
 #
@@ -165,8 +167,44 @@ ensure_zookeeper() {
   say zookeeper "binaries only, tests start their own ($(basename "$(readlink -f "$ZK_JAR")"), kazoo)"
 }
 
+# ---------------------------------------------------------------- brokers
+tcp_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+wait_tcp() { # host port seconds
+  local i
+  for i in $(seq $(($3 * 10))); do tcp_open "$1" "$2" && return 0; sleep 0.1; done
+  return 1
+}
+
+# NATS with JetStream on 127.0.0.1:4222, for the dedup/natsdedup tests.
+ensure_nats() {
+  if tcp_open 127.0.0.1 4222; then say nats "up at 127.0.0.1:4222 (reused)"; return; fi
+  if ! command -v nats-server >/dev/null 2>&1; then
+    say nats "installing nats-server"
+    apt_install nats-server
+  fi
+  mkdir -p "$STATE_DIR/nats"
+  nohup nats-server -a 127.0.0.1 -p 4222 -js -sd "$STATE_DIR/nats" \
+    >"$STATE_DIR/nats.log" 2>&1 </dev/null &
+  wait_tcp 127.0.0.1 4222 20 || die "nats-server did not start; see $STATE_DIR/nats.log"
+  say nats "started at 127.0.0.1:4222 with JetStream"
+}
+
+# RabbitMQ on 127.0.0.1:5672 (guest/guest from loopback), for dedup/amqpdedup.
+ensure_rabbitmq() {
+  if tcp_open 127.0.0.1 5672; then say rabbitmq "up at 127.0.0.1:5672 (reused)"; return; fi
+  if ! command -v rabbitmq-server >/dev/null 2>&1; then
+    say rabbitmq "installing rabbitmq-server"
+    apt_install rabbitmq-server
+  fi
+  "${SUDO[@]}" rabbitmq-server -detached
+  wait_tcp 127.0.0.1 5672 90 || die "rabbitmq-server did not start within 90 s"
+  say rabbitmq "started at 127.0.0.1:5672"
+}
+
 ensure_redis
 ensure_postgres
 ensure_etcd
 ensure_zookeeper
+ensure_nats
+ensure_rabbitmq
 say bins "redis-server, redis-cli, $(ls -d /usr/lib/postgresql/"$(pg_version)"/bin)/{initdb,pg_ctl}, etcd, etcdctl, java+zookeeper.jar, nc"
