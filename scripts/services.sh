@@ -7,13 +7,14 @@
 #   NATS        127.0.0.1:4222 with JetStream
 #   RabbitMQ    amqp://guest:guest@127.0.0.1:5672/
 #   binaries    redis-server, redis-cli, /usr/lib/postgresql/*/bin/{initdb,pg_ctl}, etcd, etcdctl,
-#               java + /usr/share/java/zookeeper.jar, nc, /usr/bin/python3 with kazoo
+#               java + /usr/share/java/zookeeper.jar, nc, /usr/bin/python3 with kazoo,
+#               javac + /usr/share/java/curator-recipes.jar (Apache Curator) and slf4j-nop.jar
 #
 # etcd runs no shared server: the etcd tests start their own private etcd
 # processes (internal/testsvc.StartEtcd) on free ports with temp data dirs, so
 # they can pause and restart them; only the binaries are installed here. The
 # same goes for ZooKeeper (internal/testsvc.StartZooKeeper); kazoo is for the
-# zklock interop test.
+# zklock interop tests, as is Curator.
 #
 # Idempotent and fast (well under 2 s) when everything is already there.
 # apt-get update runs only when something must be installed. Debian, root (or sudo).
@@ -151,6 +152,8 @@ ensure_etcd() {
 
 # ------------------------------------------------------------ ZooKeeper
 ZK_JAR=/usr/share/java/zookeeper.jar
+CURATOR_JAR=/usr/share/java/curator-recipes.jar
+SLF4J_NOP_JAR=/usr/share/java/slf4j-nop.jar
 kazoo_ok() { /usr/bin/python3 -c 'import kazoo' >/dev/null 2>&1; }
 
 ensure_zookeeper() {
@@ -158,13 +161,18 @@ ensure_zookeeper() {
   { command -v java >/dev/null 2>&1 && [ -f "$ZK_JAR" ]; } || pkgs+=(zookeeper)
   command -v nc >/dev/null 2>&1 || pkgs+=(netcat-openbsd)
   kazoo_ok || pkgs+=(python3-kazoo)
+  command -v javac >/dev/null 2>&1 || pkgs+=(openjdk-17-jdk-headless)
+  [ -f "$CURATOR_JAR" ] || pkgs+=(libcurator-recipes-java)
+  [ -f "$SLF4J_NOP_JAR" ] || pkgs+=(libslf4j-java)
   if [ "${#pkgs[@]}" -gt 0 ]; then
     say zookeeper "installing ${pkgs[*]}"
     apt_install "${pkgs[@]}"
   fi
   [ -f "$ZK_JAR" ] || die "$ZK_JAR missing after installing zookeeper"
   kazoo_ok || die "/usr/bin/python3 cannot import kazoo after installing python3-kazoo"
-  say zookeeper "binaries only, tests start their own ($(basename "$(readlink -f "$ZK_JAR")"), kazoo)"
+  [ -f "$CURATOR_JAR" ] || die "$CURATOR_JAR missing after installing libcurator-recipes-java"
+  command -v javac >/dev/null 2>&1 || die "javac not on PATH after installing openjdk-17-jdk-headless"
+  say zookeeper "binaries only, tests start their own ($(basename "$(readlink -f "$ZK_JAR")"), kazoo, $(basename "$(readlink -f "$CURATOR_JAR")"))"
 }
 
 # ---------------------------------------------------------------- brokers

@@ -1,6 +1,7 @@
 package testsvc
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -23,8 +24,9 @@ const (
 // A cold start serves after about 0.3 s, a restart after 0.7 s (SERVICES.md).
 const zkStartTimeout = 30 * time.Second
 
-// ZooKeeperServer is a standalone ZooKeeper child process owned by one test,
-// for tests that stop, pause or restart the server. Its data directory lives
+// ZooKeeperServer is a ZooKeeper child process owned by one test, standalone
+// (StartZooKeeper) or a member of a ZooKeeperEnsemble, for tests that stop,
+// pause or restart the server. Its data directory lives
 // in t.TempDir() and survives Stop, Start and Restart, so znodes, sessions and
 // the zxid counter (and with it czxid fencing tokens) survive a restart. All
 // methods are safe for concurrent use; Start and Restart report failures with
@@ -55,6 +57,29 @@ admin.enableServer=false
 // server's directory and is shown when it fails to start.
 func StartZooKeeper(t testing.TB, extra ...string) *ZooKeeperServer {
 	t.Helper()
+	s := newZooKeeperServer(t, zkJava(t), "zookeeper")
+	t.Cleanup(func() {
+		s.Stop()
+		releasePort(s.port)
+	})
+	var lastErr error
+	for range 5 {
+		s.port = FreePort(t)
+		reservePort(s.port)
+		s.writeConfig(extra)
+		if lastErr = s.firstStart(); lastErr == nil {
+			return s
+		}
+		releasePort(s.port)
+	}
+	t.Fatalf("testsvc: start zookeeper: %v", lastErr)
+	return nil
+}
+
+// zkJava returns the java binary that runs ZooKeeper, after checking that
+// the server's jar is installed; it calls Unavailable when either is missing.
+func zkJava(t testing.TB) string {
+	t.Helper()
 	java, err := exec.LookPath("java")
 	if err != nil {
 		Unavailable(t, "testsvc: java not found on PATH (apt-get install zookeeper)")
@@ -62,10 +87,17 @@ func StartZooKeeper(t testing.TB, extra ...string) *ZooKeeperServer {
 	if _, err := os.Stat(zkJar); err != nil {
 		Unavailable(t, "testsvc: %s missing (apt-get install zookeeper)", zkJar)
 	}
+	return java
+}
+
+// newZooKeeperServer prepares a server in a new t.TempDir(), ready after
+// srvr reports a Mode (standalone, leader or follower). The caller picks the
+// ports and writes the configuration before the first start.
+func newZooKeeperServer(t testing.TB, java, name string) *ZooKeeperServer {
 	dir := t.TempDir()
 	s := &ZooKeeperServer{}
 	s.process = &process{
-		t: t, name: "zookeeper", dir: dir, log: filepath.Join(dir, "zookeeper.log"),
+		t: t, name: name, dir: dir, log: filepath.Join(dir, "zookeeper.log"),
 		timeout: zkStartTimeout,
 		command: func() *exec.Cmd {
 			cp := zkJar
@@ -76,36 +108,46 @@ func StartZooKeeper(t testing.TB, extra ...string) *ZooKeeperServer {
 				"org.apache.zookeeper.server.quorum.QuorumPeerMain", s.configPath())
 		},
 		ready: func() bool {
-			out, err := ZooKeeperFourLetter(s.Endpoint(), "srvr")
-			return err == nil && strings.Contains(out, "Mode:")
+			_, err := s.Mode()
+			return err == nil
 		},
 	}
-	t.Cleanup(func() {
-		s.Stop()
-		releasePort(s.port)
-	})
-	var lastErr error
-	for range 5 {
-		s.port = FreePort(t)
-		reservePort(s.port)
-		cfg := ZooKeeperConfig +
-			"dataDir=" + filepath.Join(s.dir, "data") + "\n" +
-			"clientPort=" + strconv.Itoa(s.port) + "\n" +
-			"clientPortAddress=127.0.0.1\n" +
-			strings.Join(extra, "\n") + "\n"
-		if err := os.WriteFile(s.configPath(), []byte(cfg), 0o644); err != nil {
-			t.Fatalf("testsvc: write zoo.cfg: %v", err)
-		}
-		if lastErr = s.firstStart(); lastErr == nil {
-			return s
-		}
-		releasePort(s.port)
+	return s
+}
+
+// writeConfig writes zoo.cfg: ZooKeeperConfig, the server's own directory
+// and client port, then extra, one setting per string.
+func (s *ZooKeeperServer) writeConfig(extra []string) {
+	s.t.Helper()
+	cfg := ZooKeeperConfig +
+		"dataDir=" + s.dataDir() + "\n" +
+		"clientPort=" + strconv.Itoa(s.port) + "\n" +
+		"clientPortAddress=127.0.0.1\n" +
+		strings.Join(extra, "\n") + "\n"
+	if err := os.WriteFile(s.configPath(), []byte(cfg), 0o644); err != nil {
+		s.t.Fatalf("testsvc: write zoo.cfg: %v", err)
 	}
-	t.Fatalf("testsvc: start zookeeper: %v", lastErr)
-	return nil
 }
 
 func (s *ZooKeeperServer) configPath() string { return filepath.Join(s.dir, "zoo.cfg") }
+
+func (s *ZooKeeperServer) dataDir() string { return filepath.Join(s.dir, "data") }
+
+// Mode returns the role the server reports in `srvr`: "standalone",
+// "leader" or "follower". It fails while the server is down, paused, or not
+// serving (say, an ensemble member during an election).
+func (s *ZooKeeperServer) Mode() (string, error) {
+	out, err := ZooKeeperFourLetter(s.Endpoint(), "srvr")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if m, ok := strings.CutPrefix(line, "Mode: "); ok {
+			return strings.TrimSpace(m), nil
+		}
+	}
+	return "", fmt.Errorf("testsvc: %s is not serving: %q", s.Endpoint(), strings.TrimSpace(out))
+}
 
 // Endpoint returns the client address, 127.0.0.1:PORT, as ZooKeeper clients
 // take it. It stays the same across Stop, Start and Restart.

@@ -1,6 +1,10 @@
 package testsvc
 
 import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,6 +29,7 @@ func TestZooKeeperServer(t *testing.T) {
 	if err := s.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	waitStopped(t, pid)
 	if _, err := zkTry(s.Endpoint(), 300*time.Millisecond); err == nil {
 		t.Fatal("a SIGSTOPped server answered srvr")
 	}
@@ -51,6 +56,38 @@ func TestZooKeeperServer(t *testing.T) {
 	if out, err := ZooKeeperFourLetter(s.Endpoint(), "srvr"); err != nil || !strings.Contains(out, "Mode:") {
 		t.Fatalf("after Start srvr = %q, %v", out, err)
 	}
+}
+
+// waitStopped waits until every thread of pid is stopped: SIGSTOP takes
+// effect asynchronously, and a thread still running can answer a request.
+// Without /proc it waits a moment instead.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		if err != nil || len(stats) == 0 {
+			time.Sleep(100 * time.Millisecond)
+			return
+		}
+		stopped := true
+		for _, f := range stats {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue // the thread exited
+			}
+			// The state follows the parenthesised command name.
+			if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("process %d not stopped 10 s after SIGSTOP", pid)
 }
 
 // zkTry is srvr with a short deadline, for a server that may not answer.

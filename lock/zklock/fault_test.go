@@ -1,7 +1,6 @@
 package zklock_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -65,14 +64,7 @@ func TestFrozenHolder(t *testing.T) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	lines := make(chan string, 4)
-	go func() {
-		s := bufio.NewScanner(out)
-		for s.Scan() {
-			lines <- s.Text()
-		}
-		close(lines)
-	}()
+	lines := readLines(out)
 	next := func(within time.Duration) string {
 		select {
 		case l := <-lines:

@@ -1,7 +1,6 @@
 package zklock_test
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"os"
@@ -56,14 +55,7 @@ func TestKazooInterop(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	lines := make(chan string, 4)
-	go func() {
-		s := bufio.NewScanner(out)
-		for s.Scan() {
-			lines <- s.Text()
-		}
-		close(lines)
-	}()
+	lines := readLines(out)
 	expect := func(want string) {
 		t.Helper()
 		select {

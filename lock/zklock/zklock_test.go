@@ -1,8 +1,10 @@
 package zklock_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -45,9 +47,35 @@ func plainConn(t testing.TB, srv *testsvc.ZooKeeperServer) *zk.Conn {
 	return c
 }
 
+// readLines delivers the lines a child process writes, and closes the
+// channel when it stops writing.
+func readLines(r io.Reader) <-chan string {
+	lines := make(chan string, 16)
+	go func() {
+		s := bufio.NewScanner(r)
+		for s.Scan() {
+			lines <- s.Text()
+		}
+		close(lines)
+	}()
+	return lines
+}
+
 type nopLogger struct{}
 
 func (nopLogger) Printf(string, ...any) {}
+
+// firstContender returns the child with the lowest sequence number (the
+// holder), or "" when there is none.
+func firstContender(children []string) string {
+	first := ""
+	for _, ch := range children {
+		if len(ch) >= 10 && (first == "" || ch[len(ch)-10:] < first[len(first)-10:]) {
+			first = ch
+		}
+	}
+	return first
+}
 
 // revoke deletes the first contender under the lock's znode (the holder).
 func revoke(t testing.TB, c *zk.Conn, dir string) {
@@ -56,13 +84,7 @@ func revoke(t testing.TB, c *zk.Conn, dir string) {
 	if err != nil {
 		t.Fatalf("revoke %s: %v", dir, err)
 	}
-	first, best := "", ""
-	for _, ch := range children {
-		seq := ch[len(ch)-10:]
-		if first == "" || seq < best {
-			first, best = ch, seq
-		}
-	}
+	first := firstContender(children)
 	if first == "" {
 		t.Fatalf("revoke %s: no holder", dir)
 	}

@@ -1,0 +1,166 @@
+package testsvc
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ZooKeeperEnsemble is a replicated ZooKeeper ensemble of child processes
+// owned by one test, for tests that kill or restart single servers (the
+// leader, say) while the others keep a quorum. Each server's data directory
+// (with its myid) survives Stop, Start and Restart, so a server started again
+// rejoins the ensemble as itself.
+type ZooKeeperEnsemble struct {
+	// Servers are the members in id order: Servers[i] has myid i+1.
+	Servers []*ZooKeeperServer
+}
+
+// zkEnsembleLimits are the ticks (500 ms each) a follower has to connect to
+// and sync with a leader (initLimit) and to stay in step with it (syncLimit).
+const zkEnsembleLimits = "initLimit=20\nsyncLimit=4\n"
+
+// StartZooKeeperEnsemble starts an n-server ZooKeeper ensemble (Debian's
+// zookeeper package) on free client, quorum and election ports of 127.0.0.1,
+// waits until every server serves as leader or follower, and kills all
+// servers (SIGKILL) in t.Cleanup. Each server's configuration is
+// ZooKeeperConfig, the ensemble's lines, then extra, one setting per string,
+// as for StartZooKeeper. It calls Unavailable when java or the jar is
+// missing. Each server logs to zookeeper.log in its own directory; the log is
+// shown when a server fails to start.
+func StartZooKeeperEnsemble(t testing.TB, n int, extra ...string) *ZooKeeperEnsemble {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("testsvc: StartZooKeeperEnsemble(%d): need at least one server", n)
+	}
+	java := zkJava(t)
+	e := &ZooKeeperEnsemble{}
+	quorum := make([]int, 2*n) // quorum and election port of each server
+	for i := range n {
+		e.Servers = append(e.Servers, newZooKeeperServer(t, java, "zookeeper "+strconv.Itoa(i+1)))
+	}
+	release := func() {
+		for i, s := range e.Servers {
+			releasePort(s.port)
+			releasePort(quorum[2*i])
+			releasePort(quorum[2*i+1])
+		}
+	}
+	t.Cleanup(func() {
+		// The data is thrown away: kill rather than wait for graceful
+		// shutdowns, which in an ensemble wait on each other.
+		for _, s := range e.Servers {
+			_ = s.Signal(syscall.SIGKILL)
+			s.Stop()
+		}
+		release()
+	})
+
+	var lastErr error
+	for range 3 {
+		var lines strings.Builder
+		lines.WriteString(zkEnsembleLimits)
+		for i, s := range e.Servers {
+			s.port = FreePort(t)
+			reservePort(s.port)
+			for k := 2 * i; k < 2*i+2; k++ {
+				quorum[k] = FreePort(t)
+				reservePort(quorum[k])
+			}
+			fmt.Fprintf(&lines, "server.%d=127.0.0.1:%d:%d\n", i+1, quorum[2*i], quorum[2*i+1])
+		}
+		for i, s := range e.Servers {
+			if err := os.MkdirAll(s.dataDir(), 0o755); err != nil {
+				t.Fatalf("testsvc: %v", err)
+			}
+			if err := os.WriteFile(filepath.Join(s.dataDir(), "myid"), []byte(strconv.Itoa(i+1)+"\n"), 0o644); err != nil {
+				t.Fatalf("testsvc: write myid: %v", err)
+			}
+			s.writeConfig(append([]string{lines.String()}, extra...))
+		}
+		// No server serves before a quorum runs: start all at once.
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i, s := range e.Servers {
+			wg.Go(func() { errs[i] = s.firstStart() })
+		}
+		wg.Wait()
+		lastErr = nil
+		for i, err := range errs {
+			if err != nil {
+				lastErr = fmt.Errorf("server %d: %w", i+1, err)
+				break
+			}
+		}
+		if lastErr == nil {
+			return e
+		}
+		for _, s := range e.Servers {
+			s.Stop()
+			_ = os.RemoveAll(s.dataDir())
+		}
+		release()
+	}
+	t.Fatalf("testsvc: start zookeeper ensemble: %v", lastErr)
+	return nil
+}
+
+// Endpoints returns the client addresses of all servers, running or not, in
+// id order.
+func (e *ZooKeeperEnsemble) Endpoints() []string {
+	eps := make([]string, len(e.Servers))
+	for i, s := range e.Servers {
+		eps[i] = s.Endpoint()
+	}
+	return eps
+}
+
+// Leader returns the index in Servers of the server that reports itself
+// leader, retrying (an election may be running) until one does or ctx ends.
+func (e *ZooKeeperEnsemble) Leader(ctx context.Context) (int, error) {
+	var lastErr error
+	for {
+		for i, s := range e.Servers {
+			if s.Pid() == 0 {
+				continue
+			}
+			mode, err := s.Mode()
+			if err != nil {
+				lastErr = err
+				continue
+			}
+			if mode == "leader" {
+				return i, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return -1, fmt.Errorf("testsvc: zookeeper leader: %w (last: %v)", ctx.Err(), lastErr)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// SessionServer returns the index in Servers of the running server the
+// client with this session id is connected to, as its `cons` lists it, or
+// -1 when no server lists it (the client is between servers).
+func (e *ZooKeeperEnsemble) SessionServer(sessionID int64) int {
+	sid := "sid=0x" + strconv.FormatUint(uint64(sessionID), 16) + ","
+	for i, s := range e.Servers {
+		if s.Pid() == 0 {
+			continue
+		}
+		out, err := ZooKeeperFourLetter(s.Endpoint(), "cons")
+		if err == nil && strings.Contains(out, sid) {
+			return i
+		}
+	}
+	return -1
+}
