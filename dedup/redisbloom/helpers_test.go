@@ -1,0 +1,85 @@
+package redisbloom_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/dedup/redisbloom"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+)
+
+// shared connects to the shared Redis and returns a key prefix of the
+// test's own; every key under it is deleted when the test ends.
+func shared(t *testing.T) (*redis.Client, string) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: testsvc.RedisAddr(t)})
+	prefix := testsvc.KeyPrefix(t)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		var keys []string
+		for it := c.Scan(ctx, 0, prefix+"*", 500).Iterator(); it.Next(ctx); {
+			keys = append(keys, it.Val())
+		}
+		for _, k := range keys {
+			c.Del(ctx, k)
+		}
+		_ = c.Close()
+	})
+	return c, prefix
+}
+
+// newFilter opens a filter under the test's prefix.
+func newFilter(t *testing.T, c *redis.Client, prefix string, n int64, p float64, opts ...redisbloom.Option) *redisbloom.Filter {
+	t.Helper()
+	f, err := redisbloom.New(c, "f", n, p, append([]redisbloom.Option{redisbloom.WithPrefix(prefix)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// ids returns n deterministic ids: the positions, and so every count the
+// tests take, are the same on every run.
+func ids(kind string, from, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", kind, from+i)
+	}
+	return out
+}
+
+func count(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+// testParallel is f.TestBatch over ids in 4 concurrent parts: checks do not
+// change the filter, so the answers are those of one call.
+func testParallel(t *testing.T, f *redisbloom.Filter, ids []string) []bool {
+	t.Helper()
+	out := make([]bool, len(ids))
+	part := (len(ids) + 3) / 4
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(ids); lo += part {
+		hi := min(lo+part, len(ids))
+		wg.Go(func() {
+			got, err := f.TestBatch(context.Background(), ids[lo:hi])
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			copy(out[lo:hi], got)
+		})
+	}
+	wg.Wait()
+	return out
+}
