@@ -39,6 +39,15 @@ func TestConformance(t *testing.T) {
 	deduptest.Run(t, func(*testing.T) dedup.Store { return s })
 }
 
+// The script batches of servers before Redis 7.0 keep the same contract.
+func TestConformanceScriptBatches(t *testing.T) {
+	t.Parallel()
+	c, prefix := newClient(t)
+	s := redisdedup.New(c, redisdedup.WithPrefix(prefix+"s:"))
+	redisdedup.UseScriptBatches(s)
+	deduptest.Run(t, func(*testing.T) dedup.Store { return s })
+}
+
 // countingHook counts what reaches the wire: single commands and pipelines.
 type countingHook struct{ cmds, pipes atomic.Int32 }
 
@@ -126,8 +135,57 @@ func TestInvalidConfiguration(t *testing.T) {
 	}
 }
 
-// After SCRIPT FLUSH (as after a restart) a batch loads the script again and
-// claims every id exactly once. Runs on a private server, which it flushes.
+// A batch tells the three states apart on the same ids the single-id calls
+// wrote, and an id given twice is claimed by its first occurrence.
+func TestBatchStates(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, prefix := newClient(t)
+	s := redisdedup.New(c, redisdedup.WithPrefix(prefix))
+	done, err := s.Claim(ctx, "done", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Done(ctx, "done", done.Token, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := s.Claim(ctx, "busy", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ClaimBatch(ctx, []string{"done", "busy", "new", "new"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []dedup.State{dedup.Done, dedup.InProgress, dedup.Claimed, dedup.InProgress}
+	for i := range want {
+		if got[i].State != want[i] {
+			t.Errorf("claim %d = %v, want %v", i, got[i].State, want[i])
+		}
+	}
+	if got[2].Token == "" || got[2].Token == busy.Token {
+		t.Fatalf("batch claim token %q", got[2].Token)
+	}
+	// The batch's claim is a real one: Done with its token works, the
+	// busy claim's owner is untouched, and the batch's TTL is set.
+	if err := s.Done(ctx, "new", got[2].Token, time.Minute); err != nil {
+		t.Errorf("Done with the batch's token: %v", err)
+	}
+	if err := s.Release(ctx, "busy", busy.Token); err != nil {
+		t.Errorf("the batch disturbed another owner's claim: %v", err)
+	}
+	got, err = s.ClaimBatch(ctx, []string{"ttl"}, 30*time.Second)
+	if err != nil || got[0].State != dedup.Claimed {
+		t.Fatalf("ClaimBatch: %v, %v", got, err)
+	}
+	if ttl := c.PTTL(ctx, s.RecordKey("ttl")).Val(); ttl <= 25*time.Second || ttl > 30*time.Second {
+		t.Errorf("batch claim TTL %v, want the processing TTL (30s)", ttl)
+	}
+}
+
+// After SCRIPT FLUSH (as after a restart) a batch on the script path (that
+// of servers before Redis 7.0) loads the script again and claims every id
+// exactly once. Runs on a private server, which it flushes.
 func TestBatchAfterScriptFlush(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -135,6 +193,7 @@ func TestBatchAfterScriptFlush(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
 	s := redisdedup.New(c)
+	redisdedup.UseScriptBatches(s)
 	if _, err := s.ClaimBatch(ctx, []string{"a"}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
