@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -17,6 +18,11 @@ import (
 // a lease nobody will use again. If one fails the lease simply expires.
 const cleanupTimeout = time.Second
 
+// maxIdleLeases bounds the idle leases a Locker keeps per lease TTL for
+// reuse; one more is revoked instead. It covers one lease per concurrent
+// holder for the concurrency a service typically runs.
+const maxIdleLeases = 256
+
 // backend implements lock.Backend with one etcd lease and one key per
 // contender (see the package doc).
 type backend struct {
@@ -25,6 +31,8 @@ type backend struct {
 
 	mu     sync.Mutex
 	owners map[string]*contender // by Manager owner; guarded by mu
+	idle   map[int64][]idleLease // by requested lease TTL in seconds; guarded by mu
+	closed bool                  // Close was called: no more pooling; guarded by mu
 }
 
 var (
@@ -33,7 +41,15 @@ var (
 )
 
 func newBackend(c Client, o options) *backend {
-	return &backend{c: c, prefix: o.prefix, owners: map[string]*contender{}}
+	return &backend{c: c, prefix: o.prefix, owners: map[string]*contender{}, idle: map[int64][]idleLease{}}
+}
+
+// An idleLease is a granted lease with no key attached, kept for the next
+// Acquire with the same TTL.
+type idleLease struct {
+	id      clientv3.LeaseID
+	granted time.Duration // TTL as granted by the server
+	until   time.Time     // see contender.until
 }
 
 // A contender is one Acquire's key in a lock's queue, from its first attempt
@@ -45,11 +61,17 @@ type contender struct {
 	queued bool
 	wake   chan struct{} // queued only; buffered, coalescing
 
-	mu        sync.Mutex // serialises the calls for this owner, guards the rest
-	lease     clientv3.LeaseID
-	leaseTTL  time.Duration // as granted by the server
-	key       string        // <prefix><name>/<lease hex>
-	rev       int64         // key's create revision, 0 until known
+	mu       sync.Mutex // serialises the calls for this owner, guards the rest
+	lease    clientv3.LeaseID
+	secs     int64         // the lease TTL asked for, in seconds (its idle pool)
+	leaseTTL time.Duration // as granted by the server
+	// until is when the lease's server expiry is known not to have come yet,
+	// by our clock: the send time of its last confirmed grant or keep-alive
+	// plus the granted TTL (the server counts from when the request arrives,
+	// which is later).
+	until     time.Time
+	key       string // <prefix><name>/<lease hex>
+	rev       int64  // key's create revision, 0 until known
 	held      bool
 	pred      string // predecessor key being watched ("" if none)
 	predRev   int64
@@ -82,51 +104,118 @@ func ttlSeconds(ttl time.Duration) int64 {
 	return max(int64((ttl+time.Second-1)/time.Second), 1)
 }
 
+// driftMargin is the lock.Manager's allowance for clock rate differences
+// over a lease of ttl: it gives up on a lease at its start + ttl - drift.
+func driftMargin(ttl time.Duration) time.Duration {
+	return ttl/100 + 2*time.Millisecond
+}
+
+// covers reports whether a lease known to live on the server until until,
+// granted for granted, outlives a lock of ttl taken at start, with the same
+// allowance for clock rates the Manager makes: the lease's own local deadline
+// is not before the lock's.
+func covers(until time.Time, granted time.Duration, start time.Time, ttl time.Duration) bool {
+	return !until.Add(-driftMargin(granted)).Before(start.Add(ttl - driftMargin(ttl)))
+}
+
+// takeIdle returns an idle lease for secs, most recently used first, or
+// false. Leases whose expiry may have come are dropped: they hold no key and
+// expire on the server by themselves.
+func (b *backend) takeIdle(secs int64, now time.Time) (idleLease, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.idle[secs]
+	for len(s) > 0 {
+		l := s[len(s)-1]
+		s = s[:len(s)-1]
+		if now.Before(l.until) {
+			b.idle[secs] = s
+			return l, true
+		}
+	}
+	delete(b.idle, secs)
+	return idleLease{}, false
+}
+
+// putIdle keeps c's lease, whose key is known to be deleted, for reuse, and
+// detaches it from c. It returns false, leaving c as it is, when the pool is
+// full or closed.
+func (b *backend) putIdle(c *contender) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || c.secs == 0 || len(b.idle[c.secs]) >= maxIdleLeases {
+		return false
+	}
+	b.idle[c.secs] = append(b.idle[c.secs], idleLease{id: c.lease, granted: c.leaseTTL, until: c.until})
+	c.lease, c.rev = 0, 0
+	return true
+}
+
+// closeTimeout bounds Close.
+const closeTimeout = 5 * time.Second
+
+// close revokes the idle leases and stops pooling.
+func (b *backend) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	b.mu.Lock()
+	b.closed = true
+	idle := b.idle
+	b.idle = map[int64][]idleLease{}
+	b.mu.Unlock()
+	var first error
+	for _, s := range idle {
+		for _, l := range s {
+			if _, err := b.c.Revoke(ctx, l.id); err != nil && first == nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				first = err
+			}
+		}
+	}
+	if first != nil {
+		return fmt.Errorf("etcdlock: close: revoke idle leases: %w", first)
+	}
+	return nil
+}
+
 // TryAcquire implements lock.Backend: it puts the owner's key if it is not
 // in the queue yet and holds the lock when that key has the lowest create
 // revision under the name, the rule concurrency.Mutex follows.
+//
+// The key's lease is one kept from an earlier lock of this Locker when there
+// is one, else a new grant. When the lease is not already known to outlive
+// the lock's TTL counted from now, a keep-alive refreshes it in parallel with
+// the attempt, and the lock is held only once that keep-alive confirmed a
+// full TTL.
 func (b *backend) TryAcquire(ctx context.Context, name, owner string, ttl time.Duration) (uint64, time.Duration, error) {
 	c := b.contender(owner, true)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	pfx := b.prefix + name + "/"
-	fresh := false // the lease was granted during this call
-	var resp *clientv3.TxnResponse
+	secs := ttlSeconds(ttl)
 	for attempt := 0; ; attempt++ {
-		if c.lease == 0 {
-			g, err := b.c.Grant(ctx, ttlSeconds(ttl))
-			if err != nil {
-				return 0, 0, err
-			}
-			c.lease, c.leaseTTL = g.ID, time.Duration(g.TTL)*time.Second
-			c.key, c.rev, fresh = fmt.Sprintf("%s%x", pfx, int64(g.ID)), 0, true
-		}
-		var err error
-		resp, err = b.c.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0)).
-			Then(clientv3.OpPut(c.key, "", clientv3.WithLease(c.lease)), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
-			Else(clientv3.OpGet(c.key), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
-			Commit()
+		first, err := b.attempt(ctx, c, pfx, secs, ttl, attempt == 0)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
-			// A queued key's lease expired (the server was unreachable
-			// for longer than its TTL): queue again with a new lease.
+			// The key's lease expired (a queued key while the server was
+			// unreachable for longer than its TTL, an idle lease revoked
+			// by an operator) and its key with it: queue again with a new
+			// lease.
 			c.stopQueueLocked()
-			c.lease = 0
+			c.lease, c.rev = 0, 0
 			continue
 		}
 		if err != nil {
+			if !c.queued {
+				b.withdraw(ctx, c)
+				b.forget(owner)
+			}
 			return 0, 0, err
 		}
+		if first {
+			c.stopQueueLocked()
+			c.held = true
+			return uint64(c.rev), 0, nil
+		}
 		break
-	}
-	if resp.Succeeded {
-		c.rev = resp.Header.Revision
-	} else {
-		c.rev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
-	}
-	first := resp.Responses[1].GetResponseRange().Kvs
-	if len(first) == 1 && first[0].CreateRevision == c.rev {
-		return b.hold(ctx, c, owner, fresh)
 	}
 	if !c.queued {
 		b.withdraw(ctx, c)
@@ -140,33 +229,129 @@ func (b *backend) TryAcquire(ctx context.Context, name, owner string, ttl time.D
 	return 0, 0, lock.ErrNotAcquired
 }
 
-// hold finishes an attempt that found the owner's key first in the queue.
-func (b *backend) hold(ctx context.Context, c *contender, owner string, fresh bool) (uint64, time.Duration, error) {
-	c.stopQueueLocked()
-	if !fresh {
-		// The Manager counts the lease from before this call, but the server
-		// counts it from the last keep-alive of the queued key, which may be
-		// up to a third of its TTL ago. Refresh it, so the server's expiry is
-		// never earlier than the holder's local deadline.
-		if _, err := b.c.KeepAliveOnce(ctx, c.lease); err != nil {
-			b.withdraw(ctx, c)
-			b.forget(owner)
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				// The lease expired while the server was unreachable and
-				// its revocation is deleting our key now: we never held
-				// the lock. A waiting Acquire queues again.
-				return 0, 0, lock.ErrNotAcquired
+// attempt makes sure c has a lease and a key under pfx and reports whether
+// that key is the first under pfx, with its lease confirmed to outlive a lock
+// of ttl taken now. An error wrapping rpctypes.ErrLeaseNotFound means the
+// lease is gone, and its key with it.
+func (b *backend) attempt(ctx context.Context, c *contender, pfx string, secs int64, ttl time.Duration, pooled bool) (bool, error) {
+	start := time.Now()
+	if c.lease == 0 {
+		l, ok := idleLease{}, false
+		if pooled {
+			l, ok = b.takeIdle(secs, start)
+		}
+		if !ok {
+			g, err := b.c.Grant(ctx, secs)
+			if err != nil {
+				return false, err
 			}
-			return 0, 0, fmt.Errorf("etcdlock: refresh the lease of a key that reached the head of the queue: %w", err)
+			l = idleLease{id: g.ID, granted: time.Duration(g.TTL) * time.Second, until: start.Add(time.Duration(g.TTL) * time.Second)}
+		}
+		c.lease, c.secs, c.leaseTTL, c.until = l.id, secs, l.granted, l.until
+		c.key, c.rev = fmt.Sprintf("%s%x", pfx, int64(l.id)), 0
+	}
+
+	// Refresh the lease alongside the attempt unless it already outlives
+	// the lock. A keep-alive is served by the leader without a raft write.
+	var (
+		ka    *clientv3.LeaseKeepAliveResponse
+		kaErr error
+		kaCh  chan struct{}
+	)
+	if !covers(c.until, c.leaseTTL, start, ttl) {
+		kaCh = make(chan struct{})
+		id := c.lease
+		go func() {
+			defer close(kaCh)
+			ka, kaErr = b.c.KeepAliveOnce(ctx, id)
+		}()
+	}
+
+	var first []*mvccpb.KeyValue
+	var err error
+	if c.rev == 0 {
+		// Not queued yet: put the key unless it exists, and read the head.
+		var resp *clientv3.TxnResponse
+		resp, err = b.c.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0)).
+			Then(clientv3.OpPut(c.key, "", clientv3.WithLease(c.lease)), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
+			Else(clientv3.OpGet(c.key), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
+			Commit()
+		if err == nil {
+			if resp.Succeeded {
+				c.rev = resp.Header.Revision
+			} else {
+				c.rev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
+			}
+			first = resp.Responses[1].GetResponseRange().Kvs
+		}
+	} else {
+		// Queued: the key is in place; a read of the head is enough, no
+		// raft write.
+		var g *clientv3.GetResponse
+		g, err = b.c.Get(ctx, pfx, clientv3.WithFirstCreate()...)
+		if err == nil {
+			first = g.Kvs
+			if len(first) == 0 || first[0].CreateRevision > c.rev {
+				// Our key is gone (its lease expired, or an operator
+				// deleted it): queue again.
+				err = fmt.Errorf("etcdlock: queued key %q is gone: %w", c.key, rpctypes.ErrLeaseNotFound)
+				if kaCh != nil {
+					<-kaCh
+				}
+				b.drop(ctx, c)
+				return false, err
+			}
 		}
 	}
-	c.held = true
-	return uint64(c.rev), 0, nil
+	if kaCh != nil {
+		<-kaCh
+		switch {
+		case kaErr != nil:
+			if errors.Is(kaErr, rpctypes.ErrLeaseNotFound) {
+				c.rev = 0 // deleted with the lease
+			}
+			if err == nil {
+				err = kaErr
+			}
+		case time.Duration(ka.TTL)*time.Second < ttl:
+			if err == nil {
+				err = fmt.Errorf("etcdlock: server granted a %d s lease for a %v lock", ka.TTL, ttl)
+			}
+		default:
+			c.until = start.Add(time.Duration(ka.TTL) * time.Second)
+		}
+	}
+	if err != nil {
+		return false, err
+	}
+	return len(first) == 1 && first[0].CreateRevision == c.rev, nil
 }
 
-// withdraw removes c's key by revoking its lease, which deletes the keys
-// attached to it and no others: only c's own key.
+// withdraw removes c's key, if it wrote one, with a compare-and-delete, and
+// keeps its lease for reuse; when that is not certain to have worked it
+// revokes the lease instead, which deletes the keys attached to it and no
+// others: only c's own key.
 func (b *backend) withdraw(ctx context.Context, c *contender) {
+	if c.lease == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if c.rev != 0 {
+		resp, err := b.c.Txn(rctx).
+			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev)).
+			Then(clientv3.OpDelete(c.key)).
+			Commit()
+		if err == nil && resp.Succeeded && b.putIdle(c) {
+			return
+		}
+	}
+	b.drop(rctx, c)
+}
+
+// drop revokes c's lease (best effort) and forgets it.
+func (b *backend) drop(ctx context.Context, c *contender) {
 	if c.lease == 0 {
 		return
 	}
@@ -176,9 +361,9 @@ func (b *backend) withdraw(ctx context.Context, c *contender) {
 	c.lease, c.rev = 0, 0
 }
 
-// Renew implements lock.Backend: one KeepAliveOnce on the key's lease, then
-// a read that the key is still there with our create revision (an operator
-// may have deleted it: etcd #6127, #10811).
+// Renew implements lock.Backend: one KeepAliveOnce on the key's lease and,
+// in parallel, a read that the key is still there with our create revision
+// (an operator may have deleted it: etcd #6127, #10811).
 func (b *backend) Renew(ctx context.Context, name, owner string, ttl time.Duration) error {
 	c := b.contender(owner, false)
 	if c == nil {
@@ -189,7 +374,18 @@ func (b *backend) Renew(ctx context.Context, name, owner string, ttl time.Durati
 	if !c.held {
 		return fmt.Errorf("%w: etcdlock: not held", lock.ErrNotHeld)
 	}
+	sent := time.Now()
+	var (
+		g    *clientv3.GetResponse
+		gErr error
+		read = make(chan struct{})
+	)
+	go func() {
+		defer close(read)
+		g, gErr = b.c.Get(ctx, c.key, clientv3.WithKeysOnly())
+	}()
 	ka, err := b.c.KeepAliveOnce(ctx, c.lease)
+	<-read
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		id := c.lease
 		b.lost(ctx, c, owner)
@@ -201,9 +397,9 @@ func (b *backend) Renew(ctx context.Context, name, owner string, ttl time.Durati
 	if time.Duration(ka.TTL)*time.Second < ttl {
 		return fmt.Errorf("etcdlock: server granted a %d s lease for a %v lock", ka.TTL, ttl)
 	}
-	g, err := b.c.Get(ctx, c.key, clientv3.WithKeysOnly())
-	if err != nil {
-		return err
+	c.until = sent.Add(time.Duration(ka.TTL) * time.Second)
+	if gErr != nil {
+		return gErr
 	}
 	if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != c.rev {
 		b.lost(ctx, c, owner)
@@ -215,13 +411,14 @@ func (b *backend) Renew(ctx context.Context, name, owner string, ttl time.Durati
 // lost forgets a held contender whose key is gone and revokes its lease.
 func (b *backend) lost(ctx context.Context, c *contender, owner string) {
 	c.held = false
-	b.withdraw(ctx, c)
+	b.drop(ctx, c)
 	b.forget(owner)
 }
 
 // Release implements lock.Backend: a transaction that deletes the key only
-// if it still has our create revision (never a blind delete: etcd #22082),
-// then a revoke of its lease.
+// if it still has our create revision (never a blind delete: etcd #22082).
+// The lease, now without a key, is kept for the Locker's next lock; if the
+// key was already gone, or the outcome is unknown, the lease is revoked.
 func (b *backend) Release(ctx context.Context, name, owner string) error {
 	c := b.contender(owner, false)
 	if c == nil {
@@ -233,19 +430,23 @@ func (b *backend) Release(ctx context.Context, name, owner string) error {
 	c.stopQueueLocked()
 	c.held = false
 	if c.rev == 0 {
-		b.withdraw(ctx, c)
+		b.drop(ctx, c)
 		return fmt.Errorf("%w: etcdlock: no key was written", lock.ErrNotHeld)
 	}
 	resp, err := b.c.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev)).
 		Then(clientv3.OpDelete(c.key)).
 		Commit()
-	b.withdraw(ctx, c)
 	if err != nil {
+		b.drop(ctx, c)
 		return err
 	}
 	if !resp.Succeeded {
+		b.drop(ctx, c)
 		return fmt.Errorf("%w: etcdlock: key %q is gone", lock.ErrNotHeld, c.key)
+	}
+	if !b.putIdle(c) {
+		b.drop(ctx, c)
 	}
 	return nil
 }

@@ -22,29 +22,53 @@
 //
 // # Leases and renewal
 //
-// One etcd lease per lock, granted with the lock's TTL rounded up to whole
+// Each key has an etcd lease of its own: one lease carries at most one key at
+// a time. The lease is granted with the lock's TTL rounded up to whole
 // seconds (the server may grant more: its minimum is 1.5 election timeouts,
-// 2 s by default), and renewed by the lock.Manager's watchdog every TTL/3
-// with one KeepAliveOnce followed by a read that the key still has our create
-// revision. We chose this over etcd's Session (one lease per client, kept
+// 2 s by default) and renewed by the lock.Manager's watchdog every TTL/3 with
+// one KeepAliveOnce and, in parallel, a read that the key still has our
+// create revision.
+//
+// A released lock's lease is not revoked: its key is gone, and the Locker
+// keeps the empty lease for its next lock with the same whole-second TTL
+// (one per concurrent holder, up to 256 per TTL), so a lock/unlock pair costs
+// two raft writes (the put and the compare-and-delete), as for the Mutex with
+// its session lease, instead of four (grant and revoke too). A lease is
+// reused only when its key was deleted by a confirmed compare-and-delete;
+// after any other outcome it is revoked. Locker.Close revokes the kept
+// leases; without it they expire on the server after their TTL, holding
+// nothing.
+//
+// A reused lease may have less than the lock's TTL left. The Locker knows a
+// time until which each lease lives on the server: the send time of its last
+// confirmed grant or keep-alive plus the TTL granted (the server counts from
+// the later arrival). When that is not past the new lock's TTL counted from
+// the attempt's start (with the Manager's clock-rate allowance applied to
+// both), a KeepAliveOnce, which the leader answers without a raft write, is
+// sent in parallel with the attempt's transaction, and the lock is held only
+// if it confirmed a TTL of at least the lock's. The Manager counts the local
+// deadline from the attempt's start, before both requests were sent; the
+// server counts the lease from the keep-alive's arrival, after that, and never
+// grants less than asked: the server's expiry still comes after the holder's
+// Done, as with a fresh grant. If the lease has expired meanwhile (the
+// keep-alive or the put finds it gone, and its key went with it), the attempt
+// is made again once on a new grant.
+//
+// We chose per-key leases over etcd's Session (one lease per client, kept
 // alive in the background) because:
 //
 //   - the holder's loss is decided in one place, the Manager, which counts its
 //     local deadline from before each confirmed renewal, while the server
-//     counts the lease from when the keep-alive arrives, and never grants
-//     less than asked: the server's expiry can only come after the holder's
-//     Done. A background keep-alive stream would keep keys alive on the
-//     server that the holder has already given up (WithFixedTTL, a holder
-//     that gave up after a failed renewal).
+//     counts the lease from when the keep-alive arrives: the server's expiry
+//     can only come after the holder's Done. A background keep-alive stream
+//     would keep keys alive on the server that the holder has already given
+//     up (WithFixedTTL, a holder that gave up after a failed renewal).
 //   - locks have their own TTLs; one shared lease cannot express 300 ms for
 //     one lock and 30 s for another.
 //   - two Acquire calls in one process on one name need two keys; a shared
 //     lease would give both the same key (<name>/<lease>), which the Mutex
 //     treats as already held: reentrancy, which latchkey refuses.
 //   - a lease lost or revoked takes only its own lock with it.
-//
-// The cost is one Grant per Acquire and two requests per lease per renewal,
-// against one keep-alive per session for the Mutex.
 //
 // A key deleted behind the holder's back (an operator, `etcdctl del`) is found
 // by the next renewal, which closes Done with lock.ErrLeaseLost (etcd #6127
@@ -55,15 +79,17 @@
 // # Release
 //
 // Release deletes the key in a transaction that compares its create revision
-// with ours, then revokes our lease, which can only delete our own key. A
-// retried or late Release therefore never deletes the next holder's key
-// (etcd #22082), and reports lock.ErrNotHeld when the key was already gone.
+// with ours. A retried or late Release therefore never deletes the next
+// holder's key (etcd #22082), and reports lock.ErrNotHeld when the key was
+// already gone (its lease is then revoked, not kept).
 //
 // # Waiting
 //
 // A waiting Acquire keeps its key in the queue (its lease kept alive by the
 // backend while it waits) and watches only the key just ahead of it: each
-// release wakes one waiter, no herd. The watch starts at the current revision
+// release wakes one waiter, no herd. A woken waiter whose key is queued
+// checks its place with a read of the queue's head (no raft write), its
+// lease's keep-alive in parallel, as above. The watch starts at the current revision
 // and is followed by a read of the predecessor, instead of the Mutex's watch
 // from the revision of an earlier read: etcd serves watchers that start in the
 // past from a loop that runs every 100 ms, which is the Mutex's contended

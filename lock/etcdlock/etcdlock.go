@@ -21,8 +21,10 @@ var _ Client = (*clientv3.Client)(nil)
 
 // A Locker is a lock.Locker on one etcd cluster. Its methods are safe for
 // concurrent use. It starts goroutines only for Acquire calls that wait
-// (stopped when they return) and for renewal while leases are held, so it
-// needs no Close; it never closes the client.
+// (stopped when they return) and for renewal while leases are held. It keeps
+// the etcd leases of released locks, which hold no key, for its next locks;
+// Close revokes them (without Close they expire on the server after their
+// TTL). It never closes the client.
 type Locker struct {
 	*lock.Manager
 	b *backend
@@ -66,4 +68,15 @@ func New(c Client, opts ...Option) (*Locker, error) {
 		return nil, err
 	}
 	return &Locker{Manager: m, b: b}, nil
+}
+
+// Close revokes the idle etcd leases the Locker kept for reuse (they hold no
+// key), within 5 s, and makes later releases revoke their lease instead of
+// keeping it. It does not release held leases, which stay renewed until
+// released or lost, and the Locker stays usable. It returns the first
+// revocation error other than a lease already gone; the leases it could not
+// revoke expire on the server after their TTL. It is safe to call more than
+// once.
+func (l *Locker) Close() error {
+	return l.b.close()
 }

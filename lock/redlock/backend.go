@@ -5,12 +5,14 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/latchkey-go/latchkey/internal/redisbatch"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/redislock"
 )
@@ -25,16 +27,17 @@ var (
 // by running redislock's per-server backend on every node and counting.
 type backend struct {
 	nodes     []*redislock.Node
-	clients   []Client // clients[i] reaches nodes[i]
+	raisers   []redisbatch.Runner // raisers[i] runs the write-back on nodes[i]'s client
 	quorum    int
 	timeout   time.Duration // per node call; 0: from the TTL
 	retention int64         // fencing counter retention, ms
+	local     *localQueues  // this Locker's waiters, per key
 }
 
 var (
-	_ lock.Backend        = (*backend)(nil)
-	_ lock.BatchRenewer   = (*backend)(nil)
-	_ lock.ReleaseWatcher = (*backend)(nil)
+	_ lock.Backend      = (*backend)(nil)
+	_ lock.BatchRenewer = (*backend)(nil)
+	_ lock.OwnerWatcher = (*backend)(nil)
 )
 
 func (b *backend) close() {
@@ -58,19 +61,25 @@ func drift(ttl time.Duration) time.Duration {
 }
 
 // each calls f for every node at once, each call under its own timeout, and
-// returns their errors in node order once all have returned.
+// returns their errors in node order once all have returned. The last node's
+// call runs on the caller's goroutine.
 func (b *backend) each(ctx context.Context, timeout time.Duration, f func(ctx context.Context, i int) error) []error {
 	errs := make([]error, len(b.nodes))
+	call := func(i int) {
+		nctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		errs[i] = f(nctx, i)
+	}
+	last := len(b.nodes) - 1
 	var wg sync.WaitGroup
-	for i := range b.nodes {
+	for i := range last {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			errs[i] = f(nctx, i)
+			call(i)
 		}()
 	}
+	call(last)
 	wg.Wait()
 	return errs
 }
@@ -78,29 +87,33 @@ func (b *backend) each(ctx context.Context, timeout time.Duration, f func(ctx co
 // errSkipped marks a node left out of a round.
 var errSkipped = errors.New("redlock: node not in this round")
 
-// TryAcquire implements lock.Backend: SET NX on every node at once, then the
-// write-back of the highest token to the nodes taken (see the package doc).
-// It succeeds only if a quorum was taken and written back, and less than
-// TTL - drift has passed; otherwise it gives back every node it may have
-// taken before returning.
+// TryAcquire implements lock.Backend: SET NX on every node at once, the
+// choice of the token among the quorum's and, only where the nodes' counters
+// do not already fence it, its write-back (see the package doc). It succeeds
+// only if a quorum was taken, the token is fenced, and less than TTL - drift
+// has passed; otherwise it gives back every node it may have taken before
+// returning.
 func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
+	if b.local.behind(key, owner) {
+		// A waiter of this Locker has waited longer: it goes first.
+		return 0, 0, lock.ErrNotAcquired
+	}
 	start := time.Now()
 	timeout := b.nodeTimeout(ttl)
-	tokens := make([]uint64, len(b.nodes))
-	holds := make([]time.Duration, len(b.nodes))
+	n := len(b.nodes)
+	tokens := make([]uint64, n)
+	holds := make([]time.Duration, n)
 	errs := b.each(ctx, timeout, func(ctx context.Context, i int) error {
 		var err error
 		tokens[i], holds[i], err = b.nodes[i].TryAcquire(ctx, key, owner, ttl)
 		return err
 	})
 	var taken, held int
-	var token uint64
 	var holderTTL time.Duration
 	for i, err := range errs {
 		switch {
 		case err == nil:
 			taken++
-			token = max(token, tokens[i])
 		case errors.Is(err, lock.ErrNotAcquired):
 			held++
 			if h := holds[i]; h > 0 && (holderTTL == 0 || h < holderTTL) {
@@ -109,27 +122,47 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 		}
 	}
 	if taken >= b.quorum {
-		raised := b.each(ctx, timeout, func(ctx context.Context, i int) error {
-			if errs[i] != nil {
-				return errSkipped
+		token, fenced := b.choose(tokens, errs)
+		if fenced < n-b.quorum+1 {
+			// Too few nodes' counters are at the token already: raise
+			// the counters of the nodes taken below it.
+			raised := b.each(ctx, timeout, func(ctx context.Context, i int) error {
+				if errs[i] != nil || tokens[i] >= token {
+					return errSkipped
+				}
+				return b.raise(ctx, i, key, owner, token)
+			})
+			for i, err := range raised {
+				switch {
+				case err == nil:
+					fenced++
+				case errors.Is(err, lock.ErrNotHeld):
+					// The node lost our lock (a restart): it is no
+					// longer taken, which may break the choice.
+					errs[i] = err
+					taken--
+				}
 			}
-			return b.raise(ctx, i, key, owner, token)
-		})
-		var ok int
-		for i, err := range raised {
-			switch {
-			case err == nil:
-				ok++
-			case !errors.Is(err, errSkipped):
-				errs[i] = err
+			if taken >= b.quorum {
+				if t, _ := b.choose(tokens, errs); t > token {
+					fenced = 0 // the token no longer has a quorum at or below it
+				}
+			}
+			for i, err := range raised {
+				if err != nil && !errors.Is(err, errSkipped) {
+					// Not fenced there; still taken, its key lives
+					// (kept for the failure report and the give-back).
+					errs[i] = err
+				}
 			}
 		}
 		elapsed := time.Since(start)
-		if ok >= b.quorum && elapsed < ttl-drift(ttl) {
+		if taken >= b.quorum && fenced >= n-b.quorum+1 && elapsed < ttl-drift(ttl) {
+			b.local.acquired(key, owner)
 			return token, 0, nil
 		}
 		b.giveBack(ctx, key, owner, errs)
-		if ok >= b.quorum {
+		if taken >= b.quorum && fenced >= n-b.quorum+1 {
 			return 0, 0, fmt.Errorf("redlock: acquire took %v, leaving no validity of the %v TTL", elapsed, ttl)
 		}
 	} else {
@@ -138,7 +171,7 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	if err := ctx.Err(); err != nil {
 		return 0, 0, err
 	}
-	if n := len(b.nodes); held <= n-b.quorum {
+	if held <= n-b.quorum {
 		// Not held by anyone on a quorum: count the failures.
 		var failed int
 		var first error
@@ -157,10 +190,32 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	return 0, holderTTL, lock.ErrNotAcquired
 }
 
+// choose returns the token of an acquisition from the tokens of the nodes
+// taken (errs[i] == nil): the quorum-th smallest, the least value that a
+// quorum of them issued at or below. It also returns how many of them issued
+// at least that value, whose counters therefore already fence it.
+func (b *backend) choose(tokens []uint64, errs []error) (token uint64, fenced int) {
+	var buf [16]uint64
+	vals := buf[:0]
+	for i, err := range errs {
+		if err == nil {
+			vals = append(vals, tokens[i])
+		}
+	}
+	slices.Sort(vals)
+	token = vals[b.quorum-1]
+	for _, v := range vals {
+		if v >= token {
+			fenced++
+		}
+	}
+	return token, fenced
+}
+
 // raise runs the write-back on node i.
 func (b *backend) raise(ctx context.Context, i int, key, owner string, token uint64) error {
 	lk, fk := b.nodes[i].Keys(key)
-	n, err := raiseScript.Run(ctx, b.clients[i], []string{lk, fk}, owner, strconv.FormatUint(token, 10), b.retention).Int64()
+	n, err := b.raisers[i].Run(ctx, nil, raiseScript, []string{lk, fk}, owner, strconv.FormatUint(token, 10), b.retention).Int64()
 	if err != nil {
 		return fmt.Errorf("redlock: raise token: %w", err)
 	}
@@ -252,11 +307,15 @@ func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error 
 	return out
 }
 
-// Release implements lock.Backend: compare-and-delete on every node.
+// Release implements lock.Backend: compare-and-delete on every node, then a
+// wake-up for this Locker's longest waiter on key, whose attempt therefore
+// finds every node released.
 func (b *backend) Release(ctx context.Context, key, owner string) error {
-	return b.verdict("release", b.each(ctx, b.nodeTimeout(lock.MaxTTL), func(ctx context.Context, i int) error {
+	err := b.verdict("release", b.each(ctx, b.nodeTimeout(lock.MaxTTL), func(ctx context.Context, i int) error {
 		return b.nodes[i].Release(ctx, key, owner)
 	}))
+	b.local.released(key)
+	return err
 }
 
 // WatchRelease implements lock.ReleaseWatcher: it watches key on every node
@@ -264,6 +323,16 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 // merges the wake-ups. Nodes that cannot watch are left out; the Manager's
 // poll covers them.
 func (b *backend) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	wake, stop, err := b.watch(ctx, key, wakeUp)
+	if err != nil {
+		return nil, nil, err
+	}
+	return wake, stop, nil
+}
+
+// watch is WatchRelease with a channel the caller may also send on, and a
+// function that delivers the nodes' wake-ups (given that channel).
+func (b *backend) watch(ctx context.Context, key string, deliver func(wake chan struct{})) (chan struct{}, func(), error) {
 	chans := make([]<-chan struct{}, len(b.nodes))
 	stops := make([]func(), len(b.nodes))
 	// At once: the first watch of a node may wait for its subscription.
@@ -293,10 +362,7 @@ func (b *backend) WatchRelease(ctx context.Context, key string) (<-chan struct{}
 				case <-quit:
 					return
 				case <-ch:
-					select {
-					case wake <- struct{}{}:
-					default: // a wake-up is already pending
-					}
+					deliver(wake)
 				}
 			}
 		}()

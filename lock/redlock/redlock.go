@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/redisbatch"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/redislock"
 )
@@ -117,10 +118,10 @@ func New(clients []Client, opts ...Option) (*Locker, error) {
 		return nil, fmt.Errorf("%w: redlock: quorum %d of %d nodes is not a majority", lock.ErrInvalid, o.quorum, n)
 	}
 	b := &backend{
-		clients:   clients,
 		quorum:    o.quorum,
 		timeout:   o.timeout,
 		retention: o.retention.Milliseconds(),
+		local:     newLocalQueues(),
 	}
 	for _, c := range clients {
 		n, err := redislock.NewNode(c,
@@ -132,6 +133,11 @@ func New(clients []Client, opts ...Option) (*Locker, error) {
 			return nil, err
 		}
 		b.nodes = append(b.nodes, n)
+		if o.batching {
+			b.raisers = append(b.raisers, redisbatch.New(c))
+		} else {
+			b.raisers = append(b.raisers, redisbatch.Direct{C: c})
+		}
 	}
 	m, err := lock.NewManager(b)
 	if err != nil {

@@ -22,7 +22,7 @@ type cluster struct {
 	admin []*redis.Client
 }
 
-func startCluster(t *testing.T) *cluster {
+func startCluster(t testing.TB) *cluster {
 	t.Helper()
 	c := &cluster{}
 	for range 5 {
@@ -269,4 +269,121 @@ func mustAcquire(t *testing.T, l lock.Locker, key string, opts ...lock.Option) *
 	}
 	t.Cleanup(func() { _ = lease.Release(context.Background()) })
 	return lease
+}
+
+// setCounters sets key's fencing counter on each node i in offsets to the
+// server clock plus offsets[i], as a node whose clock runs that far ahead
+// would have left it.
+func (c *cluster) setCounters(t *testing.T, key string, offsets map[int]time.Duration) {
+	t.Helper()
+	_, fk := keys(key)
+	for i, d := range offsets {
+		v := uint64(time.Now().Add(d).UnixMicro())
+		if err := c.admin[i].Set(ctxT(t), fk, strconv.FormatUint(v, 10), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// counter returns key's fencing counter on node i.
+func (c *cluster) counter(t *testing.T, key string, i int) uint64 {
+	t.Helper()
+	_, fk := keys(key)
+	v, err := c.admin[i].Get(ctxT(t), fk).Uint64()
+	if err != nil {
+		t.Fatalf("counter on node %d: %v", i, err)
+	}
+	return v
+}
+
+// TestTokenWithoutWriteBack takes all five nodes, three of whose counters run
+// ahead by 1, 2 and 3 hours. The token is the third smallest of the five (the
+// node 1 h ahead's), three nodes' counters are already at or above it, so
+// nothing is written back: the two nodes on the clock keep counters below
+// the token. The next holder, on those two and the node 1 h ahead (the 2 h
+// and 3 h nodes stopped), still gets a higher token. Choosing the highest
+// token (3 h ahead) without writing it back would fail here.
+func TestTokenWithoutWriteBack(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	c.setCounters(t, "k", map[int]time.Duration{0: 3 * time.Hour, 1: 2 * time.Hour, 2: time.Hour})
+	first := mustAcquire(t, c.locker(t), "k")
+	if got := c.counter(t, "k", 2); first.Token() != got {
+		t.Fatalf("token %d, want node 2's (the third smallest) %d", first.Token(), got)
+	}
+	for _, i := range []int{3, 4} {
+		if got := c.counter(t, "k", i); got >= first.Token() {
+			t.Fatalf("node %d's counter %d >= token %d: written back although three nodes fenced it", i, got, first.Token())
+		}
+	}
+	if err := first.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	c.srv[0].Stop()
+	c.srv[1].Stop()
+	second := mustAcquire(t, c.locker(t), "k") // on nodes 2, 3, 4
+	if second.Token() <= first.Token() {
+		t.Fatalf("token %d after %d", second.Token(), first.Token())
+	}
+}
+
+// TestTokenPartialWriteBack takes four of five nodes, two of whose counters
+// run ahead by 1 and 2 hours. The token is the third smallest (the node 1 h
+// ahead's); only two nodes fence it, so it is written back to the two nodes
+// below it. The next holder, on those two and the fifth node, gets a higher
+// token; without the write-back its token would come from the clock, hours
+// below.
+func TestTokenPartialWriteBack(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	c.setCounters(t, "k", map[int]time.Duration{0: 2 * time.Hour, 1: time.Hour})
+	c.srv[4].Stop()
+	first := mustAcquire(t, c.locker(t), "k") // on nodes 0 to 3
+	if got := c.counter(t, "k", 1); first.Token() != got {
+		t.Fatalf("token %d, want node 1's (the third smallest) %d", first.Token(), got)
+	}
+	for _, i := range []int{2, 3} {
+		if got := c.counter(t, "k", i); got != first.Token() {
+			t.Fatalf("node %d's counter %d, want the written-back token %d", i, got, first.Token())
+		}
+	}
+	if err := first.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	c.srv[4].Start()
+	c.srv[0].Stop()
+	c.srv[1].Stop()
+	second := mustAcquire(t, c.locker(t), "k") // on nodes 2, 3, 4
+	if second.Token() <= first.Token() {
+		t.Fatalf("token %d after %d: the quorums share nodes 2 and 3, whose counters were not raised", second.Token(), first.Token())
+	}
+}
+
+// TestChoose checks the token choice on its own: the quorum-th smallest of
+// the tokens of the nodes taken, and how many of them are at or above it.
+func TestChoose(t *testing.T) {
+	t.Parallel()
+	held := fmt.Errorf("held: %w", lock.ErrNotAcquired)
+	b := &backend{quorum: 3}
+	for _, c := range []struct {
+		tokens      []uint64
+		errs        []error
+		token       uint64
+		fenced      int
+		noWriteBack bool // fenced >= N-Q+1: no write-back
+	}{
+		{[]uint64{50, 10, 40, 20, 30}, make([]error, 5), 30, 3, true},
+		{[]uint64{50, 10, 40, 20, 0}, []error{nil, nil, nil, nil, held}, 40, 2, false},
+		{[]uint64{50, 10, 40, 0, 0}, []error{nil, nil, nil, held, held}, 50, 1, false},
+		{[]uint64{7, 7, 7, 7, 7}, make([]error, 5), 7, 5, true},
+		{[]uint64{1, 9, 9, 0, 2}, []error{nil, nil, nil, held, nil}, 9, 2, false},
+	} {
+		token, fenced := b.choose(c.tokens, c.errs)
+		if token != c.token || fenced != c.fenced {
+			t.Errorf("choose(%v, %v) = %d, %d; want %d, %d", c.tokens, c.errs, token, fenced, c.token, c.fenced)
+		}
+		if got := fenced >= len(c.tokens)-b.quorum+1; got != c.noWriteBack {
+			t.Errorf("choose(%v): write-back skipped = %v, want %v", c.tokens, got, c.noWriteBack)
+		}
+	}
 }
