@@ -47,6 +47,7 @@ type Deduper struct {
 	store     Store
 	ttl       time.Duration
 	retention time.Duration
+	observe   Observer // nil: none
 }
 
 // New returns a Deduper on s. It fails with ErrInvalid when s is nil or an
@@ -59,7 +60,7 @@ func New(s Store, opts ...Option) (*Deduper, error) {
 	if c.invalid != nil {
 		return nil, c.invalid
 	}
-	return &Deduper{store: s, ttl: c.ttl, retention: c.retention}, nil
+	return &Deduper{store: s, ttl: c.ttl, retention: c.retention, observe: c.observe}, nil
 }
 
 // Wrap returns next behind the deduplicator: a handler for any broker that
@@ -90,36 +91,50 @@ func (d *Deduper) Wrap(next Handler) Handler {
 // take the id over. If next panics, the claim is released and the panic goes
 // on.
 func (d *Deduper) Process(ctx context.Context, m Message, next Handler) (Outcome, error) {
+	if d.observe == nil {
+		e := d.process(ctx, m, next)
+		return e.Outcome, e.Err
+	}
+	begin := time.Now()
+	e := d.process(ctx, m, next)
+	e.Duration = time.Since(begin)
+	d.observe(ctx, e)
+	return e.Outcome, e.Err
+}
+
+// process is Process, reporting also the error of the Done or Release that
+// followed the handler.
+func (d *Deduper) process(ctx context.Context, m Message, next Handler) Event {
 	if next == nil {
-		return Rejected, fmt.Errorf("%w: nil handler", ErrInvalid)
+		return Event{Outcome: Rejected, Err: fmt.Errorf("%w: nil handler", ErrInvalid)}
 	}
 	if err := CheckID(m.ID); err != nil {
-		return Rejected, err
+		return Event{Outcome: Rejected, Err: err}
 	}
 	start := time.Now()
 	c, err := d.store.Claim(ctx, m.ID, d.ttl)
 	if err != nil {
-		return Rejected, err
+		return Event{Outcome: Rejected, Err: err}
 	}
 	switch c.State {
 	case Claimed:
 	case Done:
-		return Duplicate, nil
+		return Event{Outcome: Duplicate}
 	case InProgress:
-		return Busy, &InProgressError{RetryAfter: c.RetryAfter}
+		return Event{Outcome: Busy, Err: &InProgressError{RetryAfter: c.RetryAfter}}
 	default:
-		return Rejected, fmt.Errorf("dedup: store returned invalid claim state %d", c.State)
+		return Event{Outcome: Rejected, Err: fmt.Errorf("dedup: store returned invalid claim state %d", c.State)}
 	}
 	if err := d.run(ctx, start, m, c.Token, next); err != nil {
 		if rerr := finish(ctx, func(fctx context.Context) error { return d.store.Release(fctx, m.ID, c.Token) }); rerr != nil {
-			return Failed, errors.Join(err, fmt.Errorf("dedup: release: %w", rerr))
+			return Event{Outcome: Failed, Err: errors.Join(err, fmt.Errorf("dedup: release: %w", rerr)), StoreErr: rerr}
 		}
-		return Failed, err
+		return Event{Outcome: Failed, Err: err}
 	}
 	if err := finish(ctx, func(fctx context.Context) error { return d.store.Done(fctx, m.ID, c.Token, d.retention) }); err != nil {
-		return Processed, fmt.Errorf("%w: %w", ErrNotRecorded, err)
+		return Event{Outcome: Processed, Err: fmt.Errorf("%w: %w", ErrNotRecorded, err), StoreErr: err}
 	}
-	return Processed, nil
+	return Event{Outcome: Processed}
 }
 
 // run calls next under the claim's deadline, releasing the claim if next

@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -28,6 +29,7 @@ type Option func(*config)
 type config struct {
 	ttl       time.Duration
 	retention time.Duration
+	observe   Observer // nil: none
 	invalid   error
 }
 
@@ -74,4 +76,36 @@ func WithRetention(d time.Duration) Option {
 		}
 		c.retention = d
 	}
+}
+
+// An Event reports one delivery that Process handled. It carries no message
+// id or payload.
+type Event struct {
+	// Outcome is what Process returned.
+	Outcome Outcome
+	// Err is the error Process returned.
+	Err error
+	// Duration is the time Process took, from the claim to the Done or
+	// Release that ended it.
+	Duration time.Duration
+	// StoreErr is the failure of the step that followed the handler: marking
+	// the id done (Outcome Processed: the effect happened but a redelivery
+	// may run it again) or releasing the claim (Outcome Failed: the
+	// redelivery waits for the claim to expire). nil when that step
+	// succeeded or did not run.
+	StoreErr error
+}
+
+// An Observer is told of every delivery Process handled, on the caller's
+// goroutine, after the outcome is settled. It must be safe for concurrent use.
+// A handler that panics is not reported (its claim is released and the panic
+// goes on).
+type Observer func(ctx context.Context, e Event)
+
+// WithObserver calls f with every delivery's Event, to count processed
+// messages, duplicates dropped, busy copies, released claims and failed Done
+// calls; the metrics package has a Prometheus collector that provides f.
+// Default: none.
+func WithObserver(f Observer) Option {
+	return func(c *config) { c.observe = f }
 }

@@ -16,6 +16,11 @@
 // everywhere. A Manager keeps one scheduler goroutine while it holds leases, not
 // one per lease, and none when it holds nothing.
 //
+// [Manager.SetObserver], promoted to every backend's Locker, reports each
+// acquisition, renewal, loss and release to an [Observer]: the metrics package
+// turns them into Prometheus metrics and [LogObserver] into log/slog records.
+// Unobserved Managers do no work for it.
+//
 // Locks are not reentrant: Go has no goroutine identity, and sync.Mutex is not
 // reentrant either. Pass the Lease instead.
 package lock

@@ -14,14 +14,15 @@ type Lease struct {
 	owner string
 	token uint64
 	ttl   time.Duration
-	fixed bool
 	done  chan struct{}
+	obs   *leaseObserver // nil when nobody observes
+	fixed bool           // beside renewing, so the two share a word
 
 	// Guarded by m.mu.
+	renewing bool      // a renewal is in flight
 	err      error     // nil while held
 	renewAt  time.Time // next renewal (renewed leases only)
 	deadline time.Time // local deadline: last confirmed start + ttl - drift
-	renewing bool      // a renewal is in flight
 	renewErr error     // the last failed renewal's error, for the loss report
 	index    int       // position in m.heap, -1 when not scheduled
 	onDone   []func(error)
@@ -73,10 +74,32 @@ func (l *Lease) Release(ctx context.Context) error {
 	m.mu.Unlock()
 	runAll(cbs, ErrReleased)
 
-	if err := m.backend.Release(ctx, l.key, l.owner); err != nil {
-		return fmt.Errorf("lock: release: %w", err)
+	var begin time.Time
+	if l.obs != nil {
+		begin = time.Now()
 	}
-	return nil
+	err := m.backend.Release(ctx, l.key, l.owner)
+	if err != nil {
+		err = fmt.Errorf("lock: release: %w", err)
+	}
+	if l.obs != nil {
+		l.obs.o.Observe(Event{Kind: EventRelease, Key: l.key, Err: err, Duration: time.Since(begin)})
+	}
+	return err
+}
+
+// leaseObserver is what an observed lease keeps for its events; kept apart so
+// that unobserved leases pay one pointer.
+type leaseObserver struct {
+	o     Observer
+	start time.Time // when the winning attempt was sent
+}
+
+// observeLoss reports the loss of l with err, if anybody observes.
+func (l *Lease) observeLoss(err error) {
+	if l.obs != nil {
+		l.obs.o.Observe(Event{Kind: EventLoss, Key: l.key, Err: err, Duration: time.Since(l.obs.start), Reason: lossReason(l.fixed, err)})
+	}
 }
 
 // afterDone registers f to run with the lease's final error when the lease

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,6 +29,8 @@ type Manager struct {
 	heap    leaseHeap     // guarded by mu
 	running bool          // scheduler goroutine alive; guarded by mu
 	kick    chan struct{} // wakes the scheduler when an earlier event is scheduled
+
+	obs atomic.Pointer[Observer] // nil: no observer (SetObserver)
 }
 
 var _ Locker = (*Manager)(nil)
@@ -47,6 +50,26 @@ func NewManager(b Backend) (*Manager, error) {
 
 // Acquire implements Locker.
 func (m *Manager) Acquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
+	o := m.observer()
+	if o == nil {
+		return m.acquire(ctx, key, opts, nil)
+	}
+	st := acquireStats{obs: o}
+	begin := time.Now()
+	l, err := m.acquire(ctx, key, opts, &st)
+	observeAcquire(o, key, begin, st.firstFail, st.attempts, err)
+	return l, err
+}
+
+// acquireStats collects what an observed Acquire reports.
+type acquireStats struct {
+	obs       Observer
+	attempts  int
+	firstFail time.Time // when the first attempt found the key held
+}
+
+// acquire is Acquire; st is nil when nobody observes.
+func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *acquireStats) (*Lease, error) {
 	cfg, err := newConfig(key, opts)
 	if err != nil {
 		return nil, err
@@ -88,8 +111,18 @@ func (m *Manager) Acquire(ctx context.Context, key string, opts ...Option) (*Lea
 	for {
 		start := time.Now()
 		token, holderTTL, err := m.backend.TryAcquire(ctx, key, owner, cfg.ttl)
+		if st != nil {
+			st.attempts++
+			if err != nil && st.firstFail.IsZero() && errors.Is(err, ErrNotAcquired) {
+				st.firstFail = time.Now()
+			}
+		}
 		if err == nil {
-			return m.hold(key, owner, token, cfg, start), nil
+			var o Observer
+			if st != nil {
+				o = st.obs
+			}
+			return m.hold(key, owner, token, cfg, start, o), nil
 		}
 		if !errors.Is(err, ErrNotAcquired) {
 			if ctx.Err() != nil {
@@ -134,13 +167,16 @@ func driftMargin(ttl time.Duration) time.Duration {
 	return ttl/100 + 2*time.Millisecond
 }
 
-func (m *Manager) hold(key, owner string, token uint64, cfg config, start time.Time) *Lease {
+func (m *Manager) hold(key, owner string, token uint64, cfg config, start time.Time, o Observer) *Lease {
 	l := &Lease{
 		m: m, key: key, owner: owner, token: token, ttl: cfg.ttl, fixed: cfg.fixed,
 		done:     make(chan struct{}),
 		deadline: start.Add(cfg.ttl - driftMargin(cfg.ttl)),
 		renewAt:  start.Add(cfg.ttl / 3),
 		index:    -1,
+	}
+	if o != nil {
+		l.obs = &leaseObserver{o: o, start: start}
 	}
 	m.mu.Lock()
 	heap.Push(&m.heap, l)
@@ -192,6 +228,7 @@ func (m *Manager) loseLocked(l *Lease, err error) (cleanup func()) {
 	cbs := m.finishLocked(l, err)
 	return func() {
 		runAll(cbs, err)
+		l.observeLoss(err)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), min(l.ttl, 5*time.Second))
 			defer cancel()
@@ -324,24 +361,34 @@ func (m *Manager) renewed(l *Lease, sent time.Time, err error) {
 		return
 	}
 	l.renewing = false
+	var lost error
 	switch {
 	case err == nil:
 		l.renewErr = nil
 		l.deadline = sent.Add(l.ttl - driftMargin(l.ttl))
 		l.renewAt = sent.Add(l.ttl / 3)
 	case errors.Is(err, ErrNotHeld):
-		cleanup := m.finishLocked(l, fmt.Errorf("%w: renewal refused: %w", ErrLeaseLost, err))
-		m.mu.Unlock()
-		runAll(cleanup, l.err)
-		return
+		lost = fmt.Errorf("%w: renewal refused: %w", ErrLeaseLost, err)
 	default:
 		// Transient: retry soon; the deadline still stands.
 		l.renewErr = err
 		l.renewAt = time.Now().Add(min(max(l.ttl/10, 5*time.Millisecond), time.Second))
 	}
-	heap.Fix(&m.heap, l.index)
-	m.scheduleLocked(l)
-	m.mu.Unlock()
+	if lost != nil {
+		cleanup := m.finishLocked(l, lost)
+		m.mu.Unlock()
+		runAll(cleanup, lost)
+	} else {
+		heap.Fix(&m.heap, l.index)
+		m.scheduleLocked(l)
+		m.mu.Unlock()
+	}
+	if l.obs != nil {
+		l.obs.o.Observe(Event{Kind: EventRenew, Key: l.key, Err: err, Duration: time.Since(sent)})
+		if lost != nil {
+			l.observeLoss(lost)
+		}
+	}
 }
 
 // backoff times the attempts of a waiting Acquire.

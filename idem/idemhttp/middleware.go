@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/latchkey-go/latchkey/idem"
@@ -83,6 +84,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
+	var begin time.Time
+	if c.observe != nil {
+		begin = time.Now()
+	}
 	body, status, err := readBody(r, c.maxRequest)
 	if err != nil {
 		code := CodeBodyUnreadable
@@ -90,6 +95,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			code = CodeBodyTooLarge
 		}
 		writeProblem(w, status, code, err.Error())
+		h.observe(r, begin, OutcomeBadBody, status, nil)
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -98,15 +104,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, ErrKeyTooLong):
 		writeProblem(w, http.StatusBadRequest, CodeKeyTooLong, "the idempotency key is longer than 255 bytes")
+		h.observe(r, begin, OutcomeBadKey, http.StatusBadRequest, nil)
 		return
 	case err != nil:
 		writeProblem(w, http.StatusBadRequest, CodeKeyMalformed, err.Error())
+		h.observe(r, begin, OutcomeBadKey, http.StatusBadRequest, nil)
 		return
 	case key == "" && c.optional:
 		h.next.ServeHTTP(w, r)
+		h.observe(r, begin, OutcomeUnkeyed, 0, nil)
 		return
 	case key == "":
 		writeProblem(w, http.StatusBadRequest, CodeKeyMissing, "this request needs an idempotency key")
+		h.observe(r, begin, OutcomeBadKey, http.StatusBadRequest, nil)
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body)) // the key function may have read it
@@ -118,30 +128,49 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.As(err, &inProgress):
 		w.Header().Set("Retry-After", retryAfter(inProgress.RetryAfter))
 		writeProblem(w, http.StatusConflict, CodeInProgress, "a request with this idempotency key is still being processed")
+		h.observe(r, begin, OutcomeConflict, http.StatusConflict, nil)
 		return
 	case errors.Is(err, idem.ErrFingerprintMismatch):
 		writeProblem(w, http.StatusUnprocessableEntity, CodeFingerprintMismatch, "this idempotency key was used for a different request")
+		h.observe(r, begin, OutcomeMismatch, http.StatusUnprocessableEntity, nil)
 		return
 	case errors.Is(err, idem.ErrInvalidKey):
 		writeProblem(w, http.StatusBadRequest, CodeKeyMalformed, err.Error())
+		h.observe(r, begin, OutcomeBadKey, http.StatusBadRequest, nil)
 		return
 	case err != nil:
 		if r.Context().Err() != nil {
+			h.observe(r, begin, OutcomeCanceled, 0, nil)
 			return // the client is gone; nobody reads an answer
 		}
 		c.onError(r, fmt.Errorf("idemhttp: claim: %w", err))
 		w.Header().Set("Retry-After", "1")
 		writeProblem(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "the idempotency store is unavailable; the request was not processed")
+		h.observe(r, begin, OutcomeStoreError, http.StatusServiceUnavailable, err)
 		return
 	case replay != nil:
-		h.replay(w, r, replay.Result)
+		status, err := h.replay(w, r, replay.Result)
+		h.observe(r, begin, OutcomeReplayed, status, err)
 		return
 	}
-	h.serve(w, r, run)
+	var ev Event
+	if c.observe != nil {
+		defer func() { h.observe(r, begin, ev.Outcome, ev.Status, ev.Err) }() // also after a panic
+	}
+	h.serve(w, r, run, &ev)
 }
 
-// serve runs the handler under the claim and records or releases it.
-func (h *handler) serve(w http.ResponseWriter, r *http.Request, run *idem.Run) {
+// observe reports a guarded request that began at begin, if anybody
+// observes.
+func (h *handler) observe(r *http.Request, begin time.Time, o Outcome, status int, err error) {
+	if h.c.observe != nil {
+		h.c.observe(r, Event{Outcome: o, Status: status, Duration: time.Since(begin), Err: err})
+	}
+}
+
+// serve runs the handler under the claim and records or releases it, and
+// says in out what happened.
+func (h *handler) serve(w http.ResponseWriter, r *http.Request, run *idem.Run, out *Event) {
 	c := h.c
 	rec := &recorder{w: w, max: c.maxResponse}
 	ctx, cancel := run.Context(r.Context())
@@ -149,8 +178,10 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, run *idem.Run) {
 	finished := false
 	defer func() {
 		if !finished { // the handler panicked
+			out.Outcome = OutcomeReleased
 			if err := idem.Finish(r.Context(), run.Release); err != nil {
 				c.onError(r, fmt.Errorf("idemhttp: releasing after panic: %w", err))
+				out.Err = err
 			}
 		}
 	}()
@@ -163,12 +194,19 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, run *idem.Run) {
 	}
 	keep := !rec.hijacked && status >= 200 && status != http.StatusUnauthorized &&
 		status != http.StatusTooManyRequests && c.store(status)
+	out.Status = status
+	if rec.hijacked {
+		out.Status = 0
+	}
 	if !keep {
+		out.Outcome = OutcomeReleased
 		if err := idem.Finish(r.Context(), run.Release); err != nil {
 			c.onError(r, fmt.Errorf("idemhttp: releasing claim: %w", err))
+			out.Err = err
 		}
 		return
 	}
+	out.Outcome = OutcomeExecuted
 	header := rec.header
 	if header == nil {
 		header = w.Header()
@@ -179,21 +217,24 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, run *idem.Run) {
 	}
 	if err := idem.Finish(r.Context(), func(ctx context.Context) error { return run.Record(ctx, s.encode()) }); err != nil {
 		c.onError(r, fmt.Errorf("idemhttp: %w: %w", idem.ErrNotRecorded, err))
+		out.Err = err
 	}
 }
 
-func (h *handler) replay(w http.ResponseWriter, r *http.Request, b []byte) {
+// replay writes a recorded response and returns the status it answered and
+// the error of a stored response that could not be read.
+func (h *handler) replay(w http.ResponseWriter, r *http.Request, b []byte) (int, error) {
 	s, err := decode(b)
 	if err != nil {
 		h.c.onError(r, err)
 		writeProblem(w, http.StatusInternalServerError, CodeNotRetained, "the stored response cannot be read")
-		return
+		return http.StatusInternalServerError, err
 	}
 	w.Header().Set("Idempotent-Replayed", "true")
 	if s.omitted {
 		writeProblem(w, http.StatusInternalServerError, CodeNotRetained,
 			"the request was processed, but its response was too large to keep for replay; it was not processed again")
-		return
+		return http.StatusInternalServerError, nil
 	}
 	dst := w.Header()
 	for k, vs := range s.header {
@@ -202,6 +243,7 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request, b []byte) {
 	dst.Set("Content-Length", strconv.Itoa(len(s.body)))
 	w.WriteHeader(s.status)
 	_, _ = w.Write(s.body)
+	return s.status, nil
 }
 
 // readBody reads the whole body, at most max bytes.

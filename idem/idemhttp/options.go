@@ -47,6 +47,8 @@ type config struct {
 	maxResponse int
 	dropHeaders map[string]bool
 	onError     func(*http.Request, error)
+	logger      *slog.Logger // for the default onError; nil: slog.Default()
+	observe     Observer     // nil: none
 	invalid     error
 	idemOptions []idem.Option
 }
@@ -64,9 +66,13 @@ func newConfig(opts []Option) *config {
 		maxRequest:  DefaultMaxRequestBody,
 		maxResponse: DefaultMaxResponseBody,
 		dropHeaders: map[string]bool{},
-		onError: func(r *http.Request, err error) {
-			slog.ErrorContext(r.Context(), "idemhttp", "method", r.Method, "path", r.URL.Path, "err", err)
-		},
+	}
+	c.onError = func(r *http.Request, err error) {
+		l := c.logger
+		if l == nil {
+			l = slog.Default()
+		}
+		l.ErrorContext(r.Context(), "idemhttp", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -281,7 +287,7 @@ func WithDropHeaders(names ...string) Option {
 
 // WithErrorHandler receives errors that cannot reach the client because the
 // response is already on its way (an outcome that could not be recorded).
-// Default: slog.ErrorContext on the default logger.
+// Default: an Error record on the logger of WithLogger (slog.Default()).
 func WithErrorHandler(f func(*http.Request, error)) Option {
 	return func(c *config) {
 		if f != nil {

@@ -1,0 +1,21 @@
+// Package metrics exports latchkey's locks, idempotency middleware and
+// message deduplication to Prometheus. It is the only latchkey package that
+// imports client_golang: the core packages report through small hooks
+// (lock.Observer, idemhttp.WithObserver, dedup.WithObserver) and this package
+// turns those reports into collectors that a program registers.
+//
+//	locks, _ := metrics.NewLock()     // errors only for a bad option
+//	idm, _ := metrics.NewIdem()
+//	dd, _ := metrics.NewDedup()
+//	reg.MustRegister(locks, idm, dd)
+//
+//	locker.SetObserver(locks.Observer("redis"))     // any backend's Locker
+//	mw := idemhttp.Middleware(store, idemhttp.WithObserver(idm.Observer("pay")))
+//	d, _ := dedup.New(store, dedup.WithObserver(dd.Observer("orders")))
+//	dd.BloomFill("orders", filter.FillRatio)        // any func() float64
+//
+// Every metric is named latchkey_<subsystem>_<name>, durations are histograms
+// in seconds, and labels are few and bounded: the backend, handler or
+// consumer name the program chose, and an outcome from a fixed set. Keys,
+// tokens, message ids and bodies never become labels.
+package metrics

@@ -1,0 +1,102 @@
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/latchkey-go/latchkey/idem/idemhttp"
+)
+
+// Idem is a prometheus.Collector for idemhttp middlewares. Register it once
+// and pass Observer(handler) to each middleware with idemhttp.WithObserver.
+// Its metrics, each labelled with the handler name:
+//
+//	latchkey_idem_requests_total{handler,outcome}            counter
+//	latchkey_idem_request_duration_seconds{handler,outcome}  histogram
+//	latchkey_idem_store_errors_total{handler,operation}      counter: claim, record, release, read
+//
+// outcome is one of idemhttp's outcomes: executed, released, replayed,
+// conflict (409), mismatch (422), bad_key (400), bad_body (413/400),
+// store_error (503), unkeyed, canceled.
+type Idem struct {
+	vecs
+	requests  *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	storeErrs *prometheus.CounterVec
+}
+
+var _ prometheus.Collector = (*Idem)(nil)
+
+// NewIdem returns an Idem collector. It fails with ErrInvalid on a bad
+// option.
+func NewIdem(opts ...Option) (*Idem, error) {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	m := &Idem{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "idem", Name: "requests_total",
+			Help: "Requests guarded by the idempotency middleware, by outcome.", ConstLabels: c.constLabels,
+		}, []string{"handler", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Subsystem: "idem", Name: "request_duration_seconds",
+			Help:    "Time guarded requests spent in the idempotency middleware (handler included), by outcome.",
+			Buckets: c.buckets, ConstLabels: c.constLabels,
+		}, []string{"handler", "outcome"}),
+		storeErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "idem", Name: "store_errors_total",
+			Help: "Idempotency store failures, by operation: claim (request answered 503), record, release, read (a stored response).", ConstLabels: c.constLabels,
+		}, []string{"handler", "operation"}),
+	}
+	m.vecs = vecs{m.requests, m.duration, m.storeErrs}
+	return m, nil
+}
+
+// idemOutcomes are the outcomes resolved up front, indexed by their value.
+var idemOutcomes = [...]idemhttp.Outcome{
+	idemhttp.OutcomeExecuted, idemhttp.OutcomeReleased, idemhttp.OutcomeReplayed,
+	idemhttp.OutcomeConflict, idemhttp.OutcomeMismatch, idemhttp.OutcomeBadKey,
+	idemhttp.OutcomeBadBody, idemhttp.OutcomeStoreError, idemhttp.OutcomeUnkeyed,
+	idemhttp.OutcomeCanceled,
+}
+
+// Observer returns the idemhttp.Observer that records one middleware's
+// requests under the label handler="name" (a fixed name such as "pay", never
+// a path with ids in it).
+func (m *Idem) Observer(handler string) idemhttp.Observer {
+	type pair struct {
+		n prometheus.Counter
+		d prometheus.Observer
+	}
+	by := make(map[idemhttp.Outcome]pair, len(idemOutcomes))
+	for _, o := range idemOutcomes {
+		by[o] = pair{m.requests.WithLabelValues(handler, o.String()), m.duration.WithLabelValues(handler, o.String())}
+	}
+	errs := map[idemhttp.Outcome]prometheus.Counter{
+		idemhttp.OutcomeStoreError: m.storeErrs.WithLabelValues(handler, "claim"),
+		idemhttp.OutcomeExecuted:   m.storeErrs.WithLabelValues(handler, "record"),
+		idemhttp.OutcomeReleased:   m.storeErrs.WithLabelValues(handler, "release"),
+		idemhttp.OutcomeReplayed:   m.storeErrs.WithLabelValues(handler, "read"),
+	}
+	return func(_ *http.Request, e idemhttp.Event) {
+		p, ok := by[e.Outcome]
+		if !ok {
+			p = pair{m.requests.WithLabelValues(handler, e.Outcome.String()), m.duration.WithLabelValues(handler, e.Outcome.String())}
+		}
+		p.n.Inc()
+		p.d.Observe(e.Duration.Seconds())
+		if e.Err != nil {
+			if c, ok := errs[e.Outcome]; ok {
+				c.Inc()
+			}
+		}
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (m *Idem) Describe(ch chan<- *prometheus.Desc) { m.vecs.Describe(ch) }
+
+// Collect implements prometheus.Collector.
+func (m *Idem) Collect(ch chan<- prometheus.Metric) { m.vecs.Collect(ch) }

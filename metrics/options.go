@@ -1,0 +1,78 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ErrInvalid is wrapped by the error of a constructor given an invalid option.
+var ErrInvalid = errors.New("metrics: invalid argument")
+
+// Namespace prefixes every metric name.
+const Namespace = "latchkey"
+
+// DefaultBuckets are the duration histograms' upper bounds, in seconds: from
+// 100 µs (a loopback round trip) to 30 s (the default lease).
+var DefaultBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+// An Option configures a collector.
+type Option func(*config)
+
+type config struct {
+	buckets     []float64
+	constLabels prometheus.Labels
+	invalid     error
+}
+
+func newConfig(opts []Option) (config, error) {
+	c := config{buckets: DefaultBuckets}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	return c, c.invalid
+}
+
+// WithBuckets sets the duration histograms' bucket upper bounds, in seconds:
+// at least one, finite, positive and increasing. Default: DefaultBuckets.
+func WithBuckets(b []float64) Option {
+	return func(c *config) {
+		if len(b) == 0 {
+			c.invalid = fmt.Errorf("%w: no buckets", ErrInvalid)
+			return
+		}
+		for i, v := range b {
+			if v <= 0 || math.IsInf(v, 0) || math.IsNaN(v) || (i > 0 && v <= b[i-1]) {
+				c.invalid = fmt.Errorf("%w: bucket bounds must be finite, positive and increasing: %v", ErrInvalid, b)
+				return
+			}
+		}
+		c.buckets = append([]float64(nil), b...)
+	}
+}
+
+// WithConstLabels adds labels with fixed values to every metric of the
+// collector, for instance the service or instance name. Default: none. Keep
+// them few and their values bounded.
+func WithConstLabels(l prometheus.Labels) Option {
+	return func(c *config) { c.constLabels = l }
+}
+
+// vecs is a set of metric vectors that together make one collector.
+type vecs []prometheus.Collector
+
+func (v vecs) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range v {
+		c.Describe(ch)
+	}
+}
+
+func (v vecs) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range v {
+		c.Collect(ch)
+	}
+}
