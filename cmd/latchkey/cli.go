@@ -30,6 +30,7 @@ func commands() []command {
 	return []command{
 		{"demo", "run the seeds' experiments for real and explain what happened", demoCmd},
 		{"run", "run a command while holding a distributed lock (cron on many hosts)", runCmd},
+		{"gateway", "an idempotency reverse proxy in front of any HTTP service", gatewayCmd},
 		{"version", "print the version", versionCmd},
 		{"help", "show this help", helpCmd},
 		{workerCommand, "", workerCmd}, // the demo's child processes

@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/latchkey-go/latchkey/internal/backendurl"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -73,27 +74,21 @@ func Schemes() []string {
 // when the scheme is unknown), ctx.Err(), or the backend's error when it
 // cannot be reached. No error contains the URL's password.
 func Open(ctx context.Context, rawURL string) (Locker, error) {
-	s := newScrubber(rawURL)
+	s := backendurl.NewScrubber(rawURL)
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		// *url.Error repeats the whole URL, password included: keep only
-		// the reason.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, s.wrap(invalidf("lockurl: cannot parse %q: %w", Redact(rawURL), err))
+		return nil, s.Wrap(invalidf("lockurl: cannot parse %q: %w", Redact(rawURL), backendurl.ParseError(err)))
 	}
 	if u.Scheme == "" {
-		return nil, s.wrap(invalidf("lockurl: %q has no scheme; %s", Redact(rawURL), supported()))
+		return nil, s.Wrap(invalidf("lockurl: %q has no scheme; %s", Redact(rawURL), supported()))
 	}
 	open, ok := openers[u.Scheme]
 	if !ok {
-		return nil, s.wrap(invalidf("%w %q in %q; %s", ErrUnsupported, u.Scheme, Redact(rawURL), supported()))
+		return nil, s.Wrap(invalidf("%w %q in %q; %s", ErrUnsupported, u.Scheme, Redact(rawURL), supported()))
 	}
 	l, err := open(ctx, rawURL, u)
 	if err != nil {
-		return nil, s.wrap(fmt.Errorf("lockurl: %s: %w", Redact(rawURL), err))
+		return nil, s.Wrap(fmt.Errorf("lockurl: %s: %w", Redact(rawURL), err))
 	}
 	return l, nil
 }
@@ -106,102 +101,7 @@ func supported() string {
 // password or sslpassword query parameter) replaced by "xxxxx", for logs and
 // messages. A string that does not parse as a URL is returned with everything
 // between "://" and the last "@" of its authority masked.
-func Redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		scheme, rest, ok := strings.Cut(rawURL, "://")
-		if !ok {
-			return rawURL
-		}
-		end := strings.IndexAny(rest, "/?#")
-		if end < 0 {
-			end = len(rest)
-		}
-		if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
-			return scheme + "://xxxxx" + rest[at:]
-		}
-		return rawURL
-	}
-	changed := false
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		changed = true
-	}
-	if u.Opaque == "" && u.RawQuery != "" {
-		q := u.Query()
-		for k := range q {
-			if k == "password" || k == "sslpassword" {
-				q[k] = []string{"xxxxx"}
-				changed = true
-			}
-		}
-		if changed {
-			u.RawQuery = q.Encode()
-		}
-	}
-	if !changed {
-		return rawURL // as given: String would drop the "//" of "mem://"
-	}
-	return u.String()
-}
-
-// A scrubber removes a URL's secrets from error messages that a driver may
-// have built from it.
-type scrubber struct{ secrets []string }
-
-func newScrubber(rawURL string) scrubber {
-	var s scrubber
-	add := func(v string) {
-		if len(v) >= 3 { // shorter strings would mangle unrelated text
-			s.secrets = append(s.secrets, v)
-			if esc := url.QueryEscape(v); esc != v {
-				s.secrets = append(s.secrets, esc)
-			}
-		}
-	}
-	if u, err := url.Parse(rawURL); err == nil {
-		if pw, ok := u.User.Password(); ok {
-			add(pw)
-		}
-		q := u.Query()
-		add(q.Get("password"))
-		add(q.Get("sslpassword"))
-	} else if _, rest, ok := strings.Cut(rawURL, "://"); ok {
-		// Unparseable: treat the whole userinfo as secret.
-		end := strings.IndexAny(rest, "/?#")
-		if end < 0 {
-			end = len(rest)
-		}
-		if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
-			if _, pw, ok := strings.Cut(rest[:at], ":"); ok {
-				add(pw)
-			}
-			add(rest[:at])
-		}
-	}
-	return s
-}
-
-func (s scrubber) wrap(err error) error {
-	if err == nil || len(s.secrets) == 0 {
-		return err
-	}
-	msg := err.Error()
-	for _, v := range s.secrets {
-		msg = strings.ReplaceAll(msg, v, "xxxxx")
-	}
-	return &scrubbedError{msg: msg, err: err}
-}
-
-// scrubbedError keeps the wrapped chain for errors.Is and errors.As but shows
-// a message without secrets.
-type scrubbedError struct {
-	msg string
-	err error
-}
-
-func (e *scrubbedError) Error() string { return e.msg }
-func (e *scrubbedError) Unwrap() error { return e.err }
+func Redact(rawURL string) string { return backendurl.Redact(rawURL) }
 
 // invalidError marks a bad URL: errors.Is(err, lock.ErrInvalid) holds, and
 // the message reads without a "lock: invalid argument" prefix.

@@ -3,11 +3,11 @@ package lockurl
 import (
 	"context"
 	"net/url"
-	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/latchkey-go/latchkey/internal/backendurl"
 	"github.com/latchkey-go/latchkey/lock/redislock"
 )
 
@@ -24,23 +24,7 @@ func openRedis(ctx context.Context, raw string, _ *url.URL) (Locker, error) {
 // redis-cluster://host1:port1,host2:port2[?opts]: a Redis Cluster reached
 // through any of the listed nodes.
 func openRedisCluster(ctx context.Context, raw string, _ *url.URL) (Locker, error) {
-	// redis.ParseClusterURL reads redis://host:port?addr=host2:port2; accept
-	// the friendlier comma-separated host list too.
-	rest := strings.TrimPrefix(raw, "redis-cluster://")
-	hosts, query, _ := strings.Cut(rest, "?")
-	auth := ""
-	if at := strings.LastIndex(hosts, "@"); at >= 0 {
-		auth, hosts = hosts[:at+1], hosts[at+1:]
-	}
-	nodes := strings.Split(strings.TrimSuffix(hosts, "/"), ",")
-	if len(nodes) == 0 || nodes[0] == "" {
-		return nil, invalidf("redis-cluster URL names no node")
-	}
-	u := "redis://" + auth + nodes[0] + "?"
-	for _, n := range nodes[1:] {
-		u += "addr=" + url.QueryEscape(n) + "&"
-	}
-	opt, err := redis.ParseClusterURL(strings.TrimSuffix(u+query, "&"))
+	opt, err := backendurl.ClusterOptions(raw)
 	if err != nil {
 		return nil, &invalidError{err}
 	}

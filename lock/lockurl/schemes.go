@@ -4,11 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"net/url"
-	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/latchkey-go/latchkey/internal/backendurl"
 
 	"github.com/latchkey-go/latchkey/lock/memlock"
 	"github.com/latchkey-go/latchkey/lock/sqllock"
@@ -54,33 +55,18 @@ func openSQLite(ctx context.Context, _ string, u *url.URL) (Locker, error) {
 }
 
 func sqlitePath(u *url.URL) (string, error) {
-	if u.Opaque != "" { // sqlite:rel/path
-		p, err := url.PathUnescape(u.Opaque)
-		if err != nil {
-			return "", invalidf("sqlite path: %w", err)
-		}
-		return p, nil
+	p, err := backendurl.SQLitePath(u)
+	if err != nil {
+		return "", &invalidError{err}
 	}
-	if u.Host != "" {
-		return "", invalidf("sqlite URL has host %q; write sqlite:///absolute/path or sqlite:relative/path",
-			u.Host)
-	}
-	if u.Path == "" || strings.HasSuffix(u.Path, "/") {
-		return "", invalidf("sqlite URL names no file; write sqlite:///absolute/path or sqlite:relative/path")
-	}
-	return u.Path, nil
+	return p, nil
 }
 
 // SQLiteDSN returns the modernc.org/sqlite data source name Open uses for the
 // database file at path: a 10 s busy timeout, WAL journal and
 // synchronous=NORMAL, so several processes can share the file. Programs that
 // keep their own tables in the same file should open it with this DSN too.
-func SQLiteDSN(path string) string {
-	// The driver opens "file:" names as SQLite URIs, which percent-decode the
-	// path and end it at '?' or '#'.
-	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
-	return "file:" + esc + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
-}
+func SQLiteDSN(path string) string { return backendurl.SQLiteDSN(path) }
 
 // postgres:// and postgresql://: everything in the URL is pgx's (pool size,
 // TLS, timeouts), see pgxpool.ParseConfig.

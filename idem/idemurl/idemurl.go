@@ -1,0 +1,123 @@
+// Package idemurl opens an idempotency store named by a URL, for programs in
+// which the user, not the code, picks the store: the latchkey gateway, a
+// config file, an environment variable. Libraries should take an idem.Store
+// instead.
+//
+//	mem://                                  in-process (idem/memstore): one process only
+//	sqlite:///var/lib/app/idem.db           SQLite file (idem/sqlstore), shared by the processes of one machine
+//	sqlite:idem.db                          the same, path relative to the working directory
+//	postgres://user:pass@host:5432/db       PostgreSQL through pgx's database/sql driver (idem/sqlstore)
+//	postgresql://...                        the same
+//	redis://[user:pass@]host:6379[/db]      one Redis (idem/redisstore); rediss:// for TLS
+//	redis-cluster://host:port[,host:port]   a Redis Cluster reached through any listed node
+//
+// Redis URLs also take prefix=P, the prefix of every key the store writes
+// (default "idem:"), so that several applications can share one Redis. SQL
+// stores create their tables (idem_records, idem_tokens) on Open.
+//
+// Errors never repeat a password given in the URL; [Redact] shows a URL the
+// same way.
+package idemurl
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/internal/backendurl"
+)
+
+// A Store is an idem.Store that owns its connections.
+type Store interface {
+	idem.Store
+	// Ping reports whether the store's server answers; nil for mem://.
+	Ping(ctx context.Context) error
+	// Close releases the connections. Calls made after it fail.
+	Close() error
+}
+
+// ErrUnsupported is wrapped by Open's error when the URL's scheme is not one
+// this package opens. The message lists the schemes that are.
+var ErrUnsupported = errors.New("idemurl: unsupported scheme")
+
+// An opener opens one scheme. raw is the URL as given (for drivers that parse
+// it themselves); u is its parsed form.
+type opener func(ctx context.Context, raw string, u *url.URL) (Store, error)
+
+var openers = map[string]opener{
+	"mem":           openMem,
+	"sqlite":        openSQLite,
+	"postgres":      openPostgres,
+	"postgresql":    openPostgres,
+	"redis":         openRedis,
+	"rediss":        openRedis,
+	"redis-cluster": openRedisCluster,
+}
+
+// Schemes returns the URL schemes Open accepts, sorted.
+func Schemes() []string {
+	s := make([]string, 0, len(openers))
+	for k := range openers {
+		s = append(s, k)
+	}
+	slices.Sort(s)
+	return s
+}
+
+// Open returns the store rawURL names, connected (its server has answered)
+// and with its tables created. The caller must Close it. Errors: one wrapping
+// idem.ErrInvalid for a URL that cannot be parsed or lacks what its scheme
+// needs (also ErrUnsupported when the scheme is unknown), ctx.Err(), or the
+// server's error when it cannot be reached. No error contains the URL's
+// password.
+func Open(ctx context.Context, rawURL string) (Store, error) {
+	s := backendurl.NewScrubber(rawURL)
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, s.Wrap(invalidf("idemurl: cannot parse %q: %w", Redact(rawURL), backendurl.ParseError(err)))
+	}
+	if u.Scheme == "" {
+		return nil, s.Wrap(invalidf("idemurl: %q has no scheme; %s", Redact(rawURL), supported()))
+	}
+	open, ok := openers[u.Scheme]
+	if !ok {
+		return nil, s.Wrap(invalidf("%w %q in %q; %s", ErrUnsupported, u.Scheme, Redact(rawURL), supported()))
+	}
+	st, err := open(ctx, rawURL, u)
+	if err != nil {
+		return nil, s.Wrap(fmt.Errorf("idemurl: %s: %w", Redact(rawURL), err))
+	}
+	return st, nil
+}
+
+func supported() string {
+	return "supported: " + strings.Join(Schemes(), "://, ") + "://"
+}
+
+// Redact returns rawURL with its passwords (the userinfo password and any
+// password or sslpassword query parameter) replaced by "xxxxx", for logs and
+// messages.
+func Redact(rawURL string) string { return backendurl.Redact(rawURL) }
+
+// invalidError marks a bad URL: errors.Is(err, idem.ErrInvalid) holds, and
+// the message reads without an "idem: invalid argument" prefix.
+type invalidError struct{ err error }
+
+func invalidf(format string, args ...any) error {
+	return &invalidError{fmt.Errorf(format, args...)}
+}
+
+func (e *invalidError) Error() string        { return e.err.Error() }
+func (e *invalidError) Unwrap() error        { return e.err }
+func (e *invalidError) Is(target error) bool { return target == idem.ErrInvalid }
+
+// closeOnError closes db when a later step of opening fails.
+func closeOnError(db *sql.DB, err error) error {
+	_ = db.Close()
+	return err
+}

@@ -1,0 +1,90 @@
+package idemurl
+
+import (
+	"context"
+	"net/url"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/idem/redisstore"
+	"github.com/latchkey-go/latchkey/internal/backendurl"
+)
+
+// redis://[user:password@]host:port[/db][?opts]: one Redis, options as
+// redis.ParseURL reads them, plus prefix=P.
+func openRedis(ctx context.Context, raw string, _ *url.URL) (Store, error) {
+	raw, prefix, err := cutPrefix(raw)
+	if err != nil {
+		return nil, err
+	}
+	opt, err := redis.ParseURL(raw)
+	if err != nil {
+		return nil, &invalidError{err}
+	}
+	return newRedisStore(ctx, redis.NewClient(opt), prefix)
+}
+
+// redis-cluster://host1:port1,host2:port2[?opts]: a Redis Cluster reached
+// through any of the listed nodes.
+func openRedisCluster(ctx context.Context, raw string, _ *url.URL) (Store, error) {
+	raw, prefix, err := cutPrefix(raw)
+	if err != nil {
+		return nil, err
+	}
+	opt, err := backendurl.ClusterOptions(raw)
+	if err != nil {
+		return nil, &invalidError{err}
+	}
+	return newRedisStore(ctx, redis.NewClusterClient(opt), prefix)
+}
+
+// cutPrefix removes the prefix parameter, which go-redis does not know, from
+// raw's query.
+func cutPrefix(raw string) (rest, prefix string, err error) {
+	base, query, ok := strings.Cut(raw, "?")
+	if !ok {
+		return raw, redisstore.DefaultPrefix, nil
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return "", "", invalidf("redis URL parameters: %w", err)
+	}
+	prefix = redisstore.DefaultPrefix
+	if ps, ok := q["prefix"]; ok {
+		if len(ps) != 1 || ps[0] == "" {
+			return "", "", invalidf("redis URL: prefix must be given once and not be empty")
+		}
+		prefix = ps[0]
+		delete(q, "prefix")
+	}
+	if len(q) == 0 {
+		return base, prefix, nil
+	}
+	return base + "?" + q.Encode(), prefix, nil
+}
+
+type redisClient interface {
+	redisstore.Client
+	Ping(ctx context.Context) *redis.StatusCmd
+	Close() error
+}
+
+func newRedisStore(ctx context.Context, c redisClient, prefix string) (Store, error) {
+	if err := c.Ping(ctx).Err(); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return &redisStore{Store: redisstore.New(c, redisstore.WithPrefix(prefix)), client: c}, nil
+}
+
+// redisStore owns its client.
+type redisStore struct {
+	*redisstore.Store
+	client redisClient
+}
+
+func (s *redisStore) Ping(ctx context.Context) error { return s.client.Ping(ctx).Err() }
+func (s *redisStore) Close() error                   { return s.client.Close() }
+
+var _ Store = (*redisStore)(nil)
