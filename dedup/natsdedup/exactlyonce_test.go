@@ -2,10 +2,10 @@ package natsdedup_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"strconv"
+	"hash/fnv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,223 +16,182 @@ import (
 
 	"github.com/latchkey-go/latchkey/dedup"
 	"github.com/latchkey-go/latchkey/dedup/natsdedup"
-	"github.com/latchkey-go/latchkey/idem/memstore"
+	"github.com/latchkey-go/latchkey/internal/dedupdrill"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
 
-// ledger records effects; it is the test's business write.
-type ledger struct {
-	mu    sync.Mutex
-	count map[string]int
-	sum   int64
-	n     int
+func TestMain(m *testing.M) { dedupdrill.Main(m, drillTarget.Role()) }
+
+// drillConfig names the drill's stream and durable consumer.
+type drillConfig struct {
+	URL, Stream string
 }
 
-func (l *ledger) apply(id string, amount int64) {
-	l.mu.Lock()
-	l.count[id]++
-	l.sum += amount
-	l.n++
-	l.mu.Unlock()
+const (
+	drillDurable   = "billing"
+	drillIDHeader  = "Payment-Id"
+	drillConsumers = 4 // per process
+)
+
+func parseDrillConfig(raw string) (drillConfig, error) {
+	var c drillConfig
+	err := json.Unmarshal([]byte(raw), &c)
+	return c, err
 }
 
-func (l *ledger) effects() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.n
-}
-
-// TestExactlyOnce: 1,000 payments, each published once or twice, consumed by
-// two Consumers (each on its own connection) sharing one durable pull
-// consumer; handlers fail at random (~10%) and one consumer "crashes" inside
-// a handler: its connection is closed while it holds the claim, so neither
-// an ack, a nak nor the effect reaches anyone, and its unacknowledged batch
-// comes back after AckWait. At the end every id took effect exactly once and
-// the ledger holds the expected sum.
-//
-// A second copy is either a republish under the same Nats-Msg-Id, which the
-// stream drops within its duplicate window, or a copy under another
-// Nats-Msg-Id with the same Payment-Id header (a producer that changed
-// message ids, or a republish after the window): the stream stores it and
-// only the Deduper, keyed on Payment-Id, stops it. As in the redisstream
-// crash test, the crash happens before the effect: the effect and the dedup
-// mark are separate writes.
-func TestExactlyOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test")
-	}
-	const (
-		n        = 1000
-		idHeader = "Payment-Id"
-		ttl      = 2 * time.Second // dedup processing TTL
-		ackWait  = 3 * time.Second
-		failRate = 0.10
-	)
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
-	defer cancel()
-	js := connect(t)
-	stream := newStream(t, js)
-	jcA := newJSConsumer(t, js, stream, ackWait)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-
-	// Publish, in shuffled order so copies of one id are sometimes in one
-	// batch and sometimes far apart.
-	type entry struct{ i, kind int } // kind 0: first copy; 1: same Nats-Msg-Id; 2: new Nats-Msg-Id
-	rng := rand.New(rand.NewPCG(seed, 1))
-	var entries []entry
-	var want int64
-	for i := range n {
-		entries = append(entries, entry{i, 0})
-		if k := rng.IntN(3); k > 0 {
-			entries = append(entries, entry{i, k})
-		}
-		want += int64(i + 1)
-	}
-	rng.Shuffle(len(entries), func(a, b int) { entries[a], entries[b] = entries[b], entries[a] })
-	first := make(map[int]bool, n)
-	var dropped, stored int
-	for _, e := range entries {
-		id := fmt.Sprintf("pay-%04d", e.i)
-		body := []byte(strconv.Itoa(e.i + 1))
-		var ack *jetstream.PubAck
-		var err error
-		if e.kind == 2 {
-			m := nats.NewMsg(stream)
-			m.Data = body
-			m.Header.Set(jetstream.MsgIDHeader, id+"-republished")
-			m.Header.Set(idHeader, id)
-			ack, err = js.PublishMsg(ctx, m)
-		} else {
-			ack, err = natsdedup.Publish(ctx, js, stream, dedup.Message{ID: id, Body: body}, natsdedup.WithIDHeader(idHeader))
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The same Nats-Msg-Id is dropped only if its first copy came first.
-		if wantDup := e.kind == 1 && first[e.i] || e.kind == 0 && first[e.i]; ack.Duplicate != wantDup {
-			t.Fatalf("%s kind %d: PubAck.Duplicate %v, want %v", id, e.kind, ack.Duplicate, wantDup)
-		}
-		if e.kind != 2 {
-			first[e.i] = true
-		}
-		if ack.Duplicate {
-			dropped++
-		} else {
-			stored++
-		}
-	}
-
-	d, err := dedup.New(dedup.FromIdem(memstore.New()), dedup.WithProcessingTTL(ttl))
+// drillJS connects to the drill's server; the caller closes the connection.
+func drillJS(raw string) (drillConfig, *nats.Conn, jetstream.JetStream, error) {
+	cfg, err := parseDrillConfig(raw)
 	if err != nil {
-		t.Fatal(err)
+		return cfg, nil, nil, err
 	}
-	led := &ledger{count: make(map[string]int, n)}
-	var outcomes [6]atomic.Int64
-	var failures atomic.Int64
-	blocked := make(chan string, 1)
+	nc, err := nats.Connect(cfg.URL)
+	if err != nil {
+		return cfg, nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return cfg, nil, nil, err
+	}
+	return cfg, nc, js, nil
+}
 
-	// consumer builds one Consumer; crashAt > 0 makes its handler block,
-	// claim held, before its crashAt-th effect.
-	consumer := func(jc jetstream.Consumer, seed uint64, crashAt int, log *errLog) *natsdedup.Consumer {
-		rng := rand.New(rand.NewPCG(seed, 7)) // only Run's goroutine calls the handler
-		attempts := 0
-		effect := func(ctx context.Context, m dedup.Message) error {
-			if rng.Float64() < failRate {
-				failures.Add(1)
-				return errors.New("injected failure")
+// sameMsgID reports whether an id's second copy is republished under the
+// first's Nats-Msg-Id (a third of them), which the stream's duplicate window
+// drops, rather than under a new one, which only the Deduper stops.
+func sameMsgID(id string) bool {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return h.Sum32()%3 == 0
+}
+
+// drillTarget is one durable pull consumer shared by four natsdedup
+// Consumers in each process. A second copy is either a republish under the
+// same Nats-Msg-Id, which the stream drops within its duplicate window, or a
+// copy under another Nats-Msg-Id with the same Payment-Id header (a producer
+// that changed message ids, or a republish after the window): the stream
+// stores it and only the Deduper, keyed on Payment-Id, stops it. The killed
+// child's fetched messages come back after AckWait.
+var drillTarget = dedupdrill.Target{
+	Name: "natsdedup",
+	Publish: func(ctx context.Context, raw string, msgs []dedup.Message) error {
+		cfg, nc, js, err := drillJS(raw)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		// Publish from 16 goroutines, each waiting for its PubAck; a pair
+		// under one Nats-Msg-Id must then have exactly one copy dropped.
+		dups := make(map[string]*atomic.Int32)
+		for _, m := range msgs {
+			if sameMsgID(m.ID) && dups[m.ID] == nil {
+				dups[m.ID] = new(atomic.Int32)
 			}
-			if attempts++; crashAt > 0 && attempts == crashAt {
-				blocked <- m.ID
-				<-ctx.Done() // the claim's TTL: the "dead" consumer never writes
-				return ctx.Err()
+		}
+		ch := make(chan dedup.Message)
+		var mu sync.Mutex
+		var errs []error
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				for m := range ch {
+					var ack *jetstream.PubAck
+					var err error
+					if m.Header[dedupdrill.HeaderCopy] == "2" && !sameMsgID(m.ID) {
+						msg := nats.NewMsg(cfg.Stream)
+						msg.Data = m.Body
+						msg.Header.Set(jetstream.MsgIDHeader, m.ID+"-republished")
+						msg.Header.Set(drillIDHeader, m.ID)
+						ack, err = js.PublishMsg(ctx, msg)
+					} else {
+						ack, err = natsdedup.Publish(ctx, js, cfg.Stream, m, natsdedup.WithIDHeader(drillIDHeader))
+					}
+					if err == nil && ack.Duplicate && dups[m.ID] != nil {
+						dups[m.ID].Add(1)
+					} else if err == nil && ack.Duplicate {
+						err = fmt.Errorf("%s: dropped as a duplicate, but its copies have distinct Nats-Msg-Ids", m.ID)
+					}
+					if err != nil {
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		for _, m := range msgs {
+			ch <- m
+		}
+		close(ch)
+		wg.Wait()
+		copies := map[string]int{}
+		for _, m := range msgs {
+			copies[m.ID]++
+		}
+		for id, n := range dups {
+			if want := int32(copies[id] - 1); n.Load() != want {
+				errs = append(errs, fmt.Errorf("%s: %d of %d copies under one Nats-Msg-Id dropped, want %d", id, n.Load(), copies[id], want))
 			}
-			amount, err := strconv.ParseInt(string(m.Body), 10, 64)
+		}
+		return errors.Join(errs...)
+	},
+	Consume: func(ctx context.Context, raw, proc string, h dedup.Handler) error {
+		cfg, nc, js, err := drillJS(raw)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		jc, err := js.Consumer(ctx, cfg.Stream, drillDurable)
+		if err != nil {
+			return err
+		}
+		err = dedupdrill.Parallel(ctx, drillConsumers, func(ctx context.Context, _ int) error {
+			c, err := natsdedup.NewConsumer(jc, h, natsdedup.WithIDHeader(drillIDHeader), natsdedup.WithBatchSize(10),
+				natsdedup.WithMaxWait(100*time.Millisecond), natsdedup.WithNakDelay(20*time.Millisecond),
+				natsdedup.WithMaxBusyDelay(200*time.Millisecond))
 			if err != nil {
 				return err
 			}
-			led.apply(m.ID, amount)
-			return nil
-		}
-		h := func(ctx context.Context, m dedup.Message) error {
-			o, err := d.Process(ctx, m, effect)
-			outcomes[o].Add(1)
-			return err
-		}
-		c, err := natsdedup.NewConsumer(jc, h, natsdedup.WithIDHeader(idHeader), natsdedup.WithBatchSize(20),
-			natsdedup.WithMaxWait(100*time.Millisecond), natsdedup.WithNakDelay(20*time.Millisecond),
-			natsdedup.WithMaxBusyDelay(100*time.Millisecond), natsdedup.WithErrorHandler(log.add))
+			return c.Run(ctx)
+		})
+		_ = nc.Flush() // acks are sent without waiting for the server
+		return err
+	},
+	Drained: func(ctx context.Context, raw string) (bool, error) {
+		cfg, nc, js, err := drillJS(raw)
 		if err != nil {
-			t.Fatal(err)
+			return false, err
 		}
-		return c
-	}
+		defer nc.Close()
+		jc, err := js.Consumer(ctx, cfg.Stream, drillDurable)
+		if err != nil {
+			return false, err
+		}
+		info, err := jc.Info(ctx)
+		if err != nil {
+			return false, err
+		}
+		return info.NumPending == 0 && info.NumAckPending == 0, nil
+	},
+}
 
-	// B has a connection of its own, which the crash closes.
-	ncB, err := nats.Connect(testsvc.NATSURL(t))
+// TestExactlyOnce: 10,000 payments, each published once or twice, consumed
+// through one durable pull consumer by two processes, four Consumers each;
+// handlers fail at random (~10%) and the child process is SIGKILLed inside
+// its handlers, so neither its acks, its naks nor its effects reach anyone;
+// its unacknowledged messages come back after AckWait, and its claims expire
+// after the processing TTL. At the end every id took effect exactly once, the
+// ledger holds the expected sum and nothing awaits delivery or an ack (see
+// dedupdrill).
+func TestExactlyOnce(t *testing.T) {
+	t.Parallel()
+	js := connect(t)
+	stream := newStream(t, js)
+	newJSConsumer(t, js, stream, 2*time.Second)
+	raw, err := json.Marshal(drillConfig{URL: testsvc.NATSURL(t), Stream: stream})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ncB.Close()
-	jsB, err := jetstream.New(ncB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jcB, err := jsB.Consumer(ctx, stream, "billing")
-	if err != nil {
-		t.Fatal(err)
-	}
-	logA, logB := &errLog{}, &errLog{}
-	consA := consumer(jcA, seed+2, 0, logA)
-	consB := consumer(jcB, seed+3, 150, logB)
-
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	runErrs := make([]error, 2)
-	for i, c := range []*natsdedup.Consumer{consA, consB} {
-		wg.Go(func() { runErrs[i] = c.Run(runCtx) })
-	}
-	defer wg.Wait()
-
-	select {
-	case id := <-blocked:
-		ncB.Close()
-		t.Logf("consumer B's connection closed inside the handler of %s", id)
-	case <-ctx.Done():
-		t.Fatal("consumer B never reached its crash point")
-	}
-
-	for led.effects() < n || !settled(t, jcA) {
-		if ctx.Err() != nil {
-			t.Fatalf("not drained: %d effects of %d", led.effects(), n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	stop()
-	wg.Wait()
-	for i, err := range runErrs {
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("Run %d: %v, want context.Canceled", i, err)
-		}
-	}
-
-	led.mu.Lock()
-	defer led.mu.Unlock()
-	for i := range n {
-		if id := fmt.Sprintf("pay-%04d", i); led.count[id] != 1 {
-			t.Errorf("%s took effect %d times", id, led.count[id])
-		}
-	}
-	if led.n != n || led.sum != want {
-		t.Errorf("%d effects, ledger %d; want %d, %d", led.n, led.sum, n, want)
-	}
-	if r := outcomes[dedup.Rejected].Load(); r != 0 {
-		t.Errorf("%d rejected; A reported %v", r, logA.errs)
-	}
-	t.Logf("%d ids, %d publishes: %d stored, %d dropped by the stream's duplicate window; %d injected failures",
-		n, len(entries), stored, dropped, failures.Load())
-	t.Logf("outcomes: processed %d, duplicate %d, busy %d, failed %d, rejected %d",
-		outcomes[dedup.Processed].Load(), outcomes[dedup.Duplicate].Load(), outcomes[dedup.Busy].Load(),
-		outcomes[dedup.Failed].Load(), outcomes[dedup.Rejected].Load())
+	dedupdrill.Run(t, drillTarget, string(raw), dedupdrill.Options{TTL: time.Second})
 }

@@ -171,7 +171,7 @@ func TestRollbackTogether(t *testing.T) {
 func TestTimeoutRollsBack(t *testing.T) {
 	t.Parallel()
 	forEach(t, func(t *testing.T, b backend) {
-		e := newEnv(t, b, sqlinbox.WithTimeout(300*time.Millisecond))
+		e := newEnv(t, b, sqlinbox.WithTimeout(time.Second))
 		ctx := context.Background()
 		m := dedup.Message{ID: "pay-3"}
 		o, err := e.in.Process(ctx, m, func(ctx context.Context, tx *sql.Tx, m dedup.Message) error {
@@ -184,7 +184,13 @@ func TestTimeoutRollsBack(t *testing.T) {
 		if o != dedup.Failed || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("hung handler: %v, %v", o, err)
 		}
-		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.Processed || err != nil {
+		// The redelivery goes to a consumer without the short timeout, which
+		// a loaded machine could exceed.
+		redo, err := sqlinbox.New(e.db, sqlinbox.WithTable(e.table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, err := redo.Process(ctx, m, e.pay); o != dedup.Processed || err != nil {
 			t.Fatalf("redelivery after the timeout: %v, %v", o, err)
 		}
 		if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
@@ -284,19 +290,27 @@ func TestLedgerExactlyOnce(t *testing.T) {
 func TestPurge(t *testing.T) {
 	t.Parallel()
 	forEach(t, func(t *testing.T, b backend) {
-		e := newEnv(t, b, sqlinbox.WithRetention(50*time.Millisecond))
+		const retention = time.Second
+		e := newEnv(t, b, sqlinbox.WithRetention(retention))
 		ctx := context.Background()
+		before := time.Now()
 		for _, id := range []string{"a", "b"} {
 			if _, err := e.in.Process(ctx, dedup.Message{ID: id}, e.pay); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if n, err := e.in.Purge(ctx); err != nil || n != 0 {
-			t.Fatalf("Purge within retention: %d, %v; want 0", n, err)
+		n, err := e.in.Purge(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
-		if n, err := e.in.Purge(ctx); err != nil || n != 2 {
-			t.Fatalf("Purge after retention: %d, %v; want 2", n, err)
+		// One-sided: a loaded machine may reach this after the retention.
+		if time.Since(before) < retention && n != 0 {
+			t.Fatalf("Purge within retention deleted %d ids, want 0", n)
+		}
+		time.Sleep(retention + 100*time.Millisecond)
+		m, err := e.in.Purge(ctx)
+		if err != nil || n+m != 2 {
+			t.Fatalf("Purge after retention: %d, %v; want %d (2 in all)", m, err, 2-n)
 		}
 	})
 }
