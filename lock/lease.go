@@ -70,6 +70,17 @@ func (l *Lease) Release(ctx context.Context) error {
 		}
 		return fmt.Errorf("%w: %w", ErrNotHeld, err)
 	}
+	if !time.Now().Before(l.deadline) {
+		// The deadline passed before the scheduler noticed (the process
+		// was paused, say): the lease is lost, whatever the server says
+		// now or cannot say. Losing it also deletes the lock if it is
+		// still ours.
+		err := l.expiredErr()
+		cleanup := m.loseLocked(l, err)
+		m.mu.Unlock()
+		cleanup()
+		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	}
 	cbs := m.finishLocked(l, ErrReleased)
 	m.mu.Unlock()
 	runAll(cbs, ErrReleased)
@@ -86,6 +97,18 @@ func (l *Lease) Release(ctx context.Context) error {
 		l.obs.o.Observe(Event{Kind: EventRelease, Key: l.key, Err: err, Duration: time.Since(begin)})
 	}
 	return err
+}
+
+// expiredErr is the error of a lease whose local deadline passed
+// unconfirmed. Call with m.mu held.
+func (l *Lease) expiredErr() error {
+	switch {
+	case l.fixed:
+		return fmt.Errorf("%w: fixed TTL expired", ErrLeaseLost)
+	case l.renewErr != nil:
+		return fmt.Errorf("%w: renewal not confirmed before the local deadline (last renewal error: %w)", ErrLeaseLost, l.renewErr)
+	}
+	return fmt.Errorf("%w: renewal not confirmed before the local deadline", ErrLeaseLost)
 }
 
 // leaseObserver is what an observed lease keeps for its events; kept apart so

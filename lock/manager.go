@@ -255,14 +255,7 @@ func (m *Manager) run() {
 		for len(m.heap) > 0 && !m.heap[0].next().After(now) {
 			l := m.heap[0]
 			if !now.Before(l.deadline) {
-				err := fmt.Errorf("%w: renewal not confirmed before the local deadline", ErrLeaseLost)
-				switch {
-				case l.fixed:
-					err = fmt.Errorf("%w: fixed TTL expired", ErrLeaseLost)
-				case l.renewErr != nil:
-					err = fmt.Errorf("%w (last renewal error: %w)", err, l.renewErr)
-				}
-				after = append(after, m.loseLocked(l, err))
+				after = append(after, m.loseLocked(l, l.expiredErr()))
 				continue
 			}
 			l.renewing = true

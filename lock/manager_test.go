@@ -166,6 +166,40 @@ func TestUnconfirmedRenewalLosesLease(t *testing.T) {
 	}
 }
 
+// TestReleaseAfterDeadline: a process paused past its lease resumes and
+// releases before the scheduler has run. Release must say the lease was lost
+// (another holder may have had the lock meanwhile), not that it released it,
+// and still delete the lock in case it is ours. The pause is simulated by
+// moving the deadline back under the lock, which a real pause would leave
+// to chance.
+func TestReleaseAfterDeadline(t *testing.T) {
+	f := newFake()
+	m, _ := NewManager(f)
+	lease, err := m.Acquire(t.Context(), "k", WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	lease.deadline = time.Now().Add(-time.Millisecond)
+	m.mu.Unlock()
+	if err := lease.Release(t.Context()); !errors.Is(err, ErrNotHeld) || !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("Release past the deadline = %v, want ErrNotHeld and ErrLeaseLost", err)
+	}
+	select {
+	case <-lease.Done():
+	default:
+		t.Fatal("Done still open after Release")
+	}
+	if !errors.Is(lease.Err(), ErrLeaseLost) {
+		t.Fatalf("Err = %v, want ErrLeaseLost", lease.Err())
+	}
+	for f.mu.Lock(); len(f.held) > 0; f.mu.Lock() {
+		f.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	f.mu.Unlock()
+}
+
 // TestManyLeasesShareOneScheduler holds 10,000 leases: they must cost no
 // goroutine each, and with a batch renewer one call per tick renews them all.
 func TestManyLeasesShareOneScheduler(t *testing.T) {
