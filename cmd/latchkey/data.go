@@ -5,25 +5,139 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/dedup/redisdedup"
+	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/idem/memstore"
+	"github.com/latchkey-go/latchkey/idem/redisstore"
+	"github.com/latchkey-go/latchkey/idem/sqlstore"
+	"github.com/latchkey-go/latchkey/internal/sqldialect"
 	"github.com/latchkey-go/latchkey/lock/lockurl"
 )
 
-// The demo's business data: what a lock is there to protect. It lives in the
-// SQLite file (--db), in tables apart from the lock's own; rows are named
-// per run, so a reused file never mixes runs.
+// The demo's business data: what locks, fences and idempotency keys are there
+// to protect. It lives in the --db database (a SQLite file unless --db names
+// PostgreSQL), in tables apart from the lock's and the stores' own; rows are
+// named per run, so a reused database never mixes runs. Statements use $N
+// placeholders, rewritten for SQLite by sqldialect.
 var dataSchema = []string{
-	`CREATE TABLE IF NOT EXISTS demo_counter (name TEXT PRIMARY KEY, value INTEGER NOT NULL)`,
-	`CREATE TABLE IF NOT EXISTS demo_stock (item TEXT PRIMARY KEY, qty INTEGER NOT NULL)`,
-	`CREATE TABLE IF NOT EXISTS demo_sales (id INTEGER PRIMARY KEY AUTOINCREMENT, item TEXT NOT NULL, buyer INTEGER NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS demo_stock (item TEXT PRIMARY KEY, qty BIGINT NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS demo_sales (item TEXT NOT NULL, buyer BIGINT NOT NULL)`,
 	// A lock without a lease, the way the seeds' "forgot to unlock" story
 	// starts: a row that only its holder deletes.
-	`CREATE TABLE IF NOT EXISTS demo_naive_locks (name TEXT PRIMARY KEY, holder INTEGER NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS demo_naive_locks (name TEXT PRIMARY KEY, holder BIGINT NOT NULL)`,
+	// Accounts for the transfers (version: state.Optimistic) and the paused
+	// holder (fence_token: sqlfence).
+	`CREATE TABLE IF NOT EXISTS demo_accounts (id TEXT PRIMARY KEY, balance BIGINT NOT NULL,
+		version BIGINT NOT NULL DEFAULT 0, fence_token BIGINT NOT NULL DEFAULT 0)`,
+	// The guarded service's books: a payment's row is written before the
+	// card is charged, and its primary key is the last gate behind the
+	// idempotency key (the seeds' "take the number first, then work").
+	`CREATE TABLE IF NOT EXISTS demo_ledger (gate_key TEXT PRIMARY KEY, charge_id TEXT NOT NULL,
+		instance TEXT NOT NULL)`,
+	// What the card network charged: one row per charge, whatever our books say.
+	`CREATE TABLE IF NOT EXISTS demo_bank_charges (payment_id TEXT NOT NULL, charge_id TEXT NOT NULL,
+		amount BIGINT NOT NULL, instance TEXT NOT NULL)`,
+	// The seeds' naive consumer dedup, SET consumed:<id> NX, as a table.
+	`CREATE TABLE IF NOT EXISTS demo_consumed (message_id TEXT PRIMARY KEY)`,
+	// What a message handler did: one row per effect.
+	`CREATE TABLE IF NOT EXISTS demo_effects (message_id TEXT NOT NULL, consumer TEXT NOT NULL)`,
 }
 
-// openData opens the data file with up to conns connections.
-func openData(ctx context.Context, path string, conns int) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", lockurl.SQLiteDSN(path))
+// Tables of the idempotency and dedup stores when they are SQL: apart from
+// the defaults, so the demo never meets an application's own records.
+const (
+	idemTable       = "demo_idem_records"
+	idemTokenTable  = "demo_idem_tokens"
+	dedupTable      = "demo_dedup_records"
+	dedupTokenTable = "demo_dedup_tokens"
+	redisIdemPrefix = "latchkey-demo:idem:"
+	redisDedupPfx   = "latchkey-demo:dedup:"
+)
+
+// A dataDB is the demo's connection pool to its business data.
+type dataDB struct {
+	*sql.DB
+	dialect sqldialect.Dialect
+}
+
+// q rewrites a statement written with $N placeholders for the database.
+func (db *dataDB) q(query string) string { return db.dialect.Rebind(query) }
+
+func (db *dataDB) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return db.ExecContext(ctx, db.q(query), args...)
+}
+
+func (db *dataDB) row(ctx context.Context, query string, args ...any) *sql.Row {
+	return db.QueryRowContext(ctx, db.q(query), args...)
+}
+
+// parseDataURL turns --db into the data URL: a SQLite file (a plain path,
+// sqlite:///abs/path or sqlite:rel/path) or postgres://. It returns "" for
+// a redis:// URL, whose data goes to a SQLite file of the demo's choosing.
+func parseDataURL(raw string) (data string, isRedis bool, err error) {
+	switch {
+	case strings.HasPrefix(raw, "postgres://"), strings.HasPrefix(raw, "postgresql://"):
+		return raw, false, nil
+	case strings.HasPrefix(raw, "redis://"), strings.HasPrefix(raw, "rediss://"):
+		return "", true, nil
+	case strings.HasPrefix(raw, "sqlite:"):
+		u, err := url.Parse(raw)
+		if err != nil {
+			return "", false, fmt.Errorf("--db: %w", errors.New("not a sqlite URL"))
+		}
+		p := u.Path
+		if u.Opaque != "" {
+			p = u.Opaque
+		}
+		if p == "" {
+			return "", false, errors.New("--db: sqlite URL names no file")
+		}
+		return sqliteDataURL(p)
+	case strings.Contains(raw, "://"):
+		scheme, _, _ := strings.Cut(raw, "://")
+		return "", false, fmt.Errorf("--db: unsupported scheme %q (supported: a SQLite file, sqlite://, postgres://, redis://)", scheme)
+	}
+	return sqliteDataURL(raw)
+}
+
+func sqliteDataURL(path string) (string, bool, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", false, err
+	}
+	return (&url.URL{Scheme: "sqlite", Path: filepath.ToSlash(abs)}).String(), false, nil
+}
+
+// sqlitePathOf returns the file of a sqlite:// data URL, "" for others.
+func sqlitePathOf(dataURL string) string {
+	if !strings.HasPrefix(dataURL, "sqlite:") {
+		return ""
+	}
+	u, err := url.Parse(dataURL)
+	if err != nil {
+		return ""
+	}
+	return filepath.FromSlash(u.Path)
+}
+
+// openData opens the data database with up to conns connections.
+func openData(ctx context.Context, dataURL string, conns int) (*dataDB, error) {
+	driver, dsn, dialect := "pgx", dataURL, sqldialect.Postgres
+	if p := sqlitePathOf(dataURL); p != "" {
+		driver, dsn, dialect = "sqlite", lockurl.SQLiteDSN(p), sqldialect.SQLite
+	}
+	db, err := sql.Open(driver, dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -31,42 +145,167 @@ func openData(ctx context.Context, path string, conns int) (*sql.DB, error) {
 	db.SetMaxIdleConns(conns)
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("opening %s: %w", path, err)
+		return nil, fmt.Errorf("opening the data database %s: %w", lockurl.Redact(dataURL), err)
 	}
-	return db, nil
+	return &dataDB{DB: db, dialect: dialect}, nil
 }
 
-func createData(ctx context.Context, db *sql.DB) error {
+// createData creates the demo's tables and, when the stores are SQL, theirs.
+// On PostgreSQL, concurrent CREATE TABLE IF NOT EXISTS can collide, so demos
+// sharing a server take turns under an advisory lock.
+func createData(ctx context.Context, db *dataDB, sqlStores bool) (err error) {
+	if db.dialect == sqldialect.Postgres {
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		h := fnv.New64a()
+		h.Write([]byte("latchkey-demo schema"))
+		lockID := int64(h.Sum64() >> 1)
+		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, lockID); err != nil {
+			return fmt.Errorf("creating the demo's tables: %w", err)
+		}
+		defer func() {
+			_, uerr := conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lockID)
+			err = errors.Join(err, uerr)
+		}()
+	}
 	for _, q := range dataSchema {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("creating the demo's tables: %w", err)
 		}
 	}
+	if !sqlStores {
+		return nil
+	}
+	for _, o := range [][]sqlstore.Option{
+		{sqlstore.WithTable(idemTable), sqlstore.WithTokenTable(idemTokenTable)},
+		{sqlstore.WithTable(dedupTable), sqlstore.WithTokenTable(dedupTokenTable)},
+	} {
+		s, err := sqlstore.New(db.DB, o...)
+		if err != nil {
+			return err
+		}
+		if err := s.Migrate(ctx); err != nil {
+			return fmt.Errorf("creating the idempotency tables: %w", err)
+		}
+	}
 	return nil
 }
 
-func readCounter(ctx context.Context, db *sql.DB, name string) (int64, error) {
-	var v int64
-	err := db.QueryRowContext(ctx, `SELECT value FROM demo_counter WHERE name = ?`, name).Scan(&v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	return v, err
+// stores are the idempotency and dedup stores a process of the demo uses,
+// opened from the store URL: "sql" (tables in the data database), redis://,
+// or mem:// (private to the process: the sabotage).
+type stores struct {
+	idem  idem.Store
+	dedup dedup.Store
+	naive naiveClaimer
+	close func() error
 }
 
-func writeCounter(ctx context.Context, db *sql.DB, name string, v int64) error {
-	_, err := db.ExecContext(ctx, `INSERT INTO demo_counter (name, value) VALUES (?, ?)
-		ON CONFLICT (name) DO UPDATE SET value = excluded.value`, name, v)
-	return err
+const sqlStoreURL = "sql"
+
+func openStores(ctx context.Context, storeURL string, data *dataDB) (*stores, error) {
+	switch {
+	case storeURL == "" || storeURL == sqlStoreURL:
+		is, err := sqlstore.New(data.DB, sqlstore.WithTable(idemTable), sqlstore.WithTokenTable(idemTokenTable))
+		if err != nil {
+			return nil, err
+		}
+		ds, err := sqlstore.New(data.DB, sqlstore.WithTable(dedupTable), sqlstore.WithTokenTable(dedupTokenTable))
+		if err != nil {
+			return nil, err
+		}
+		return &stores{idem: is, dedup: dedup.FromIdem(ds), naive: sqlNaive{data}, close: func() error { return nil }}, nil
+	case strings.HasPrefix(storeURL, "redis://"), strings.HasPrefix(storeURL, "rediss://"):
+		opt, err := redis.ParseURL(storeURL)
+		if err != nil {
+			return nil, fmt.Errorf("--db %s: %w", lockurl.Redact(storeURL), errors.New("not a Redis URL"))
+		}
+		c := redis.NewClient(opt)
+		if err := c.Ping(ctx).Err(); err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("reaching Redis at %s: %w", lockurl.Redact(storeURL), err)
+		}
+		return &stores{
+			idem:  redisstore.New(c, redisstore.WithPrefix(redisIdemPrefix)),
+			dedup: redisdedup.New(c, redisdedup.WithPrefix(redisDedupPfx)),
+			naive: redisNaive{c},
+			close: c.Close,
+		}, nil
+	case storeURL == "mem://":
+		return &stores{idem: memstore.New(), dedup: dedup.FromIdem(memstore.New()),
+			naive: &memNaive{seen: map[string]bool{}}, close: func() error { return nil }}, nil
+	}
+	return nil, fmt.Errorf("unsupported store %q", lockurl.Redact(storeURL))
+}
+
+// A naiveClaimer is the seeds' consumer dedup: mark the message consumed
+// before handling it, and skip it when the mark is already there.
+type naiveClaimer interface {
+	// claim reports whether id was not marked yet, and marks it.
+	claim(ctx context.Context, id string) (bool, error)
+}
+
+type sqlNaive struct{ db *dataDB }
+
+func (n sqlNaive) claim(ctx context.Context, id string) (bool, error) {
+	res, err := n.db.exec(ctx, `INSERT INTO demo_consumed (message_id) VALUES ($1) ON CONFLICT (message_id) DO NOTHING`, id)
+	if err != nil {
+		return false, err
+	}
+	k, err := res.RowsAffected()
+	return k == 1, err
+}
+
+type redisNaive struct{ c *redis.Client }
+
+func (n redisNaive) claim(ctx context.Context, id string) (bool, error) {
+	return n.c.SetNX(ctx, "latchkey-demo:consumed:"+id, "1", 24*time.Hour).Result()
+}
+
+type memNaive struct {
+	mu   sync.Mutex
+	seen map[string]bool // guarded by mu
+}
+
+func (n *memNaive) claim(_ context.Context, id string) (bool, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.seen[id] {
+		return false, nil
+	}
+	n.seen[id] = true
+	return true, nil
 }
 
 // takeNaiveLock inserts the lease-less lock row; false if someone has it.
-func takeNaiveLock(ctx context.Context, db *sql.DB, name string, holder int) (bool, error) {
-	res, err := db.ExecContext(ctx, `INSERT INTO demo_naive_locks (name, holder) VALUES (?, ?)
+func takeNaiveLock(ctx context.Context, db *dataDB, name string, holder int) (bool, error) {
+	res, err := db.exec(ctx, `INSERT INTO demo_naive_locks (name, holder) VALUES ($1, $2)
 		ON CONFLICT (name) DO NOTHING`, name, holder)
 	if err != nil {
 		return false, err
 	}
 	n, err := res.RowsAffected()
 	return n == 1, err
+}
+
+// setBalance creates or resets an account.
+func setBalance(ctx context.Context, db *dataDB, id string, balance int64) error {
+	_, err := db.exec(ctx, `INSERT INTO demo_accounts (id, balance) VALUES ($1, $2)
+		ON CONFLICT (id) DO UPDATE SET balance = excluded.balance, version = 0, fence_token = 0`, id, balance)
+	return err
+}
+
+func readBalance(ctx context.Context, db *dataDB, id string) (int64, error) {
+	var v int64
+	err := db.row(ctx, `SELECT balance FROM demo_accounts WHERE id = $1`, id).Scan(&v)
+	return v, err
+}
+
+// writeBalance is the unguarded write: whatever the writer computed wins.
+func writeBalance(ctx context.Context, db *dataDB, id string, v int64) error {
+	_, err := db.exec(ctx, `UPDATE demo_accounts SET balance = $1 WHERE id = $2`, v, id)
+	return err
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,28 +42,95 @@ func latchkey(t *testing.T, args ...string) (code int, stdout, stderr string) {
 
 // The JSON report, as a consumer would decode it.
 type jsonReport struct {
-	OK        bool   `json:"ok"`
-	Backend   string `json:"backend"`
-	Scenarios []struct {
-		Name      string          `json:"name"`
-		OK        bool            `json:"ok"`
-		Skipped   string          `json:"skipped"`
-		Error     string          `json:"error"`
-		Unguarded json.RawMessage `json:"unguarded"`
-		Guarded   json.RawMessage `json:"guarded"`
-	} `json:"scenarios"`
+	OK        bool           `json:"ok"`
+	Backend   string         `json:"backend"`
+	DB        string         `json:"db"`
+	Store     string         `json:"store"`
+	Scenarios []jsonScenario `json:"scenarios"`
 }
 
-type jsonTurns struct {
-	Expected         int64    `json:"expected"`
-	Counter          int64    `json:"counter"`
-	LostUpdates      int64    `json:"lost_updates"`
-	Overlaps         int      `json:"overlaps"`
-	Sections         int      `json:"sections"`
-	HandOvers        int      `json:"hand_overs"`
-	Tokens           []uint64 `json:"tokens"`
-	TokensIncreasing bool     `json:"tokens_increasing"`
-	Damaged          bool     `json:"damaged"`
+type jsonScenario struct {
+	Name    string `json:"name"`
+	OK      bool   `json:"ok"`
+	Skipped string `json:"skipped"`
+	Error   string `json:"error"`
+	Damage  struct {
+		Unit      string `json:"unit"`
+		Unguarded int    `json:"unguarded"`
+		Guarded   int    `json:"guarded"`
+	} `json:"damage"`
+	Unguarded json.RawMessage `json:"unguarded"`
+	Guarded   json.RawMessage `json:"guarded"`
+	Timeline  struct {
+		Unguarded []jsonStep `json:"unguarded"`
+		Guarded   []jsonStep `json:"guarded"`
+	} `json:"timeline"`
+}
+
+type jsonStep struct {
+	AtMS  int64  `json:"at_ms"`
+	Actor string `json:"actor"`
+	Kind  string `json:"kind"`
+	Event string `json:"event"`
+	Token uint64 `json:"token"`
+	Count int    `json:"count"`
+}
+
+type jsonPayment struct {
+	Copies       int  `json:"copies"`
+	Charges      int  `json:"charges"`
+	ExtraCharges int  `json:"extra_charges"`
+	Replays      int  `json:"replays"`
+	Identical    bool `json:"identical"`
+	Damaged      bool `json:"damaged"`
+	Answers      []struct {
+		Copy     int    `json:"copy"`
+		Status   int    `json:"status"`
+		Replayed bool   `json:"replayed"`
+		ChargeID string `json:"charge_id"`
+	} `json:"answers"`
+}
+
+type jsonMessage struct {
+	Deliveries []struct {
+		Outcome string `json:"outcome"`
+	} `json:"deliveries"`
+	Effects int  `json:"effects"`
+	Lost    bool `json:"lost"`
+	Twice   bool `json:"processed_twice"`
+	Damaged bool `json:"damaged"`
+}
+
+type jsonTransfer struct {
+	Expected      int64    `json:"expected"`
+	Final         int64    `json:"final"`
+	LostTransfers int      `json:"lost_transfers"`
+	Conflicts     int      `json:"version_conflicts"`
+	Tokens        []uint64 `json:"tokens"`
+	Damaged       bool     `json:"damaged"`
+}
+
+type jsonTransferGuarded struct {
+	Lock    jsonTransfer `json:"lock"`
+	Version jsonTransfer `json:"version"`
+}
+
+type jsonStock struct {
+	Buyers    int   `json:"buyers"`
+	Sales     int   `json:"sales"`
+	Refused   int   `json:"refused"`
+	Oversold  int   `json:"oversold"`
+	StockLeft int64 `json:"stock_left"`
+	Damaged   bool  `json:"damaged"`
+}
+
+type jsonPaused struct {
+	HolderToken    uint64 `json:"holder_token"`
+	SuccessorToken uint64 `json:"successor_token"`
+	LateWrite      string `json:"late_write"`
+	Final          int64  `json:"final"`
+	Expected       int64  `json:"expected"`
+	Damaged        bool   `json:"damaged"`
 }
 
 type jsonCrashGuarded struct {
@@ -80,15 +148,6 @@ type jsonCrashUnguarded struct {
 	Damaged bool `json:"damaged"`
 }
 
-type jsonStock struct {
-	Buyers    int   `json:"buyers"`
-	Sales     int   `json:"sales"`
-	Refused   int   `json:"refused"`
-	Oversold  int   `json:"oversold"`
-	StockLeft int64 `json:"stock_left"`
-	Damaged   bool  `json:"damaged"`
-}
-
 func decode[T any](t *testing.T, raw json.RawMessage) T {
 	t.Helper()
 	var v T
@@ -104,25 +163,49 @@ func demoJSON(t *testing.T, wantCode int, args ...string) jsonReport {
 	if code != wantCode {
 		t.Fatalf("exit status %d, want %d; stderr:\n%s\nstdout:\n%s", code, wantCode, errOut, out)
 	}
+	return parseReport(t, out)
+}
+
+func parseReport(t *testing.T, out string) jsonReport {
+	t.Helper()
 	var rep jsonReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("--json output does not parse: %v\n%s", err, out)
 	}
-	names := []string{}
 	for _, s := range rep.Scenarios {
-		names = append(names, s.Name)
 		if s.Error != "" {
 			t.Errorf("scenario %s failed: %s", s.Name, s.Error)
 		}
 	}
-	if got := strings.Join(names, " "); got != "two-instances forgot-to-unlock last-item" {
-		t.Fatalf("scenarios %q", got)
-	}
 	return rep
 }
 
-// checkClean checks the numbers of a demo run on a backend that processes
-// share: the guarded runs are clean, the unguarded damage is counted.
+// wantScenarios checks that rep has exactly the named scenarios, in order.
+func wantScenarios(t *testing.T, rep jsonReport, names ...string) {
+	t.Helper()
+	var got []string
+	for _, s := range rep.Scenarios {
+		got = append(got, s.Name)
+	}
+	if strings.Join(got, " ") != strings.Join(names, " ") {
+		t.Fatalf("scenarios %q, want %q", got, names)
+	}
+}
+
+func scenarioNamed(t *testing.T, rep jsonReport, name string) jsonScenario {
+	t.Helper()
+	for _, s := range rep.Scenarios {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no scenario %q", name)
+	return jsonScenario{}
+}
+
+// checkClean checks a demo run on a backend that processes share: every
+// unguarded run did counted damage, no guarded run did any, and the numbers
+// behind the counts say the same.
 func checkClean(t *testing.T, rep jsonReport) {
 	t.Helper()
 	if !rep.OK {
@@ -132,128 +215,306 @@ func checkClean(t *testing.T, rep jsonReport) {
 		if !s.OK || s.Skipped != "" {
 			t.Errorf("%s: ok=%v skipped=%q", s.Name, s.OK, s.Skipped)
 		}
-	}
-
-	un := decode[jsonTurns](t, rep.Scenarios[0].Unguarded)
-	g := decode[jsonTurns](t, rep.Scenarios[0].Guarded)
-	t.Logf("two-instances: unguarded %+v", un)
-	// The unguarded workers start together and run in step, so their
-	// read-sleep-write sections overlap: updates are lost.
-	if un.LostUpdates != un.Expected-un.Counter || un.LostUpdates == 0 || !un.Damaged {
-		t.Errorf("unguarded two-instances: damage not counted: %+v", un)
-	}
-	if g.Damaged || g.Counter != 16 || g.Expected != 16 || g.LostUpdates != 0 || g.Overlaps != 0 ||
-		g.Sections != 16 || len(g.Tokens) != 16 || !g.TokensIncreasing || g.HandOvers == 0 {
-		t.Errorf("guarded two-instances: %+v", g)
-	}
-	for i := 1; i < len(g.Tokens); i++ {
-		if g.Tokens[i] <= g.Tokens[i-1] {
-			t.Errorf("tokens not increasing: %v", g.Tokens)
+		if s.Damage.Unguarded <= 0 || s.Damage.Guarded != 0 || s.Damage.Unit == "" {
+			t.Errorf("%s: damage %+v, want unguarded > 0 and guarded 0", s.Name, s.Damage)
+		}
+		if len(s.Timeline.Unguarded) == 0 || len(s.Timeline.Guarded) == 0 {
+			t.Errorf("%s: empty timeline", s.Name)
+		}
+		if n := len(s.Timeline.Unguarded) + len(s.Timeline.Guarded); n > 40 {
+			t.Errorf("%s: %d timeline steps: not compact", s.Name, n)
+		}
+		for _, tl := range [][]jsonStep{s.Timeline.Unguarded, s.Timeline.Guarded} {
+			for i, st := range tl {
+				if st.Actor == "" || st.Kind == "" || st.Event == "" || (i > 0 && st.AtMS < tl[i-1].AtMS) {
+					t.Errorf("%s: step %d %+v malformed or out of order", s.Name, i, st)
+				}
+			}
 		}
 	}
 
-	cu := decode[jsonCrashUnguarded](t, rep.Scenarios[1].Unguarded)
-	cg := decode[jsonCrashGuarded](t, rep.Scenarios[1].Guarded)
-	if !cu.Stuck || !cu.Damaged {
-		t.Errorf("unguarded forgot-to-unlock: %+v", cu)
-	}
-	// Killed 0.7 s into a 1.5 s lease renewed every 0.5 s: the lease runs
-	// at least 0.8 s past the kill, and the successor must not get in before.
-	if cg.Damaged || cg.ImmediateTry != "refused" || !cg.Acquired || !cg.TokenHigher ||
-		cg.SuccessorToken <= cg.HolderToken || cg.WaitedMS < 700 || cg.WaitedMS > 3500 {
-		t.Errorf("guarded forgot-to-unlock: %+v", cg)
+	if has(rep, "payment") {
+		// 1. The payment: a charge per copy unguarded (the first copy's
+		// client gives up after 100 ms; on a slow machine that copy may never
+		// have reached its server), one charge guarded, and every copy that
+		// got an answer got the same one, replayed.
+		pay := scenarioNamed(t, rep, "payment")
+		pu, pg := decode[jsonPayment](t, pay.Unguarded), decode[jsonPayment](t, pay.Guarded)
+		if pu.Copies != 4 || pu.Charges < 3 || pu.ExtraCharges != pu.Charges-1 || !pu.Damaged ||
+			pay.Damage.Unguarded != pu.ExtraCharges {
+			t.Errorf("unguarded payment: %+v", pu)
+		}
+		if pg.Charges != 1 || pg.ExtraCharges != 0 || pg.Replays < 2 || !pg.Identical || pg.Damaged {
+			t.Errorf("guarded payment: %+v", pg)
+		}
+		ids := map[string]bool{}
+		for _, a := range pg.Answers {
+			if a.Status != 0 {
+				ids[a.ChargeID] = true
+				if a.Status != 200 || !a.Replayed {
+					t.Errorf("guarded payment answer %+v", a)
+				}
+			}
+		}
+		if len(ids) != 1 {
+			t.Errorf("guarded payment: answers name charges %v", ids)
+		}
+		if !hasKind(pay.Timeline.Guarded, "replayed") || countKind(pay.Timeline.Guarded, "charged") != 1 ||
+			countKind(pay.Timeline.Unguarded, "charged") != pu.Charges {
+			t.Errorf("payment timelines: %+v / %+v", pay.Timeline.Unguarded, pay.Timeline.Guarded)
+		}
 	}
 
-	su := decode[jsonStock](t, rep.Scenarios[2].Unguarded)
-	sg := decode[jsonStock](t, rep.Scenarios[2].Guarded)
-	t.Logf("last-item: unguarded %+v", su)
-	if su.Sales < 2 || su.Oversold != su.Sales-1 || su.Sales+su.Refused != 100 || !su.Damaged {
-		t.Errorf("unguarded last-item: damage not counted: %+v", su)
+	if has(rep, "failed-handler") {
+		// 2. The failing handler: naive loses the message, dedup applies it once.
+		msg := scenarioNamed(t, rep, "failed-handler")
+		mu, mg := decode[jsonMessage](t, msg.Unguarded), decode[jsonMessage](t, msg.Guarded)
+		if mu.Effects != 0 || !mu.Lost || !mu.Damaged {
+			t.Errorf("naive consumer: %+v", mu)
+		}
+		if mg.Effects != 1 || mg.Lost || mg.Twice || mg.Damaged || len(mg.Deliveries) != 3 ||
+			mg.Deliveries[0].Outcome != "failed" || mg.Deliveries[1].Outcome != "processed" || mg.Deliveries[2].Outcome != "duplicate" {
+			t.Errorf("dedup consumer: %+v", mg)
+		}
 	}
-	if sg.Damaged || sg.Sales != 1 || sg.Refused != 99 || sg.Oversold != 0 || sg.StockLeft != 0 {
-		t.Errorf("guarded last-item: %+v", sg)
+
+	if has(rep, "transfers") {
+		// 3. The transfers: one lost unguarded; both kept with the lock (two
+		// increasing tokens) and with the version column (after a conflict).
+		tr := scenarioNamed(t, rep, "transfers")
+		tu, tg := decode[jsonTransfer](t, tr.Unguarded), decode[jsonTransferGuarded](t, tr.Guarded)
+		t.Logf("transfers: unguarded %+v", tu)
+		if tu.Expected != 1300 || tu.Final == 1300 || tu.LostTransfers != 1 || !tu.Damaged {
+			t.Errorf("unguarded transfers: %+v", tu)
+		}
+		if tg.Lock.Final != 1300 || tg.Lock.Damaged || len(tg.Lock.Tokens) != 2 || tg.Lock.Tokens[1] <= tg.Lock.Tokens[0] {
+			t.Errorf("transfers with the lock: %+v", tg.Lock)
+		}
+		if tg.Version.Final != 1300 || tg.Version.Damaged || tg.Version.Conflicts < 1 {
+			t.Errorf("transfers with the version: %+v", tg.Version)
+		}
+	}
+
+	if has(rep, "last-item") {
+		// 4. The last item.
+		st := scenarioNamed(t, rep, "last-item")
+		su, sg := decode[jsonStock](t, st.Unguarded), decode[jsonStock](t, st.Guarded)
+		t.Logf("last-item: unguarded %+v", su)
+		if su.Sales < 2 || su.Oversold != su.Sales-1 || su.Sales+su.Refused != 100 || !su.Damaged {
+			t.Errorf("unguarded last-item: damage not counted: %+v", su)
+		}
+		if sg.Damaged || sg.Sales != 1 || sg.Refused != 99 || sg.Oversold != 0 || sg.StockLeft != 0 {
+			t.Errorf("guarded last-item: %+v", sg)
+		}
+	}
+
+	if has(rep, "paused-holder") {
+		// 5. The paused holder: its late write lands unguarded, is refused
+		// guarded, and the successor's token is the higher one.
+		pa := scenarioNamed(t, rep, "paused-holder")
+		au, ag := decode[jsonPaused](t, pa.Unguarded), decode[jsonPaused](t, pa.Guarded)
+		if au.LateWrite != "applied" || au.Final == au.Expected || !au.Damaged {
+			t.Errorf("unfenced paused holder: %+v", au)
+		}
+		if ag.LateWrite != "refused" || ag.Final != ag.Expected || ag.Damaged || ag.SuccessorToken <= ag.HolderToken {
+			t.Errorf("fenced paused holder: %+v", ag)
+		}
+		if !hasKind(pa.Timeline.Guarded, "refused") || !hasKind(pa.Timeline.Guarded, "paused") {
+			t.Errorf("paused-holder timeline: %+v", pa.Timeline.Guarded)
+		}
+	}
+
+	if has(rep, "forgot-to-unlock") {
+		// 6. The killed holder: killed 0.7 s into a 1.5 s lease renewed every
+		// 0.5 s, so the lease runs at least 0.8 s past the kill, and the
+		// successor must not get in before.
+		cr := scenarioNamed(t, rep, "forgot-to-unlock")
+		cu, cg := decode[jsonCrashUnguarded](t, cr.Unguarded), decode[jsonCrashGuarded](t, cr.Guarded)
+		if !cu.Stuck || !cu.Damaged {
+			t.Errorf("unguarded forgot-to-unlock: %+v", cu)
+		}
+		if cg.Damaged || cg.ImmediateTry != "refused" || !cg.Acquired || !cg.TokenHigher ||
+			cg.SuccessorToken <= cg.HolderToken || cg.WaitedMS < 700 {
+			t.Errorf("guarded forgot-to-unlock: %+v", cg)
+		}
 	}
 }
 
-func TestDemoJSON(t *testing.T) {
-	t.Parallel()
-	checkClean(t, demoJSON(t, exitOK))
+// has reports whether rep ran the scenario.
+func has(rep jsonReport, name string) bool {
+	for _, s := range rep.Scenarios {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
-func TestDemoPostgres(t *testing.T) {
-	t.Parallel()
-	url := testsvc.PostgresURL(t)
-	rep := demoJSON(t, exitOK, "--backend", url)
-	if !strings.HasPrefix(rep.Backend, "postgres://") {
-		t.Errorf("backend %q", rep.Backend)
+func hasKind(steps []jsonStep, kind string) bool { return countKind(steps, kind) > 0 }
+
+func countKind(steps []jsonStep, kind string) int {
+	n := 0
+	for _, s := range steps {
+		if s.Kind == kind {
+			n++
+		}
 	}
-	checkClean(t, rep)
+	return n
+}
+
+const lockScenarios = "transfers,last-item,paused-holder,forgot-to-unlock"
+
+// TestDemoServers runs the whole demo on each server the flags can name, at
+// once: PostgreSQL for data, keys and locks; Redis for keys and locks; etcd
+// and ZooKeeper for the locks.
+func TestDemoServers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		args   func(t *testing.T) []string
+		prefix string // of the reported lock URL
+	}{
+		{"postgres", func(t *testing.T) []string { return []string{"--db", testsvc.PostgresURL(t)} }, "postgres://"},
+		{"redis", func(t *testing.T) []string { return []string{"--db", "redis://" + testsvc.RedisAddr(t)} }, "redis://"},
+		// etcd and ZooKeeper hold only locks: the scenarios with locks.
+		{"etcd", func(t *testing.T) []string {
+			return []string{"--backend", "etcd://" + testsvc.StartEtcd(t).Endpoint(), "--only", lockScenarios}
+		}, "etcd://"},
+		{"zookeeper", func(t *testing.T) []string {
+			return []string{"--backend", "zk://" + testsvc.StartZooKeeper(t).Endpoint(), "--only", lockScenarios}
+		}, "zk://"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			args := tc.args(t)
+			rep := demoJSON(t, exitOK, args...)
+			if slices.Contains(args, "--only") {
+				wantScenarios(t, rep, strings.Split(lockScenarios, ",")...)
+			} else {
+				wantScenarios(t, rep, scenarioNames...)
+			}
+			if !strings.HasPrefix(rep.Backend, tc.prefix) {
+				t.Errorf("locks on %q, want %s", rep.Backend, tc.prefix)
+			}
+			if tc.name == "redis" && !strings.HasPrefix(rep.Store, "redis://") {
+				t.Errorf("keys in %q, want Redis", rep.Store)
+			}
+			checkClean(t, rep)
+		})
+	}
 }
 
 func TestDemoDBFlagKeepsFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "mine.db")
-	rep := demoJSON(t, exitOK, "--db", path, "--backend", "mem://")
+	rep := demoJSON(t, exitOK, "--db", path, "--backend", "mem://", "--only", "payment,transfers")
+	wantScenarios(t, rep, "payment", "transfers")
 	if _, err := os.Stat(path); err != nil {
 		t.Errorf("--db file not kept: %v", err)
 	}
-	// mem:// locks cannot reach the workers: the process scenarios are
-	// skipped, not shown as damage.
-	for _, s := range rep.Scenarios[:2] {
-		if s.Skipped == "" || !s.OK {
-			t.Errorf("%s on mem://: ok=%v skipped=%q", s.Name, s.OK, s.Skipped)
+	// mem:// locks cannot reach the workers: the scenarios whose locks
+	// must are skipped, not shown as damage; the others run on the file.
+	for _, s := range rep.Scenarios {
+		switch s.Name {
+		case "transfers":
+			if s.Skipped == "" || !s.OK {
+				t.Errorf("%s on mem://: ok=%v skipped=%q", s.Name, s.OK, s.Skipped)
+			}
+		default:
+			if s.Skipped != "" || !s.OK || s.Damage.Guarded != 0 || s.Damage.Unguarded == 0 {
+				t.Errorf("%s on mem://: ok=%v skipped=%q damage %+v", s.Name, s.OK, s.Skipped, s.Damage)
+			}
 		}
-	}
-	if sg := decode[jsonStock](t, rep.Scenarios[2].Guarded); sg.Sales != 1 || sg.Refused != 99 {
-		t.Errorf("guarded last-item on mem://: %+v", sg)
 	}
 }
 
-// TestDemoSabotaged breaks the lock in every guarded run (each participant
-// gets a private lock) to prove the demo notices damage where a lock should
-// have prevented it, and exits 1: with a working lock that path never runs.
+// TestDemoSabotaged breaks the guard of every guarded run (private locks,
+// private idempotency stores and books, a forged fencing token) to prove the
+// demo notices damage where a guard should have prevented it, and exits 1:
+// with working guards that path never runs.
 func TestDemoSabotaged(t *testing.T) {
 	t.Parallel()
 	rep := demoJSON(t, exitFail, "--sabotage")
+	wantScenarios(t, rep, scenarioNames...)
 	if rep.OK {
 		t.Error("report ok")
 	}
 	for _, s := range rep.Scenarios {
-		if s.OK {
-			t.Errorf("%s: damage with a broken lock not caught", s.Name)
+		if s.OK || s.Damage.Guarded == 0 {
+			t.Errorf("%s: damage with a broken guard not caught: ok=%v damage %+v", s.Name, s.OK, s.Damage)
 		}
 	}
-	if g := decode[jsonCrashGuarded](t, rep.Scenarios[1].Guarded); g.ImmediateTry != "acquired" {
+	if g := decode[jsonPayment](t, scenarioNamed(t, rep, "payment").Guarded); g.Charges < 2 {
+		t.Errorf("payment with private stores: %+v", g)
+	}
+	if g := decode[jsonMessage](t, scenarioNamed(t, rep, "failed-handler").Guarded); !g.Twice {
+		t.Errorf("dedup with private stores: %+v", g)
+	}
+	if g := decode[jsonPaused](t, scenarioNamed(t, rep, "paused-holder").Guarded); g.LateWrite != "applied" {
+		t.Errorf("fence with a forged token: %+v", g)
+	}
+	if g := decode[jsonCrashGuarded](t, scenarioNamed(t, rep, "forgot-to-unlock").Guarded); g.ImmediateTry != "acquired" {
 		t.Errorf("forgot-to-unlock with a broken lock: %+v", g)
 	}
-	if g := decode[jsonStock](t, rep.Scenarios[2].Guarded); g.Sales < 2 {
+	if g := decode[jsonStock](t, scenarioNamed(t, rep, "last-item").Guarded); g.Sales < 2 {
 		t.Errorf("last-item with a broken lock: %+v", g)
 	}
 }
 
-func TestDemoText(t *testing.T) {
+// TestDemoDefaults runs the demo with no flags (a SQLite file in a temporary
+// directory, locks in it) once, and checks both of its outputs: the text
+// report and, for the same run, the JSON one.
+func TestDemoDefaults(t *testing.T) {
 	t.Parallel()
-	code, out, errOut := latchkey(t, "demo")
-	if code != exitOK {
-		t.Fatalf("exit %d; stderr:\n%s", code, errOut)
+	d, cleanup, err := setUpDemo(t.Context(), "", "", false)
+	defer cleanup()
+	if err != nil {
+		t.Fatal(err)
 	}
+	var text bytes.Buffer
+	rep, err := d.run(t.Context(), &text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jr := parseReport(t, string(js))
+	wantScenarios(t, jr, scenarioNames...)
+	checkClean(t, jr)
+	out := text.String()
 	t.Logf("\n%s", out)
 	for _, want := range []string{
-		"1. Two instances, one lock",
-		"guarded:   counter 16, expected 16: 0 updates lost, 0 overlaps ✓",
-		"fencing tokens strictly increasing ✓",
-		"2. Forgot to unlock",
-		"right after the kill: try refused",
-		"3. The last item: 100 buyers",
+		"1. One payment arrives 3 times in 200 ms at two instances",
+		"guarded:   4 copies -> 1 charge,",
+		"replayed with identical answers ✓",
+		"replayed: charge ch_",
+		"2. A message handler fails after claiming",
+		"(failed, skipped, skipped): the message is lost",
+		"3 deliveries (failed, processed, duplicate): took effect 1 time ✓",
+		"3. Two concurrent transfers into one account",
+		"with the lock, B is 1300",
+		"with a version column, B is 1300",
+		"4. The last item: 100 buyers at once for 1 item in stock, served 20 at a time",
 		"guarded:   1 sale, 99 refused, 0 left ✓",
-		"✓ every guarded run was clean (3 scenarios,",
+		"5. A holder paused (SIGSTOP)",
+		"write refused: stale token",
+		"6. Forgot to unlock",
+		"right after the kill: try refused",
+		"timeline, unguarded:",
+		"timeline, guarded:",
+		"✓ every guarded run was clean (6 scenarios,",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
+	if n := strings.Count(out, "\n"); n > 200 {
+		t.Errorf("%d lines: the report is not compact", n)
+	}
 	for _, l := range strings.Split(out, "\n") {
-		if n := utf8.RuneCountInString(l); n > 100 || strings.ContainsAny(l, "\t\x1b") {
+		if n := utf8.RuneCountInString(l); n > textWidth || strings.ContainsAny(l, "\t\x1b") {
 			t.Errorf("line of %d characters (or tab, escape): %q", n, l)
 		}
 	}
@@ -280,7 +541,7 @@ func TestInterrupt(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 
-	// Scenario 2's holders live for about a second after scenario 1's report.
+	// Scenario 2's consumers start right after scenario 1's report.
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() && !strings.HasPrefix(strings.TrimSpace(sc.Text()), "why:") {
 	}
@@ -312,8 +573,8 @@ func TestInterrupt(t *testing.T) {
 	}
 }
 
-// workersUnder returns the pids of demo workers whose arguments name a file
-// under dir.
+// workersUnder returns the pids of demo workers whose environment names a
+// file under dir (their data URL, their TMPDIR).
 func workersUnder(t *testing.T, dir string) []string {
 	t.Helper()
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
@@ -324,7 +585,11 @@ func workersUnder(t *testing.T, dir string) []string {
 			continue
 		}
 		args := strings.Split(string(b), "\x00")
-		if len(args) > 1 && args[1] == workerCommand && strings.Contains(string(b), dir) {
+		if len(args) < 2 || args[1] != workerCommand {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join(filepath.Dir(p), "environ"))
+		if err == nil && strings.Contains(string(env), dir) {
 			pids = append(pids, filepath.Base(filepath.Dir(p)))
 		}
 	}
@@ -350,6 +615,8 @@ func TestCommands(t *testing.T) {
 		{args: []string{"demo", "-h"}, code: exitOK, stderr: "--json"},
 		{args: []string{"demo", "--bogus"}, code: exitUsage, stderr: "flag provided but not defined"},
 		{args: []string{"demo", "extra"}, code: exitUsage, stderr: `unexpected argument "extra"`},
+		{args: []string{"demo", "--only", "payment,nope"}, code: exitUsage, stderr: `no scenario "nope"`},
+		{args: []string{"demo", "--db", "mysql://user:hunter22@h/db"}, code: exitFail, stderr: "unsupported scheme"},
 		{args: []string{"demo", "--backend", "consul://user:hunter22@localhost"}, code: exitFail, stderr: "supported: etcd://, mem://"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -370,21 +637,65 @@ func TestCommands(t *testing.T) {
 	}
 }
 
-func TestAnalyseTurns(t *testing.T) {
-	sec := func(worker int, token uint64, start, end int64) event {
-		return event{Ev: "section", Worker: worker, Token: token, Start: start, End: end}
+func TestLostTransfers(t *testing.T) {
+	for _, tc := range []struct {
+		delta int64
+		lost  int
+	}{{300, 0}, {100, 1}, {200, 1}, {0, 2}, {150, 2}} {
+		if got := lostTransfers(tc.delta, []int64{100, 200}); got != tc.lost {
+			t.Errorf("lostTransfers(%d) = %d, want %d", tc.delta, got, tc.lost)
+		}
 	}
-	r := analyseTurns([]event{sec(2, 3, 20, 29), sec(1, 1, 0, 9), sec(1, 2, 10, 19), sec(2, 4, 30, 39)}, true)
-	if r.Overlaps != 0 || r.HandOvers != 1 || !r.TokensIncreasing || len(r.Tokens) != 4 {
-		t.Errorf("clean turns: %+v", r)
+}
+
+func TestWrap(t *testing.T) {
+	var b bytes.Buffer
+	long := strings.Repeat("word ", 40)
+	wrap(&b, "   why: ", "        ", long)
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("not wrapped: %q", b.String())
 	}
-	r = analyseTurns([]event{sec(1, 5, 0, 10), sec(2, 4, 5, 15), sec(1, 6, 12, 20)}, true)
-	if r.Overlaps != 2 || r.HandOvers != 2 || r.TokensIncreasing {
-		t.Errorf("overlapping turns: %+v", r)
+	for i, l := range lines {
+		if utf8.RuneCountInString(l) > textWidth {
+			t.Errorf("line %d has %d runes", i, utf8.RuneCountInString(l))
+		}
+		if i > 0 && !strings.HasPrefix(l, "        word") {
+			t.Errorf("continuation %q", l)
+		}
 	}
-	// One worker's sections never overlap each other.
-	r = analyseTurns([]event{sec(1, 0, 0, 10), sec(1, 0, 5, 15)}, false)
-	if r.Overlaps != 0 || r.Tokens != nil {
-		t.Errorf("unguarded, one worker: %+v", r)
+	if got := strings.Join(strings.Fields(b.String()), " "); got != "why: "+strings.TrimSpace(long) {
+		t.Errorf("words changed: %q", got)
+	}
+}
+
+func TestParseDataURL(t *testing.T) {
+	for _, tc := range []struct {
+		in, data string
+		redis    bool
+		err      string
+	}{
+		{in: "/tmp/x.db", data: "sqlite:///tmp/x.db"},
+		{in: "sqlite:///tmp/y.db", data: "sqlite:///tmp/y.db"},
+		{in: "postgres://u@h/db", data: "postgres://u@h/db"},
+		{in: "redis://127.0.0.1:6379/0", redis: true},
+		{in: "mysql://h/db", err: "unsupported scheme"},
+	} {
+		data, redis, err := parseDataURL(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || data != tc.data || redis != tc.redis {
+			t.Errorf("%s: %q %v %v", tc.in, data, redis, err)
+		}
+	}
+	if got := shortSessions("zk://h:2181/app"); got != "zk://h:2181/app?session=3s" {
+		t.Errorf("shortSessions: %q", got)
+	}
+	if got := shortSessions("zk://h:2181?session=9s"); got != "zk://h:2181?session=9s" {
+		t.Errorf("shortSessions kept no session: %q", got)
 	}
 }

@@ -18,13 +18,16 @@ import (
 // An event is one JSON line a worker prints on stdout; the demo learns what
 // happened in its workers only from these and from the shared database.
 type event struct {
-	Ev     string `json:"ev"` // ready, section, done, holding, error
+	// Ev is what happened: ready, done, error, and the roles' own (holding,
+	// acquired, read, applied, refused, conflict, charged, outcome, lease).
+	Ev     string `json:"ev"`
 	Worker int    `json:"worker,omitempty"`
-	Round  int    `json:"round,omitempty"`
+	At     int64  `json:"at,omitempty"` // Unix ns
 	Token  uint64 `json:"token,omitempty"`
-	Start  int64  `json:"start,omitempty"` // Unix ns: lock held (or section entered)
-	End    int64  `json:"end,omitempty"`   // Unix ns: write done, before release
-	Read   int64  `json:"read,omitempty"`  // the counter value the worker read
+	Value  int64  `json:"value,omitempty"` // a balance read or written
+	Round  int    `json:"round,omitempty"` // a delivery's or an attempt's number
+	ID     string `json:"id,omitempty"`    // a charge or a message
+	Addr   string `json:"addr,omitempty"`  // a server's listening address
 	PID    int    `json:"pid,omitempty"`
 	Msg    string `json:"msg,omitempty"`
 }
@@ -46,10 +49,13 @@ type proc struct {
 	waitErr  error // set by stopOnce
 }
 
-// startWorker starts this program again as "latchkey demo-worker args...".
-// The process is killed when ctx is done.
-func startWorker(ctx context.Context, self, name string, args ...string) (*proc, error) {
+// startWorker starts this program again as "latchkey demo-worker args...",
+// with env added to its environment (URLs travel there, not in the
+// arguments, so no password shows in a process listing). The process is
+// killed when ctx is done.
+func startWorker(ctx context.Context, self, name string, env []string, args ...string) (*proc, error) {
 	cmd := exec.CommandContext(ctx, self, append([]string{workerCommand}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	dieWithParent(cmd)
 	cmd.WaitDelay = 2 * time.Second
 	p := &proc{name: name, cmd: cmd, notify: make(chan struct{}, 1), eof: make(chan struct{})}
@@ -130,10 +136,20 @@ func (p *proc) Expect(ctx context.Context, kind string, timeout time.Duration) (
 }
 
 // Go tells a worker waiting after "ready" to start.
-func (p *proc) Go() error {
-	_, err := io.WriteString(p.stdin, "go\n")
+func (p *proc) Go() error { return p.Send("go") }
+
+// Send writes one line to the worker's stdin.
+func (p *proc) Send(line string) error {
+	_, err := io.WriteString(p.stdin, line+"\n")
 	return err
 }
+
+// Pause stops the process with SIGSTOP, as a long GC pause or a VM freeze
+// would; Resume lets it go on.
+func (p *proc) Pause() error { return signalProc(p.cmd.Process, sigStop) }
+
+// Resume continues a paused process (SIGCONT).
+func (p *proc) Resume() error { return signalProc(p.cmd.Process, sigCont) }
 
 // Wait waits for the worker to exit by itself and returns its failure, if any.
 func (p *proc) Wait(ctx context.Context) error {

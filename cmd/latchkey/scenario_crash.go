@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/latchkey-go/latchkey/lock"
@@ -20,7 +21,7 @@ const (
 	crashKillAfter = 700 * time.Millisecond
 	// crashGrace is how long past the TTL the successor may wait before the
 	// lock counts as stuck.
-	crashGrace = 2 * time.Second
+	crashGrace = 4 * time.Second
 )
 
 type crashUnguarded struct {
@@ -46,23 +47,24 @@ type crashGuarded struct {
 
 func (d *demo) crash(ctx context.Context) *scenario {
 	s := &scenario{
-		Name:  "forgot-to-unlock",
-		Title: fmt.Sprintf("Forgot to unlock: the holder is killed (SIGKILL) mid-lease; lease TTL %s", seconds(crashTTL)),
-		Why:   "a dead process cannot renew its lease, so the lock frees itself after the TTL, never before",
-		OK:    true,
+		Name:   "forgot-to-unlock",
+		Title:  fmt.Sprintf("Forgot to unlock: the holder is killed (SIGKILL) mid-lease; lease TTL %s", seconds(crashTTL)),
+		Guard:  "a lease: renewed while its holder lives, expiring after the TTL when it dies",
+		Why:    "a dead process cannot renew its lease, so the lock frees itself after the TTL, never before",
+		Damage: damage{Unit: "locks stuck forever or taken too early"},
+		OK:     true,
 	}
-	began := time.Now()
-	defer func() { s.DurationMS = ms(time.Since(began)) }()
-	if !d.crossProcess() {
-		s.Skipped = "the backend is in-process (mem://); its locks cannot reach other processes"
-		s.say("skipped: %s", s.Skipped)
+	if d.skipInProcess(s) {
 		return s
 	}
-	un, g, err := d.crashRun(ctx)
+	tlU, tlG := newTimeline(), newTimeline()
+	un, g, err := d.crashRun(ctx, tlU, tlG)
 	if err != nil {
 		return s.failed(err)
 	}
 	s.Unguarded, s.Guarded = un, g
+	s.Timeline.Unguarded, s.Timeline.Guarded = tlU.sorted(), tlG.sorted()
+	s.Damage.Unguarded, s.Damage.Guarded = b2i(un.Damaged), b2i(g.Damaged)
 	s.OK = !g.Damaged
 	state := "still held"
 	if un.ReleasedByTTL {
@@ -93,15 +95,22 @@ func (d *demo) crash(ctx context.Context) *scenario {
 	return s
 }
 
-func (d *demo) crashRun(ctx context.Context) (*crashUnguarded, *crashGuarded, error) {
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (d *demo) crashRun(ctx context.Context, tlU, tlG *timeline) (*crashUnguarded, *crashGuarded, error) {
 	key, naive := d.key("job"), d.key("job")
-	common := []string{"-role", "hold", "-db", d.dbPath, "-key", key, "-name", naive, "-ttl", crashTTL.String()}
-	holder, err := startWorker(ctx, d.self, "lease holder", append(common, "-id", "1", "-backend", d.workerBackend())...)
+	common := []string{"-role", "hold", "-key", key, "-row", naive, "-ttl", crashTTL.String()}
+	holder, err := d.start(ctx, "instance 1", d.workerBackend(), append(common, "-id", "1", "-mode", "lease")...)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer holder.Kill()
-	naiveHolder, err := startWorker(ctx, d.self, "lease-less holder", append(common, "-id", "2", "-unguarded")...)
+	naiveHolder, err := d.start(ctx, "instance 1", "", append(common, "-id", "2", "-mode", "unguarded")...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -123,10 +132,13 @@ func (d *demo) crashRun(ctx context.Context) (*crashUnguarded, *crashGuarded, er
 	}
 	held := time.Now()
 	g.HolderPID, g.HolderToken = ev.PID, ev.Token
+	tlG.addUnix(ev.At, holder.name, "acquired", fmt.Sprintf("acquired token %d (lease %s, renewed every %s)",
+		ev.Token, seconds(crashTTL), seconds(crashTTL/3)), ev.Token)
 	if ev, err = naiveHolder.Expect(ctx, "holding", 10*time.Second); err != nil {
 		return nil, nil, err
 	}
 	un.HolderPID = ev.PID
+	tlU.addUnix(ev.At, naiveHolder.name, "acquired", "inserted the lock row (no lease)", 0)
 
 	if err := sleep(ctx, crashKillAfter); err != nil {
 		return nil, nil, err
@@ -135,13 +147,22 @@ func (d *demo) crashRun(ctx context.Context) (*crashUnguarded, *crashGuarded, er
 	naiveHolder.Kill()
 	killed := time.Now()
 	g.KilledAfterMS = ms(killed.Sub(held))
+	tlG.add(killed, "demo", "killed", "SIGKILL "+holder.name+": it never unlocks", 0)
+	tlU.add(killed, "demo", "killed", "SIGKILL "+naiveHolder.name+": it never unlocks", 0)
 
 	locker := d.lockFor()
 	g.ImmediateTry = "refused"
-	lease, err := locker.Acquire(ctx, key, lock.WithWait(0))
+	lease, err := locker.Acquire(ctx, key, lock.WithWait(0), lock.WithTTL(crashTTL))
+	tried := time.Now()
 	switch {
 	case err == nil:
 		g.ImmediateTry = "acquired"
+		tlG.add(tried, "instance 2", "acquired", "try: ACQUIRED while the dead holder's lease should run", lease.Token())
+	case errors.Is(err, lock.ErrNotAcquired):
+		tlG.add(tried, "instance 2", "refused", "try: refused, the dead holder's lease still runs", 0)
+	}
+	switch {
+	case err == nil:
 	case !errors.Is(err, lock.ErrNotAcquired):
 		return nil, nil, err
 	default:
@@ -155,9 +176,13 @@ func (d *demo) crashRun(ctx context.Context) (*crashUnguarded, *crashGuarded, er
 		g.WaitedMS = ms(time.Since(killed))
 		g.SuccessorToken = lease.Token()
 		g.TokenHigher = lease.Token() > g.HolderToken
+		if g.ImmediateTry == "refused" {
+			tlG.add(time.Now(), "instance 2", "acquired", fmt.Sprintf("acquired token %d: the lease ran out", lease.Token()), lease.Token())
+		}
 		if err := lease.Release(ctx); err != nil {
 			return nil, nil, err
 		}
+		tlG.add(time.Now(), "instance 2", "released", "released", 0)
 	}
 	g.Damaged = g.ImmediateTry != "refused" || !g.Acquired || !g.TokenHigher
 
@@ -168,7 +193,40 @@ func (d *demo) crashRun(ctx context.Context) (*crashUnguarded, *crashGuarded, er
 	}
 	un.StillHeldMS = ms(time.Since(killed))
 	un.ReleasedByTTL = free
+	if free {
+		tlU.add(time.Now(), "instance 2", "acquired", "inserted the lock row", 0)
+	} else {
+		tlU.add(time.Now(), "instance 2", "refused", "lock row still there: taken, and forever", 0)
+	}
 	un.StuckForever = !free
 	un.Damaged = !free
 	return un, g, nil
+}
+
+// holdRole takes the lock (mode "lease") or inserts a lease-less lock row
+// (mode "unguarded"), says "holding", and keeps it, renewing, until killed:
+// it never unlocks.
+func holdRole(ctx context.Context, w *workerEnv, ready func(event)) error {
+	ready(event{})
+	if err := w.awaitGo(ctx); err != nil {
+		return err
+	}
+	if w.c.mode == "unguarded" {
+		ok, err := takeNaiveLock(ctx, w.data, w.c.row, os.Getpid())
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errors.New("naive lock already taken")
+		}
+		w.emit(event{Ev: "holding", PID: os.Getpid()})
+	} else {
+		lease, err := w.locker.Acquire(ctx, w.c.key, lock.WithTTL(w.c.ttl), lock.WithWait(0))
+		if err != nil {
+			return err
+		}
+		w.emit(event{Ev: "holding", PID: os.Getpid(), Token: lease.Token()})
+	}
+	<-ctx.Done()
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,14 +14,18 @@ import (
 
 // The seeds' overselling example: many buyers, one item left. Each buyer
 // reads the stock, checks it, and writes it back minus one, then records
-// the sale; the buyers are goroutines, each with its own connection to the
-// SQLite file.
+// the sale. The buyers are goroutines of the demo, served by a pool of
+// request workers, each with its own connection to the data database.
 const (
 	stockBuyers = 100
 	stockItems  = 1
-	// stockCheck is the time between reading the stock and writing it (a
-	// payment check, a call out): the window the unguarded race needs.
-	stockCheck = 5 * time.Millisecond
+	// stockWorkers is how many requests the shop serves at once (its
+	// request workers, its connection pool); the other buyers queue for one.
+	stockWorkers = 20
+	// stockCheck is the time between seeing the item in stock and writing
+	// the stock down (a payment check, a call out): the window the
+	// unguarded race needs. A buyer who sees none left is refused at once.
+	stockCheck = 50 * time.Millisecond
 	stockTTL   = 10 * time.Second
 )
 
@@ -37,25 +42,28 @@ type stockResult struct {
 
 func (d *demo) lastItem(ctx context.Context) *scenario {
 	s := &scenario{
-		Name:  "last-item",
-		Title: fmt.Sprintf("The last item: %d buyers at once for %s in stock", stockBuyers, plural(stockItems, "item", "items")),
-		Why:   "read, check, write is a race: unguarded, many buyers see 1 left before anyone writes 0",
-		OK:    true,
+		Name: "last-item",
+		Title: fmt.Sprintf("The last item: %d buyers at once for %s in stock, served %d at a time", stockBuyers,
+			plural(stockItems, "item", "items"), stockWorkers),
+		Guard:  "a lock around read, check, write",
+		Why:    "read, check, write is a race: unguarded, many buyers see 1 left before anyone writes 0",
+		Damage: damage{Unit: "items oversold"},
+		OK:     true,
 	}
-	began := time.Now()
-	defer func() { s.DurationMS = ms(time.Since(began)) }()
-	un, err := d.stockRun(ctx, false)
+	tlU := newTimeline()
+	un, err := d.stockRun(ctx, false, tlU)
 	if err != nil {
 		return s.failed(fmt.Errorf("unguarded run: %w", err))
 	}
-	s.Unguarded = un
+	s.Unguarded, s.Timeline.Unguarded, s.Damage.Unguarded = un, tlU.sorted(), un.Oversold
 	s.say("unguarded: %s, %d refused: oversold by %d, yet the stock says %d left %s",
 		plural(un.Sales, "sale", "sales"), un.Refused, un.Oversold, un.StockLeft, expected(un.Damaged))
-	g, err := d.stockRun(ctx, true)
+	tlG := newTimeline()
+	g, err := d.stockRun(ctx, true, tlG)
 	if err != nil {
 		return s.failed(fmt.Errorf("guarded run: %w", err))
 	}
-	s.Guarded = g
+	s.Guarded, s.Timeline.Guarded, s.Damage.Guarded = g, tlG.sorted(), g.Oversold
 	s.OK = !g.Damaged
 	s.say("guarded:   %s, %d refused, %d left %s (%d buyers served in %s)",
 		plural(g.Sales, "sale", "sales"), g.Refused, g.StockLeft, mark(s.OK),
@@ -63,44 +71,60 @@ func (d *demo) lastItem(ctx context.Context) *scenario {
 	return s
 }
 
-func (d *demo) stockRun(ctx context.Context, guarded bool) (*stockResult, error) {
+// A purchase is one buyer's attempt, for the timeline.
+type purchase struct {
+	buyer int
+	token uint64
+	sold  bool
+	at    time.Time
+}
+
+func (d *demo) stockRun(ctx context.Context, guarded bool, tl *timeline) (*stockResult, error) {
 	item := d.key("item/unguarded")
 	if guarded {
 		item = d.key("item/guarded")
 	}
-	if _, err := d.data.ExecContext(ctx, `INSERT INTO demo_stock (item, qty) VALUES (?, ?)`, item, stockItems); err != nil {
+	if _, err := d.data.exec(ctx, `INSERT INTO demo_stock (item, qty) VALUES ($1, $2)`, item, stockItems); err != nil {
 		return nil, err
 	}
 	// Open every connection before the start, so all buyers really do
 	// arrive at once.
-	if err := warmUp(ctx, d.data, stockBuyers); err != nil {
+	if err := warmUp(ctx, d.data.DB, min(stockWorkers, d.data.Stats().MaxOpenConnections)); err != nil {
 		return nil, err
 	}
 	began := time.Now()
+	tl.began = began
 	start := make(chan struct{})
 	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		refused int
-		errs    []error
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		refused   int
+		errs      []error
+		purchases []purchase
 	)
+	serving := make(chan struct{}, stockWorkers)
 	for i := range stockBuyers {
 		locker := d.lockFor()
 		wg.Go(func() {
 			<-start
+			serving <- struct{}{}
+			defer func() { <-serving }()
 			buy := func(ctx context.Context) (bool, error) { return buyOne(ctx, d.data, item, i) }
 			var sold bool
 			var err error
+			var token uint64
 			if guarded {
-				err = lock.Do(ctx, locker, d.key("stock"), func(ctx context.Context, _ *lock.Lease) error {
+				err = lock.Do(ctx, locker, d.key("stock"), func(ctx context.Context, l *lock.Lease) error {
+					token = l.Token()
 					sold, err = buy(ctx)
 					return err
-				}, lock.WithTTL(stockTTL))
+				}, lock.WithTTL(d.ttl(stockTTL)))
 			} else {
 				sold, err = buy(ctx)
 			}
 			mu.Lock()
 			defer mu.Unlock()
+			purchases = append(purchases, purchase{buyer: i + 1, token: token, sold: sold, at: time.Now()})
 			if err != nil {
 				errs = append(errs, err)
 			} else if !sold {
@@ -114,12 +138,13 @@ func (d *demo) stockRun(ctx context.Context, guarded bool) (*stockResult, error)
 		return nil, fmt.Errorf("%d of %d buyers failed: %w", len(errs), stockBuyers, errors.Join(errs[0]))
 	}
 	r := &stockResult{Buyers: stockBuyers, InStock: stockItems, Refused: refused, DurationMS: ms(time.Since(began))}
-	if err := d.data.QueryRowContext(ctx, `SELECT count(*) FROM demo_sales WHERE item = ?`, item).Scan(&r.Sales); err != nil {
+	if err := d.data.row(ctx, `SELECT count(*) FROM demo_sales WHERE item = $1`, item).Scan(&r.Sales); err != nil {
 		return nil, err
 	}
-	if err := d.data.QueryRowContext(ctx, `SELECT qty FROM demo_stock WHERE item = ?`, item).Scan(&r.StockLeft); err != nil {
+	if err := d.data.row(ctx, `SELECT qty FROM demo_stock WHERE item = $1`, item).Scan(&r.StockLeft); err != nil {
 		return nil, err
 	}
+	stockTimeline(tl, purchases, guarded)
 	r.Oversold = max(r.Sales-stockItems, 0)
 	r.Damaged = r.Oversold > 0 || r.Sales+r.Refused != stockBuyers || r.StockLeft != int64(stockItems-r.Sales)
 	return r, nil
@@ -127,21 +152,21 @@ func (d *demo) stockRun(ctx context.Context, guarded bool) (*stockResult, error)
 
 // buyOne is the seeds' deductStock: read the stock, check it, write it back
 // minus one, record the sale. It reports whether it sold.
-func buyOne(ctx context.Context, db *sql.DB, item string, buyer int) (bool, error) {
+func buyOne(ctx context.Context, db *dataDB, item string, buyer int) (bool, error) {
 	var qty int64
-	if err := db.QueryRowContext(ctx, `SELECT qty FROM demo_stock WHERE item = ?`, item).Scan(&qty); err != nil {
-		return false, err
-	}
-	if err := sleep(ctx, stockCheck); err != nil {
+	if err := db.row(ctx, `SELECT qty FROM demo_stock WHERE item = $1`, item).Scan(&qty); err != nil {
 		return false, err
 	}
 	if qty < 1 {
 		return false, nil
 	}
-	if _, err := db.ExecContext(ctx, `UPDATE demo_stock SET qty = ? WHERE item = ?`, qty-1, item); err != nil {
+	if err := sleep(ctx, stockCheck); err != nil {
 		return false, err
 	}
-	if _, err := db.ExecContext(ctx, `INSERT INTO demo_sales (item, buyer) VALUES (?, ?)`, item, buyer); err != nil {
+	if _, err := db.exec(ctx, `UPDATE demo_stock SET qty = $1 WHERE item = $2`, qty-1, item); err != nil {
+		return false, err
+	}
+	if _, err := db.exec(ctx, `INSERT INTO demo_sales (item, buyer) VALUES ($1, $2)`, item, buyer); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -163,4 +188,45 @@ func warmUp(ctx context.Context, db *sql.DB, n int) error {
 		conns = append(conns, c)
 	}
 	return nil
+}
+
+// stockTimeline summarises a hundred purchases in a few steps: the first sale,
+// the sales after it (oversold), the refusals.
+func stockTimeline(tl *timeline, ps []purchase, guarded bool) {
+	slices.SortFunc(ps, func(a, b purchase) int { return a.at.Compare(b.at) })
+	tl.addN(tl.began, fmt.Sprintf("buyers x%d", len(ps)), "sent", "all start at once", 0, len(ps))
+	var sold, refused []purchase
+	for _, p := range ps {
+		if p.sold {
+			sold = append(sold, p)
+		} else {
+			refused = append(refused, p)
+		}
+	}
+	tokens := func(ps []purchase) string {
+		if !guarded || len(ps) == 0 {
+			return ""
+		}
+		if len(ps) == 1 {
+			return fmt.Sprintf("token %d: ", ps[0].token)
+		}
+		lo, hi := ps[0].token, ps[0].token
+		for _, p := range ps {
+			lo, hi = min(lo, p.token), max(hi, p.token)
+		}
+		return fmt.Sprintf("tokens %d..%d: ", lo, hi)
+	}
+	if len(sold) > 0 {
+		first := sold[0]
+		tl.add(first.at, fmt.Sprintf("buyer %d", first.buyer), "sold", tokens(sold[:1])+"read 1 left, sold the last item", first.token)
+	}
+	if len(sold) > 1 {
+		last := sold[len(sold)-1]
+		tl.addN(last.at, fmt.Sprintf("buyers x%d", len(sold)-1), "sold",
+			fmt.Sprintf("read 1 left before anyone wrote 0: sold too, oversold by %d", len(sold)-1), 0, len(sold)-1)
+	}
+	if len(refused) > 0 {
+		last := refused[len(refused)-1]
+		tl.addN(last.at, fmt.Sprintf("buyers x%d", len(refused)), "sold-out", tokens(refused)+"read 0 left, refused", 0, len(refused))
+	}
 }

@@ -3,9 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,48 +11,61 @@ import (
 	"sync"
 	"time"
 
-	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/lockurl"
 )
 
 // workerCommand is the hidden command the demo starts its child processes
-// with. A worker shares nothing with the demo but the lock backend and the
-// SQLite file; it reports on stdout in JSON lines (see event) and waits on
-// stdin, which also tells it when the demo is gone.
+// with. A worker shares nothing with the demo but the lock backend, the data
+// database and the idempotency store; it reports on stdout in JSON lines (see
+// event) and takes orders on stdin, whose end also tells it the demo is gone.
 const workerCommand = "demo-worker"
 
+// Environment of a worker: where the locks, the data and the idempotency
+// keys live. URLs may carry passwords, so they are not arguments.
+const (
+	envLocks = "LATCHKEY_DEMO_LOCKS"
+	envData  = "LATCHKEY_DEMO_DATA"
+	envStore = "LATCHKEY_DEMO_STORE"
+)
+
 type workerConfig struct {
-	role      string // "turns" or "hold"
-	id        int
-	backend   string
-	db        string
-	key       string // lock key
-	name      string // counter or naive-lock row
-	rounds    int
-	hold      time.Duration
-	pause     time.Duration
-	ttl       time.Duration
-	unguarded bool
+	role    string // hold, transfer, writer, pay, consumer
+	id      int
+	name    string // what the worker is called in the timeline
+	mode    string // unguarded, or the guard: lock, optimistic, fence, idem, dedup
+	key     string // lock key
+	row     string // the data row: account, naive-lock name, payment
+	amount  int64
+	hold    time.Duration // work between read and write
+	ttl     time.Duration
+	wait    time.Duration
+	forge   bool // writer: sabotage, a token no lock issued
+	private bool // pay: sabotage, instance-private books
+	backend string
+	data    string
+	store   string
 }
 
 func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c workerConfig
 	fs := flag.NewFlagSet(workerCommand, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.role, "role", "", "turns or hold")
+	fs.StringVar(&c.role, "role", "", "hold, transfer, writer, pay or consumer")
 	fs.IntVar(&c.id, "id", 0, "worker number")
-	fs.StringVar(&c.backend, "backend", "", "lock URL")
-	fs.StringVar(&c.db, "db", "", "SQLite data file")
+	fs.StringVar(&c.name, "name", "", "name in the timeline")
+	fs.StringVar(&c.mode, "mode", "unguarded", "unguarded or the guard in use")
 	fs.StringVar(&c.key, "key", "", "lock key")
-	fs.StringVar(&c.name, "name", "", "data row")
-	fs.IntVar(&c.rounds, "rounds", 1, "increments (turns)")
-	fs.DurationVar(&c.hold, "hold", 0, "time between read and write (turns)")
-	fs.DurationVar(&c.pause, "pause", 0, "time between rounds (turns)")
+	fs.StringVar(&c.row, "row", "", "data row")
+	fs.Int64Var(&c.amount, "amount", 0, "amount")
+	fs.DurationVar(&c.hold, "hold", 0, "work between read and write")
 	fs.DurationVar(&c.ttl, "ttl", 5*time.Second, "lease TTL")
-	fs.BoolVar(&c.unguarded, "unguarded", false, "no lock (turns) or a lease-less lock row (hold)")
+	fs.DurationVar(&c.wait, "wait", 0, "how long to wait for the lock")
+	fs.BoolVar(&c.forge, "forge", false, "write with a forged token")
+	fs.BoolVar(&c.private, "private", false, "keep instance-private books")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
+	c.backend, c.data, c.store = os.Getenv(envLocks), os.Getenv(envData), os.Getenv(envStore)
 	out := &emitter{w: stdout}
 	if err := runWorker(ctx, c, out, os.Stdin); err != nil {
 		out.emit(event{Ev: "error", Worker: c.id, Msg: err.Error()})
@@ -69,10 +80,27 @@ type emitter struct {
 }
 
 func (e *emitter) emit(ev event) {
+	if ev.At == 0 {
+		ev.At = time.Now().UnixNano()
+	}
 	b, _ := json.Marshal(ev) // plain struct: cannot fail
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	_, _ = e.w.Write(append(b, '\n'))
+}
+
+// A workerEnv is what a role runs with.
+type workerEnv struct {
+	c      workerConfig
+	out    *emitter
+	data   *dataDB
+	locker lockurl.Locker // nil unless the role takes locks
+	lines  <-chan string  // stdin after "go"
+}
+
+func (w *workerEnv) emit(ev event) {
+	ev.Worker = w.c.id
+	w.out.emit(ev)
 }
 
 func runWorker(ctx context.Context, c workerConfig, out *emitter, stdin io.Reader) error {
@@ -92,88 +120,51 @@ func runWorker(ctx context.Context, c workerConfig, out *emitter, stdin io.Reade
 		cancel()
 	}()
 
-	data, err := openData(ctx, c.db, 1)
+	data, err := openData(ctx, c.data, 2)
 	if err != nil {
 		return err
 	}
 	defer data.Close()
-	var locker lockurl.Locker
-	if !c.unguarded {
-		if locker, err = lockurl.Open(ctx, c.backend); err != nil {
+	w := &workerEnv{c: c, out: out, data: data, lines: lines}
+	if c.backend != "" && (c.role == "hold" && c.mode != "unguarded" || c.role == "transfer" ||
+		c.role == "writer") {
+		if w.locker, err = lockurl.Open(ctx, c.backend); err != nil {
 			return err
 		}
-		defer locker.Close()
+		defer w.locker.Close()
 	}
 
-	out.emit(event{Ev: "ready", Worker: c.id, PID: os.Getpid()})
+	var role func(context.Context, *workerEnv, func(event)) error
+	switch c.role {
+	case "hold":
+		role = holdRole
+	case "transfer":
+		role = transferRole
+	case "writer":
+		role = writerRole
+	case "pay":
+		role = payRole
+	case "consumer":
+		role = consumerRole
+	default:
+		return fmt.Errorf("unknown role %q", c.role)
+	}
+	// ready is the role's own: a server reports its address with it.
+	ready := func(ev event) {
+		ev.Ev, ev.PID = "ready", os.Getpid()
+		w.emit(ev)
+	}
+	return role(ctx, w, ready)
+}
+
+// awaitGo waits for the demo's "go".
+func (w *workerEnv) awaitGo(ctx context.Context) error {
 	select {
-	case <-lines:
+	case <-w.lines:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-
-	switch c.role {
-	case "turns":
-		for r := 1; r <= c.rounds; r++ {
-			if err := turn(ctx, c, r, locker, data, out); err != nil {
-				return err
-			}
-			if err := sleep(ctx, c.pause); err != nil {
-				return err
-			}
-		}
-		out.emit(event{Ev: "done", Worker: c.id})
-		return nil
-	case "hold":
-		if c.unguarded {
-			ok, err := takeNaiveLock(ctx, data, c.name, os.Getpid())
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return errors.New("naive lock already taken")
-			}
-			out.emit(event{Ev: "holding", Worker: c.id, PID: os.Getpid()})
-		} else {
-			lease, err := locker.Acquire(ctx, c.key, lock.WithTTL(c.ttl), lock.WithWait(0))
-			if err != nil {
-				return err
-			}
-			out.emit(event{Ev: "holding", Worker: c.id, PID: os.Getpid(), Token: lease.Token()})
-		}
-		<-ctx.Done() // hold, renewing, until killed: never unlock
-		return nil
-	}
-	return fmt.Errorf("unknown role %q", c.role)
-}
-
-// turn is one read-modify-write of the shared counter, under the lock unless
-// unguarded. The pause between read and write is the work a real service
-// does there (a price check, a call out); it is what lets two unguarded
-// writers read the same value.
-func turn(ctx context.Context, c workerConfig, round int, locker lock.Locker, data *sql.DB, out *emitter) error {
-	body := func(ctx context.Context, token uint64) error {
-		start := time.Now()
-		v, err := readCounter(ctx, data, c.name)
-		if err != nil {
-			return err
-		}
-		if err := sleep(ctx, c.hold); err != nil {
-			return err
-		}
-		if err := writeCounter(ctx, data, c.name, v+1); err != nil {
-			return err
-		}
-		out.emit(event{Ev: "section", Worker: c.id, Round: round, Token: token,
-			Start: start.UnixNano(), End: time.Now().UnixNano(), Read: v})
-		return nil
-	}
-	if c.unguarded {
-		return body(ctx, 0)
-	}
-	return lock.Do(ctx, locker, c.key, func(ctx context.Context, lease *lock.Lease) error {
-		return body(ctx, lease.Token())
-	}, lock.WithTTL(c.ttl))
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -1,0 +1,18 @@
+//go:build unix
+
+package main
+
+import (
+	"os"
+	"syscall"
+)
+
+const (
+	sigStop = syscall.SIGSTOP
+	sigCont = syscall.SIGCONT
+)
+
+// canPause reports whether processes can be paused and resumed here.
+const canPause = true
+
+func signalProc(p *os.Process, sig syscall.Signal) error { return p.Signal(sig) }

@@ -1,0 +1,383 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/latchkey-go/latchkey/idem/idemhttp"
+)
+
+// The seeds' opening story: one click on "Pay", and within 200 ms the request
+// arrives three times (the click, a double click, the gateway's retry after
+// its timeout), then once more because the order service's message was
+// redelivered by the queue. Two instances of the payment service, child
+// processes on loopback ports behind a round-robin balancer, take the copies.
+const (
+	payAmount = 10000 // cents
+	// payBank is how long the card network takes to charge: longer than the
+	// gateway's timeout, which is why the gateway retries.
+	payBank           = 150 * time.Millisecond
+	payGatewayTimeout = 100 * time.Millisecond
+	payDoubleClick    = 40 * time.Millisecond
+	payRedelivery     = 180 * time.Millisecond
+	// payWait is how long a copy that arrives while the first runs waits for
+	// its answer (idemhttp.WithWait) instead of getting 409.
+	payWait = 5 * time.Second
+)
+
+// A payCopy is one arrival of the payment.
+type payCopy struct {
+	N        int    `json:"copy"`
+	Via      string `json:"via"` // click, double click, gateway retry, queue redelivery
+	Instance string `json:"instance"`
+	Status   int    `json:"status,omitempty"` // 0: no answer (timed out)
+	Replayed bool   `json:"replayed,omitempty"`
+	ChargeID string `json:"charge_id,omitempty"`
+	body     []byte
+}
+
+type paymentRun struct {
+	Copies       int       `json:"copies"`
+	Charges      int       `json:"charges"` // what the card network charged
+	ExtraCharges int       `json:"extra_charges"`
+	Answers      []payCopy `json:"answers"`
+	Replays      int       `json:"replays"`
+	// Identical: every answer a client received is byte for byte the same
+	// and names the one charge made.
+	Identical bool  `json:"identical"`
+	GateHits  int   `json:"ledger_gate_hits"` // duplicates the unique ledger row stopped
+	Damaged   bool  `json:"damaged"`
+	DurationM int64 `json:"duration_ms"`
+}
+
+func (d *demo) payment(ctx context.Context) *scenario {
+	s := &scenario{
+		Name:  "payment",
+		Title: "One payment arrives 3 times in 200 ms at two instances, then once more from the queue",
+		Guard: "Idempotency-Key (idemhttp) on a shared store + a unique ledger row before the charge",
+		Why: "the copies are the same operation: the key makes the first one run and every other " +
+			"get its answer; the ledger's unique row is the last gate should the key store fail",
+		Damage: damage{Unit: "extra charges"},
+		OK:     true,
+	}
+	// Two instances serve both runs: POST /unguarded/pay charges for every
+	// copy, POST /guarded/pay is behind the guards.
+	var servers []*proc
+	defer func() {
+		for _, p := range servers {
+			p.Kill()
+		}
+	}()
+	for _, inst := range []string{"A", "B"} {
+		args := []string{"-role", "pay", "-hold", payBank.String()}
+		if d.sabotage {
+			args = append(args, "-private")
+		}
+		p, err := d.start(ctx, "instance "+inst, "", args...)
+		if err != nil {
+			return s.failed(err)
+		}
+		servers = append(servers, p)
+	}
+	evs, err := wantReady(ctx, servers...)
+	if err != nil {
+		return s.failed(err)
+	}
+	var addrs []string
+	for _, ev := range evs {
+		addrs = append(addrs, ev.Addr)
+	}
+	for _, guarded := range []bool{false, true} {
+		tl := newTimeline()
+		r, err := d.paymentRun(ctx, guarded, servers, addrs, tl)
+		if err != nil {
+			return s.failed(fmt.Errorf("%s run: %w", runName(guarded), err))
+		}
+		if guarded {
+			s.Guarded, s.Timeline.Guarded, s.Damage.Guarded = r, tl.sorted(), r.ExtraCharges
+			s.OK = !r.Damaged
+			same := "identical answers"
+			if !r.Identical {
+				same = "DIFFERENT answers"
+			}
+			s.say("guarded:   %d copies -> %s, %d replayed with %s %s", r.Copies,
+				plural(r.Charges, "charge", "charges"), r.Replays, same, mark(s.OK))
+			continue
+		}
+		s.Unguarded, s.Timeline.Unguarded, s.Damage.Unguarded = r, tl.sorted(), r.ExtraCharges
+		s.say("unguarded: %d copies -> %s: %d extra, the customer paid %s %s", r.Copies,
+			plural(r.Charges, "charge", "charges"), r.ExtraCharges, money(int64(r.Charges)*payAmount),
+			expected(r.Damaged))
+	}
+	return s
+}
+
+func runName(guarded bool) string {
+	if guarded {
+		return "guarded"
+	}
+	return "unguarded"
+}
+
+func money(cents int64) string { return fmt.Sprintf("%d.%02d", cents/100, cents%100) }
+
+func (d *demo) paymentRun(ctx context.Context, guarded bool, servers []*proc, addrs []string, tl *timeline) (*paymentRun, error) {
+	began := time.Now()
+	paymentID := fmt.Sprintf("R-1.%s.%s", d.runID, runName(guarded))
+	body, _ := json.Marshal(map[string]any{"payment_id": paymentID, "amount": payAmount})
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+
+	// The servers report their charges while the copies are in flight.
+	var wg sync.WaitGroup
+	charged := make([][]event, len(servers))
+	stop := make(chan struct{})
+	for i, p := range servers {
+		wg.Go(func() {
+			for {
+				ev, err := p.Next(ctx, 50*time.Millisecond)
+				if err == nil {
+					charged[i] = append(charged[i], ev)
+					continue
+				}
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if ctx.Err() != nil {
+					return
+				}
+			}
+		})
+	}
+
+	names := []string{"A", "B"}
+	var mu sync.Mutex
+	var answers []payCopy
+	send := func(n int, via, actor string, timeout time.Duration) payCopy {
+		inst := (n - 1) % 2 // the balancer's round robin
+		c := payCopy{N: n, Via: via, Instance: names[inst]}
+		tl.add(time.Now(), actor, "sent", fmt.Sprintf("copy %d (%s) -> instance %s", n, via, names[inst]), 0)
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(rctx, http.MethodPost, "http://"+addrs[inst]+"/"+runName(guarded)+"/pay", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer demo-customer")
+		resp, err := client.Do(req)
+		if err != nil {
+			tl.add(time.Now(), actor, "timeout", fmt.Sprintf("copy %d: no answer after %d ms, gave up", n, ms(timeout)), 0)
+			return c
+		}
+		defer resp.Body.Close()
+		c.body, _ = io.ReadAll(resp.Body)
+		c.Status = resp.StatusCode
+		c.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
+		var a struct {
+			ChargeID string `json:"charge_id"`
+		}
+		_ = json.Unmarshal(c.body, &a)
+		c.ChargeID = a.ChargeID
+		what := fmt.Sprintf("copy %d <- %d, charge %s", n, c.Status, c.ChargeID)
+		kind := "answered"
+		switch {
+		case c.Status == http.StatusConflict:
+			what, kind = fmt.Sprintf("copy %d <- 409 Conflict: still in progress", n), "conflict"
+		case c.Replayed:
+			what, kind = fmt.Sprintf("copy %d <- %d replayed: charge %s, same answer", n, c.Status, c.ChargeID), "replayed"
+		}
+		tl.add(time.Now(), actor, kind, what, 0)
+		return c
+	}
+	record := func(c payCopy) {
+		mu.Lock()
+		defer mu.Unlock()
+		answers = append(answers, c)
+	}
+	var copies sync.WaitGroup
+	copies.Go(func() {
+		record(send(1, "click", "browser", payGatewayTimeout))
+		// The gateway gave up on the first copy: it retries.
+		record(send(3, "gateway retry", "gateway", payWait+5*time.Second))
+	})
+	copies.Go(func() {
+		_ = sleep(ctx, payDoubleClick)
+		record(send(2, "double click", "browser", payWait+5*time.Second))
+	})
+	copies.Go(func() {
+		_ = sleep(ctx, payRedelivery)
+		record(send(4, "queue redelivery", "queue", payWait+5*time.Second))
+	})
+	copies.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	r := &paymentRun{Copies: 4}
+	if err := d.data.row(ctx, `SELECT count(*) FROM demo_bank_charges WHERE payment_id = $1`, paymentID).Scan(&r.Charges); err != nil {
+		return nil, err
+	}
+	// Every charge was reported before its answer went out; let the readers
+	// drain what is in the pipes.
+	_ = sleep(ctx, 100*time.Millisecond)
+	close(stop)
+	wg.Wait()
+	var chargeIDs []string
+	for i, evs := range charged {
+		for _, ev := range evs {
+			switch ev.Ev {
+			case "charged":
+				chargeIDs = append(chargeIDs, ev.ID)
+				tl.addUnix(ev.At, "instance "+names[i], "charged",
+					fmt.Sprintf("card charged %s, charge %s", money(payAmount), ev.ID), 0)
+			case "gate":
+				r.GateHits++
+				tl.addUnix(ev.At, "instance "+names[i], "refused",
+					"ledger row exists: duplicate stopped by the unique index", 0)
+			}
+		}
+	}
+	slices.SortFunc(answers, func(a, b payCopy) int { return cmp.Compare(a.N, b.N) })
+	r.Answers = answers
+	r.ExtraCharges = max(r.Charges-1, 0)
+	r.Identical = len(chargeIDs) == 1
+	var first []byte
+	for _, a := range answers {
+		if a.Status == 0 {
+			continue
+		}
+		if a.Replayed {
+			r.Replays++
+		}
+		if first == nil {
+			first = a.body
+		}
+		if !bytes.Equal(a.body, first) || a.Status != http.StatusOK || len(chargeIDs) != 1 || a.ChargeID != chargeIDs[0] {
+			r.Identical = false
+		}
+	}
+	if first == nil {
+		r.Identical = false
+	}
+	r.Damaged = r.Charges != 1 || (guarded && !r.Identical)
+	r.DurationM = ms(time.Since(began))
+	return r, nil
+}
+
+// payRole is an instance of the payment service: POST /unguarded/pay and
+// POST /guarded/pay charge the card for {"payment_id", "amount"}. Unguarded
+// it charges for every copy. Guarded, idemhttp runs the handler once per
+// payment_id and replays its answer, and the handler writes the payment's
+// ledger row (primary key: the payment) before it charges, so a copy that
+// slipped past the key is stopped there.
+func payRole(ctx context.Context, w *workerEnv, ready func(event)) error {
+	st, err := openStores(ctx, w.c.store, w.data)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	mw, err := idemhttp.NewMiddleware(st.idem, idemhttp.WithBodyKey("payment_id"),
+		idemhttp.WithWait(payWait), idemhttp.WithInProgress(30*time.Second))
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /unguarded/pay", w.payHandler(false))
+	mux.Handle("POST /guarded/pay", mw(w.payHandler(true)))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	ready(event{Addr: ln.Addr().String()})
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return err
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return nil
+}
+
+var errBadPayment = errors.New("payment_id and a positive amount are required")
+
+func (w *workerEnv) payHandler(guarded bool) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { w.pay(rw, r, guarded) })
+}
+
+func (w *workerEnv) pay(rw http.ResponseWriter, r *http.Request, guarded bool) {
+	var req struct {
+		PaymentID string `json:"payment_id"`
+		Amount    int64  `json:"amount"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.PaymentID == "" || req.Amount <= 0 {
+		http.Error(rw, errBadPayment.Error(), http.StatusBadRequest)
+		return
+	}
+	// A client that hangs up does not take back a charge on its way.
+	ctx := context.WithoutCancel(r.Context())
+	chargeID := newChargeID()
+	if guarded {
+		gate := req.PaymentID
+		if w.c.private {
+			gate = w.c.name + "/" + gate // sabotage: each instance its own books
+		}
+		res, err := w.data.exec(ctx, `INSERT INTO demo_ledger (gate_key, charge_id, instance) VALUES ($1, $2, $3)
+			ON CONFLICT (gate_key) DO NOTHING`, gate, chargeID, w.c.name)
+		if err != nil {
+			http.Error(rw, "ledger unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			// Taken before: answer with the payment's charge, charge nothing.
+			var inst string
+			if err := w.data.row(ctx, `SELECT charge_id, instance FROM demo_ledger WHERE gate_key = $1`, gate).Scan(&chargeID, &inst); err != nil {
+				http.Error(rw, "ledger unavailable", http.StatusServiceUnavailable)
+				return
+			}
+			w.emit(event{Ev: "gate", ID: chargeID})
+			writePaid(rw, req.PaymentID, chargeID, req.Amount, inst)
+			return
+		}
+	}
+	// The card network: slow, and it charges whoever asks.
+	time.Sleep(w.c.hold)
+	if _, err := w.data.exec(ctx, `INSERT INTO demo_bank_charges (payment_id, charge_id, amount, instance)
+		VALUES ($1, $2, $3, $4)`, req.PaymentID, chargeID, req.Amount, w.c.name); err != nil {
+		http.Error(rw, "card network unavailable", http.StatusBadGateway)
+		return
+	}
+	w.emit(event{Ev: "charged", ID: chargeID})
+	writePaid(rw, req.PaymentID, chargeID, req.Amount, w.c.name)
+}
+
+func writePaid(rw http.ResponseWriter, paymentID, chargeID string, amount int64, instance string) {
+	rw.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(rw).Encode(map[string]any{
+		"payment_id": paymentID, "charge_id": chargeID,
+		"amount": amount, "status": "charged", "instance": strings.TrimPrefix(instance, "instance "),
+	})
+}
+
+func newChargeID() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return "ch_" + hex.EncodeToString(b[:])
+}
