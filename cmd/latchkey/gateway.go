@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -23,6 +24,10 @@ import (
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemhttp"
 	"github.com/latchkey-go/latchkey/idem/idemurl"
+	"github.com/latchkey-go/latchkey/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Gateway defaults.
@@ -69,6 +74,9 @@ Endpoints of the gateway itself, never proxied:
   /_latchkey/readyz    200 when the store answers (and the upstream accepts
                        connections, with --ready-upstream); 503 otherwise and
                        while shutting down
+  /_latchkey/metrics   Prometheus metrics: latchkey_idem_* by rule and
+                       outcome (executed, replayed, conflict, mismatch, ...),
+                       and the Go runtime's and process's
 
 SIGTERM or SIGINT: stop accepting, let requests in flight finish for --grace
 (a second signal ends the wait).
@@ -267,6 +275,7 @@ type gateway struct {
 	handlers      []http.Handler // one per rule
 	log           *slog.Logger
 	readyUpstream bool
+	metrics       http.Handler // Prometheus exposition of the gateway's registry
 	draining      atomic.Bool
 	inFlight      atomic.Int64
 	maxInProgress time.Duration
@@ -281,11 +290,17 @@ func newGateway(st idemurl.Store, target *url.URL, rules []*rule, log *slog.Logg
 		},
 		ErrorHandler: g.upstreamError,
 	}
+	reg := prometheus.NewRegistry()
+	idm, _ := metrics.NewIdem() // fails only on a bad option; none given
+	reg.MustRegister(idm, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	g.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	for _, r := range rules {
 		h := g.proxy
 		if r.key != "off" {
-			// The options were checked when the rule was built.
-			h = idemhttp.Middleware(st, r.opts...)(detach(g.proxy))
+			// The options were checked when the rule was built. Each
+			// rule counts under its own handler label.
+			opts := append(slices.Clip(r.opts), idemhttp.WithObserver(idm.Observer(r.desc)))
+			h = idemhttp.Middleware(st, opts...)(detach(g.proxy))
 		}
 		g.handlers = append(g.handlers, h)
 	}
@@ -364,6 +379,8 @@ func (g *gateway) admin(w http.ResponseWriter, r *http.Request) {
 	switch strings.TrimPrefix(r.URL.Path, adminPrefix) {
 	case "healthz":
 		writeStatus(w, http.StatusOK, "ok")
+	case "metrics":
+		g.metrics.ServeHTTP(w, r)
 	case "readyz":
 		if g.draining.Load() {
 			writeStatus(w, http.StatusServiceUnavailable, "shutting down")
@@ -388,7 +405,7 @@ func (g *gateway) admin(w http.ResponseWriter, r *http.Request) {
 		}
 		writeStatus(w, http.StatusOK, "ready")
 	default:
-		writeGatewayProblem(w, http.StatusNotFound, "not-found", "the gateway's endpoints are "+adminPrefix+"healthz and "+adminPrefix+"readyz")
+		writeGatewayProblem(w, http.StatusNotFound, "not-found", "the gateway's endpoints are "+adminPrefix+"healthz, "+adminPrefix+"readyz and "+adminPrefix+"metrics")
 	}
 }
 

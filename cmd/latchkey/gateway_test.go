@@ -301,6 +301,17 @@ func TestGatewayDefaults(t *testing.T) {
 	if after, _ := rec.last(); after != before {
 		t.Error("an admin endpoint was proxied")
 	}
+	// The guarded requests above are counted by outcome under the rule's
+	// label; no key appears in the exposition.
+	m := send(t, "GET", g.url+"/_latchkey/metrics", "")
+	for _, want := range []string{`latchkey_idem_requests_total{handler="`, `outcome="executed"} 3`, `outcome="replayed"} 2`, `outcome="unkeyed"} 2`} {
+		if m.status != http.StatusOK || !strings.Contains(m.body, want) {
+			t.Errorf("/_latchkey/metrics = %d, missing %q:\n%s", m.status, want, m.body)
+		}
+	}
+	if strings.Contains(m.body, secret) {
+		t.Error("the metrics show an idempotency key")
+	}
 
 	log := g.stderr()
 	if !strings.Contains(log, "msg=request method=POST path=/pay status=201") || !strings.Contains(log, "key=true") ||
