@@ -2,6 +2,7 @@ package lockurl
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"strings"
 	"sync"
@@ -60,7 +61,7 @@ func openEtcd(ctx context.Context, raw string, u *url.URL) (Locker, error) {
 	return &etcdLocker{Locker: l, client: c}, nil
 }
 
-// etcdLocker closes its client.
+// etcdLocker revokes the Locker's idle leases and closes its client.
 type etcdLocker struct {
 	*etcdlock.Locker
 	client *clientv3.Client
@@ -69,7 +70,7 @@ type etcdLocker struct {
 }
 
 func (l *etcdLocker) Close() error {
-	l.once.Do(func() { l.err = l.client.Close() })
+	l.once.Do(func() { l.err = errors.Join(l.Locker.Close(), l.client.Close()) })
 	return l.err
 }
 
