@@ -1,6 +1,8 @@
 // Command bench measures latchkey's Redis lock against raw go-redis,
 // bsm/redislock, go-redsync/redsync and rueidis's rueidislock on one Redis,
-// in one process and one run, and prints a Markdown table of medians.
+// in one process and one run, and prints a Markdown table of medians. It
+// also writes the tables to results.md (-md) and draws them in results.svg
+// (-svg, see chart.go).
 //
 //	cd bench && go run .            # against 127.0.0.1:6379
 //	go run . -addr host:port -runs 5 -d 2s
@@ -34,7 +36,29 @@ func main() {
 	idemTable := flag.Bool("idem", true, "measure idempotency against the hand-written SET NX guard")
 	idemG := flag.Int("idem-g", 64, "concurrent clients of the idempotency test")
 	idemOnly := flag.String("idem-only", "", "comma-separated idempotency implementations to run (default all)")
+	dedupTables := flag.Bool("dedup", true, "measure message dedup (redisdedup, the Bloom filter) against the naive SET NX and Watermill's deduplicator")
+	svgFile := flag.String("svg", "results.svg", "write the results chart (SVG) here (empty: no chart)")
+	mdFile := flag.String("md", "results.md", "write the results (Markdown, as printed) here (empty: no file)")
+	chartOnly := flag.String("chart-from", "", "only draw the chart of this results file (written by -md) into -svg")
 	flag.Parse()
+	if *chartOnly != "" {
+		if err := chartFrom(*chartOnly, *svgFile); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	results, err := captureStdout()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer func() {
+		if err := results.finish(*mdFile, *svgFile); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -82,6 +106,9 @@ func main() {
 			im = slices.DeleteFunc(im, func(i idemImpl) bool { return !slices.Contains(keep, i.name) })
 		}
 		idemBench(ctx, *addr, prefix, *runs, *idemG, *dur, im)
+	}
+	if *dedupTables {
+		dedupBench(ctx, *addr, prefix, *runs, *dur)
 	}
 }
 

@@ -33,7 +33,16 @@
 // machine). The sqlinbox package is the transactional inbox: the id is
 // inserted in the same database transaction as the business write, so the
 // effect and the dedup record commit or roll back together and no TTL is
-// needed. Every Store passes the deduptest conformance suite.
+// needed. Every exact Store passes the deduptest conformance suite.
+//
+// The redisbloom package is approximate: a Bloom filter on plain Redis
+// bitmaps that remembers a processed id in about 11 bits instead of a
+// record. Alone (redisbloom.Lossy) it acknowledges a genuinely new message
+// without processing it at up to the filter's false-positive rate, so it is
+// for flows that may lose messages, never for money; its gain is memory. In
+// front of an exact store (redisbloom.Prefilter) it loses nothing, since
+// the exact store decides every claim, but it saves no round trip either:
+// a new id must still be claimed there. The Prefilter passes deduptest.
 //
 // Retention is a window, not forever: a copy arriving after it is processed
 // again. Choose it longer than the broker's longest redelivery or replay

@@ -12,7 +12,10 @@
 //	locker.SetObserver(locks.Observer("redis"))     // any backend's Locker
 //	mw := idemhttp.Middleware(store, idemhttp.WithObserver(idm.Observer("pay")))
 //	d, _ := dedup.New(store, dedup.WithObserver(dd.Observer("orders")))
-//	dd.BloomFill("orders", filter.FillRatio)        // any func() float64
+//	dd.BloomFill("views", func() float64 {          // any func() float64, read at each scrape
+//		s, _ := filter.Stats(context.Background()) // a redisbloom.Filter
+//		return s.Current.FillRatio
+//	})
 //
 // Every metric is named latchkey_<subsystem>_<name>, durations are histograms
 // in seconds, and labels are few and bounded: the backend, handler or
