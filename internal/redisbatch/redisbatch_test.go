@@ -164,23 +164,34 @@ func TestCancelledWhileQueued(t *testing.T) {
 repeat local u = redis.call('TIME') until tonumber(u[1]) * 1e6 + tonumber(u[2]) > s + 20000
 return 1`)
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var lastSlow time.Time // when the last slow call returned
 	for g := range redisbatch.MaxSends {
 		wg.Add(1)
 		go func() { // occupy every send slot for about 20 ms each
 			defer wg.Done()
 			b.Run(context.Background(), nil, slow, []string{fmt.Sprintf("%sslow%d", prefix, g)})
+			mu.Lock()
+			lastSlow = time.Now()
+			mu.Unlock()
 		}()
 	}
-	time.Sleep(2 * time.Millisecond)
+	for wait := time.Now(); redisbatch.Sending(b) < redisbatch.MaxSends; time.Sleep(50 * time.Microsecond) {
+		if time.Since(wait) > 10*time.Second {
+			t.Fatalf("the slow calls took %d of %d send slots", redisbatch.Sending(b), redisbatch.MaxSends)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	err := b.Run(ctx, nil, push, []string{prefix + "q"}, 1).Err()
+	returned := time.Now()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err %v, want context.DeadlineExceeded", err)
 	}
-	if d := time.Since(start); d > 100*time.Millisecond { // the slow calls hold Redis for 160 ms
-		t.Errorf("returned after %v, not at the deadline", d)
-	}
 	wg.Wait()
+	// Waiting for a slot and then for its reply would have ended after the
+	// slow calls, which hold Redis one after another for about 160 ms.
+	if !returned.Before(lastSlow) {
+		t.Errorf("returned %v after the last slow call, not at its deadline", returned.Sub(lastSlow))
+	}
 }
