@@ -28,6 +28,7 @@ const maxIdleLeases = 256
 type backend struct {
 	c      Client
 	prefix string
+	ka     *keeper
 
 	mu     sync.Mutex
 	owners map[string]*contender // by Manager owner; guarded by mu
@@ -41,7 +42,7 @@ var (
 )
 
 func newBackend(c Client, o options) *backend {
-	return &backend{c: c, prefix: o.prefix, owners: map[string]*contender{}, idle: map[int64][]idleLease{}}
+	return &backend{c: c, prefix: o.prefix, ka: newKeeper(c), owners: map[string]*contender{}, idle: map[int64][]idleLease{}}
 }
 
 // An idleLease is a granted lease with no key attached, kept for the next
@@ -154,8 +155,10 @@ func (b *backend) putIdle(c *contender) bool {
 // closeTimeout bounds Close.
 const closeTimeout = 5 * time.Second
 
-// close revokes the idle leases and stops pooling.
+// close revokes the idle leases, stops pooling and closes the keep-alive
+// streams.
 func (b *backend) close() error {
+	defer b.ka.close()
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	b.mu.Lock()
@@ -254,7 +257,7 @@ func (b *backend) attempt(ctx context.Context, c *contender, pfx string, secs in
 	// Refresh the lease alongside the attempt unless it already outlives
 	// the lock. A keep-alive is served by the leader without a raft write.
 	var (
-		ka    *clientv3.LeaseKeepAliveResponse
+		kaTTL int64
 		kaErr error
 		kaCh  chan struct{}
 	)
@@ -263,7 +266,7 @@ func (b *backend) attempt(ctx context.Context, c *contender, pfx string, secs in
 		id := c.lease
 		go func() {
 			defer close(kaCh)
-			ka, kaErr = b.c.KeepAliveOnce(ctx, id)
+			kaTTL, kaErr = b.ka.keepAliveOnce(ctx, id)
 		}()
 	}
 
@@ -314,12 +317,12 @@ func (b *backend) attempt(ctx context.Context, c *contender, pfx string, secs in
 			if err == nil {
 				err = kaErr
 			}
-		case time.Duration(ka.TTL)*time.Second < ttl:
+		case time.Duration(kaTTL)*time.Second < ttl:
 			if err == nil {
-				err = fmt.Errorf("etcdlock: server granted a %d s lease for a %v lock", ka.TTL, ttl)
+				err = fmt.Errorf("etcdlock: server granted a %d s lease for a %v lock", kaTTL, ttl)
 			}
 		default:
-			c.until = start.Add(time.Duration(ka.TTL) * time.Second)
+			c.until = start.Add(time.Duration(kaTTL) * time.Second)
 		}
 	}
 	if err != nil {
@@ -361,7 +364,7 @@ func (b *backend) drop(ctx context.Context, c *contender) {
 	c.lease, c.rev = 0, 0
 }
 
-// Renew implements lock.Backend: one KeepAliveOnce on the key's lease and,
+// Renew implements lock.Backend: one keep-alive of the key's lease and,
 // in parallel, a read that the key is still there with our create revision
 // (an operator may have deleted it: etcd #6127, #10811).
 func (b *backend) Renew(ctx context.Context, name, owner string, ttl time.Duration) error {
@@ -384,7 +387,7 @@ func (b *backend) Renew(ctx context.Context, name, owner string, ttl time.Durati
 		defer close(read)
 		g, gErr = b.c.Get(ctx, c.key, clientv3.WithKeysOnly())
 	}()
-	ka, err := b.c.KeepAliveOnce(ctx, c.lease)
+	kaTTL, err := b.ka.keepAliveOnce(ctx, c.lease)
 	<-read
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		id := c.lease
@@ -394,10 +397,10 @@ func (b *backend) Renew(ctx context.Context, name, owner string, ttl time.Durati
 	if err != nil {
 		return err
 	}
-	if time.Duration(ka.TTL)*time.Second < ttl {
-		return fmt.Errorf("etcdlock: server granted a %d s lease for a %v lock", ka.TTL, ttl)
+	if time.Duration(kaTTL)*time.Second < ttl {
+		return fmt.Errorf("etcdlock: server granted a %d s lease for a %v lock", kaTTL, ttl)
 	}
-	c.until = sent.Add(time.Duration(ka.TTL) * time.Second)
+	c.until = sent.Add(time.Duration(kaTTL) * time.Second)
 	if gErr != nil {
 		return gErr
 	}

@@ -26,8 +26,23 @@
 // a time. The lease is granted with the lock's TTL rounded up to whole
 // seconds (the server may grant more: its minimum is 1.5 election timeouts,
 // 2 s by default) and renewed by the lock.Manager's watchdog every TTL/3 with
-// one KeepAliveOnce and, in parallel, a read that the key still has our
+// one keep-alive request and, in parallel, a read that the key still has our
 // create revision.
+//
+// Keep-alives go over a few long-lived LeaseKeepAlive streams per Locker
+// (four, opened when first needed), not a new stream per request as
+// clientv3's KeepAliveOnce does: opening a stream costs more than the
+// request. The streams carry only the keep-alives the Locker asks for; nothing
+// is renewed in the background. A stream answers in the order it was asked,
+// so each answer goes to the oldest unanswered request on its stream (its
+// lease ID checked); a caller that gives up leaves its request queued, its
+// answer discarded. When a stream breaks, its unanswered requests fail: the
+// server may or may not have renewed those leases, and the Locker counts them
+// as not renewed and sends the keep-alive again on a new stream. A stream
+// whose oldest request is unanswered for 2 s when its caller gives up is
+// abandoned too. With a Client that has no ActiveConnection (not a
+// *clientv3.Client and not embedding one), and after Locker.Close, each
+// keep-alive is a KeepAliveOnce of the Client.
 //
 // A released lock's lease is not revoked: its key is gone, and the Locker
 // keeps the empty lease for its next lock with the same whole-second TTL
@@ -44,7 +59,7 @@
 // confirmed grant or keep-alive plus the TTL granted (the server counts from
 // the later arrival). When that is not past the new lock's TTL counted from
 // the attempt's start (with the Manager's clock-rate allowance applied to
-// both), a KeepAliveOnce, which the leader answers without a raft write, is
+// both), a keep-alive, which the leader answers without a raft write, is
 // sent in parallel with the attempt's transaction, and the lock is held only
 // if it confirmed a TTL of at least the lock's. The Manager counts the local
 // deadline from the attempt's start, before both requests were sent; the
@@ -60,7 +75,7 @@
 //   - the holder's loss is decided in one place, the Manager, which counts its
 //     local deadline from before each confirmed renewal, while the server
 //     counts the lease from when the keep-alive arrives: the server's expiry
-//     can only come after the holder's Done. A background keep-alive stream
+//     can only come after the holder's Done. A background keep-alive loop
 //     would keep keys alive on the server that the holder has already given
 //     up (WithFixedTTL, a holder that gave up after a failed renewal).
 //   - locks have their own TTLs; one shared lease cannot express 300 ms for

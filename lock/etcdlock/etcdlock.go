@@ -10,7 +10,10 @@ import (
 )
 
 // Client is what a Locker needs from an etcd client: keys, leases and
-// watches. *clientv3.Client satisfies it.
+// watches. *clientv3.Client satisfies it. When the Client also has
+// ActiveConnection (a *clientv3.Client, or a type that embeds one), the
+// Locker sends its lease keep-alives on long-lived streams of that
+// connection rather than through the Client's KeepAliveOnce.
 type Client interface {
 	clientv3.KV
 	clientv3.Lease
@@ -21,7 +24,8 @@ var _ Client = (*clientv3.Client)(nil)
 
 // A Locker is a lock.Locker on one etcd cluster. Its methods are safe for
 // concurrent use. It starts goroutines only for Acquire calls that wait
-// (stopped when they return) and for renewal while leases are held. It keeps
+// (stopped when they return), for renewal while leases are held, and one per
+// open keep-alive stream (at most four, until Close). It keeps
 // the etcd leases of released locks, which hold no key, for its next locks;
 // Close revokes them (without Close they expire on the server after their
 // TTL). It never closes the client.
@@ -71,8 +75,9 @@ func New(c Client, opts ...Option) (*Locker, error) {
 }
 
 // Close revokes the idle etcd leases the Locker kept for reuse (they hold no
-// key), within 5 s, and makes later releases revoke their lease instead of
-// keeping it. It does not release held leases, which stay renewed until
+// key), within 5 s, makes later releases revoke their lease instead of
+// keeping it, and closes the keep-alive streams (later keep-alives open a
+// stream each). It does not release held leases, which stay renewed until
 // released or lost, and the Locker stays usable. It returns the first
 // revocation error other than a lease already gone; the leases it could not
 // revoke expire on the server after their TTL. It is safe to call more than

@@ -7,6 +7,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
@@ -15,11 +16,19 @@ import (
 )
 
 // newClient returns a client of srv closed at the end of the test.
-func newClient(t testing.TB, srv *testsvc.EtcdServer) *clientv3.Client {
+func newClient(t testing.TB, srv *testsvc.EtcdServer, dial ...grpc.DialOption) *clientv3.Client {
+	t.Helper()
+	return newClientAt(t, srv.Endpoint(), dial...)
+}
+
+// newClientAt returns a client of the etcd at endpoint (host:port) closed at
+// the end of the test.
+func newClientAt(t testing.TB, endpoint string, dial ...grpc.DialOption) *clientv3.Client {
 	t.Helper()
 	c, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{srv.Endpoint()},
+		Endpoints:   []string{endpoint},
 		DialTimeout: 5 * time.Second,
+		DialOptions: dial,
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {

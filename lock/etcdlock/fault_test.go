@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 )
@@ -98,4 +100,68 @@ func TestServerPausedMidLease(t *testing.T) {
 	if err := r.lease.Release(ctx); err != nil && !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatal(err)
 	}
+}
+
+// splitClient sends transactions and reads straight to etcd, and everything
+// about leases (grants, the keep-alive streams) through its embedded client,
+// connected through a proxy: the proxy's faults hit only lease traffic.
+type splitClient struct {
+	*clientv3.Client
+	direct *clientv3.Client
+}
+
+func (s splitClient) Txn(ctx context.Context) clientv3.Txn { return s.direct.Txn(ctx) }
+
+func (s splitClient) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	return s.direct.Get(ctx, key, opts...)
+}
+
+// TestBrokenKeepAliveNotConfirmed reuses a lease kept idle for a second, so
+// the acquisition must refresh it, and loses that refresh: the keep-alive is
+// sent into a blackhole, then the connection it went on is cut, so its stream
+// breaks with the request unanswered and the server never renewed the lease.
+// Acquire must not return meanwhile, and must not take the broken request as
+// confirmed: it sends the keep-alive again once the link is back. Then the
+// holder's clients close, as if the process had died, and another Locker must
+// not get the lock before the lock's full TTL, counted from the acquisition,
+// has passed. Taking the lost keep-alive as confirmed would hold the lock on
+// a lease that expires on the server a second early.
+func TestBrokenKeepAliveNotConfirmed(t *testing.T) {
+	srv := testsvc.StartEtcd(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	name := "broken-" + testsvc.KeyPrefix(t)
+	const ttl = 3 * time.Second
+	p := testsvc.NewProxy(t, srv.Endpoint())
+	via, direct := newClientAt(t, p.Addr()), newClient(t, srv)
+	l := newLocker(t, splitClient{Client: via, direct: direct})
+	keepIdleLease(ctx, t, l, name, ttl)
+
+	p.Blackhole(true)
+	type result struct {
+		lease *lock.Lease
+		err   error
+	}
+	got := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		lease, err := l.Acquire(ctx, name, lock.WithTTL(ttl), lock.WithFixedTTL())
+		got <- result{lease, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // the key is put; the keep-alive is lost
+	select {
+	case r := <-got:
+		t.Fatalf("Acquire returned (err %v) while its lease's keep-alive was unanswered", r.err)
+	default:
+	}
+	p.Cut()
+	p.Blackhole(false)
+	p.Restore()
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("Acquire after the link came back: %v", r.err)
+	}
+	_ = via.Close()
+	_ = direct.Close()
+	heldForTTL(ctx, t, srv, name, start, ttl)
 }

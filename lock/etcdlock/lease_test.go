@@ -6,16 +6,45 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/etcdlock"
 )
 
 // countingClient counts the requests a Locker sends through it.
 type countingClient struct {
 	*clientv3.Client
-	grants, revokes, txns, keepAlives atomic.Int64
+	grants, revokes, txns atomic.Int64
+}
+
+// streamCounter counts, at the gRPC level, the LeaseKeepAlive streams a
+// client opens and the keep-alive requests sent on them (its interceptor is
+// installed with newClient).
+type streamCounter struct {
+	streams, keepAlives atomic.Int64
+}
+
+func (sc *streamCounter) intercept(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil || method != pb.Lease_LeaseKeepAlive_FullMethodName {
+		return s, err
+	}
+	sc.streams.Add(1)
+	return countingStream{ClientStream: s, n: &sc.keepAlives}, nil
+}
+
+type countingStream struct {
+	grpc.ClientStream
+	n *atomic.Int64
+}
+
+func (s countingStream) SendMsg(m any) error {
+	s.n.Add(1)
+	return s.ClientStream.SendMsg(m)
 }
 
 func (c *countingClient) Grant(ctx context.Context, ttl int64) (*clientv3.LeaseGrantResponse, error) {
@@ -33,21 +62,18 @@ func (c *countingClient) Txn(ctx context.Context) clientv3.Txn {
 	return c.Client.Txn(ctx)
 }
 
-func (c *countingClient) KeepAliveOnce(ctx context.Context, id clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error) {
-	c.keepAlives.Add(1)
-	return c.Client.KeepAliveOnce(ctx, id)
-}
-
 // TestLeaseReuse checks the cost of a lock/unlock pair once a Locker has a
 // lease to reuse: two raft writes (the put and the compare-and-delete) and
-// one keep-alive, no grant and no revoke; and that Close revokes the kept
-// lease.
+// one keep-alive, no grant and no revoke; that the keep-alives go over the
+// Locker's long-lived streams, not a new stream each; and that Close revokes
+// the kept lease.
 func TestLeaseReuse(t *testing.T) {
 	srv := testsvc.StartEtcd(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	name := "reuse-" + testsvc.KeyPrefix(t)
-	cc := &countingClient{Client: newClient(t, srv)}
+	var sc streamCounter
+	cc := &countingClient{Client: newClient(t, srv, grpc.WithChainStreamInterceptor(sc.intercept))}
 	l := newLocker(t, cc)
 
 	const pairs = 20
@@ -56,7 +82,8 @@ func TestLeaseReuse(t *testing.T) {
 			cc.grants.Store(0)
 			cc.revokes.Store(0)
 			cc.txns.Store(0)
-			cc.keepAlives.Store(0)
+			sc.streams.Store(0)
+			sc.keepAlives.Store(0)
 		}
 		lease, err := l.Acquire(ctx, name, lock.WithTTL(3*time.Second))
 		if err != nil {
@@ -66,9 +93,12 @@ func TestLeaseReuse(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if g, r, x, k := cc.grants.Load(), cc.revokes.Load(), cc.txns.Load(), cc.keepAlives.Load(); g != 0 || r != 0 || x != 2*pairs || k != pairs {
+	if g, r, x, k := cc.grants.Load(), cc.revokes.Load(), cc.txns.Load(), sc.keepAlives.Load(); g != 0 || r != 0 || x != 2*pairs || k != pairs {
 		t.Fatalf("%d pairs on a kept lease sent %d grants, %d revokes, %d transactions, %d keep-alives; want 0, 0, %d, %d",
 			pairs, g, r, x, k, 2*pairs, pairs)
+	}
+	if n := sc.streams.Load(); n > etcdlock.KeepAliveStreams {
+		t.Fatalf("%d pairs opened %d keep-alive streams; want at most %d", pairs, n, etcdlock.KeepAliveStreams)
 	}
 
 	before := leaseCount(t, cc.Client)
@@ -94,6 +124,21 @@ func TestReusedLeaseOutlivesTTL(t *testing.T) {
 	const ttl = 3 * time.Second
 	c := newClient(t, srv)
 	l := newLocker(t, c)
+	keepIdleLease(ctx, t, l, name, ttl)
+
+	start := time.Now()
+	if _, err := l.Acquire(ctx, name, lock.WithTTL(ttl), lock.WithFixedTTL()); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	heldForTTL(ctx, t, srv, name, start, ttl)
+}
+
+// keepIdleLease takes and releases name on l, then waits a second: l now
+// keeps a lease with no key whose server-side expiry is a second short of a
+// full TTL, which the next acquisition must refresh.
+func keepIdleLease(ctx context.Context, t *testing.T, l *etcdlock.Locker, name string, ttl time.Duration) {
+	t.Helper()
 	warm, err := l.Acquire(ctx, name, lock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
@@ -102,12 +147,13 @@ func TestReusedLeaseOutlivesTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
+}
 
-	start := time.Now()
-	if _, err := l.Acquire(ctx, name, lock.WithTTL(ttl), lock.WithFixedTTL()); err != nil {
-		t.Fatal(err)
-	}
-	_ = c.Close()
+// heldForTTL waits for name on a fresh Locker and fails if it got the lock
+// before ttl had passed since start: the dead holder's lease, refreshed when
+// it was reused, must keep the name for its full TTL.
+func heldForTTL(ctx context.Context, t *testing.T, srv *testsvc.EtcdServer, name string, start time.Time, ttl time.Duration) {
+	t.Helper()
 	next, err := newLocker(t, newClient(t, srv)).Acquire(ctx, name, lock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)

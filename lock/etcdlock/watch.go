@@ -152,7 +152,7 @@ func (b *backend) keepQueued(c *contender) {
 			case <-t.C:
 			}
 			kctx, kcancel := context.WithTimeout(ctx, every)
-			_, err := b.c.KeepAliveOnce(kctx, lease)
+			_, err := b.ka.keepAliveOnce(kctx, lease)
 			kcancel()
 			if err != nil && ctx.Err() == nil {
 				// Possibly expired: let the Acquire try, which queues

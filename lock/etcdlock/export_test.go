@@ -1,0 +1,4 @@
+package etcdlock
+
+// KeepAliveStreams is how many LeaseKeepAlive streams a Locker keeps open.
+const KeepAliveStreams = keepAliveStreams
