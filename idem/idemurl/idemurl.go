@@ -23,10 +23,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
-	"net/url"
-	"slices"
-	"strings"
 
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/internal/backendurl"
@@ -45,29 +41,23 @@ type Store interface {
 // this package opens. The message lists the schemes that are.
 var ErrUnsupported = errors.New("idemurl: unsupported scheme")
 
-// An opener opens one scheme. raw is the URL as given (for drivers that parse
-// it themselves); u is its parsed form.
-type opener func(ctx context.Context, raw string, u *url.URL) (Store, error)
-
-var openers = map[string]opener{
-	"mem":           openMem,
-	"sqlite":        openSQLite,
-	"postgres":      openPostgres,
-	"postgresql":    openPostgres,
-	"redis":         openRedis,
-	"rediss":        openRedis,
-	"redis-cluster": openRedisCluster,
+// schemes holds every scheme Open knows. A new backend is one entry and one
+// opener function.
+var schemes = backendurl.Schemes[Store]{
+	Pkg: "idemurl", Invalid: idem.ErrInvalid, Unsupported: ErrUnsupported,
+	Openers: map[string]backendurl.Opener[Store]{
+		"mem":           openMem,
+		"sqlite":        openSQLite,
+		"postgres":      openPostgres,
+		"postgresql":    openPostgres,
+		"redis":         openRedis,
+		"rediss":        openRedis,
+		"redis-cluster": openRedisCluster,
+	},
 }
 
 // Schemes returns the URL schemes Open accepts, sorted.
-func Schemes() []string {
-	s := make([]string, 0, len(openers))
-	for k := range openers {
-		s = append(s, k)
-	}
-	slices.Sort(s)
-	return s
-}
+func Schemes() []string { return schemes.Names() }
 
 // Open returns the store rawURL names, connected (its server has answered)
 // and with its tables created. The caller must Close it. Errors: one wrapping
@@ -76,27 +66,7 @@ func Schemes() []string {
 // server's error when it cannot be reached. No error contains the URL's
 // password.
 func Open(ctx context.Context, rawURL string) (Store, error) {
-	s := backendurl.NewScrubber(rawURL)
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, s.Wrap(invalidf("idemurl: cannot parse %q: %w", Redact(rawURL), backendurl.ParseError(err)))
-	}
-	if u.Scheme == "" {
-		return nil, s.Wrap(invalidf("idemurl: %q has no scheme; %s", Redact(rawURL), supported()))
-	}
-	open, ok := openers[u.Scheme]
-	if !ok {
-		return nil, s.Wrap(invalidf("%w %q in %q; %s", ErrUnsupported, u.Scheme, Redact(rawURL), supported()))
-	}
-	st, err := open(ctx, rawURL, u)
-	if err != nil {
-		return nil, s.Wrap(fmt.Errorf("idemurl: %s: %w", Redact(rawURL), err))
-	}
-	return st, nil
-}
-
-func supported() string {
-	return "supported: " + strings.Join(Schemes(), "://, ") + "://"
+	return schemes.Open(ctx, rawURL)
 }
 
 // Redact returns rawURL with its passwords (the userinfo password and any
@@ -104,17 +74,11 @@ func supported() string {
 // messages.
 func Redact(rawURL string) string { return backendurl.Redact(rawURL) }
 
-// invalidError marks a bad URL: errors.Is(err, idem.ErrInvalid) holds, and
-// the message reads without an "idem: invalid argument" prefix.
-type invalidError struct{ err error }
-
+// invalidf returns an error for a bad URL: errors.Is(err, idem.ErrInvalid)
+// holds, and the message reads without the sentinel's prefix.
 func invalidf(format string, args ...any) error {
-	return &invalidError{fmt.Errorf(format, args...)}
+	return backendurl.Invalidf(idem.ErrInvalid, format, args...)
 }
-
-func (e *invalidError) Error() string        { return e.err.Error() }
-func (e *invalidError) Unwrap() error        { return e.err }
-func (e *invalidError) Is(target error) bool { return target == idem.ErrInvalid }
 
 // closeOnError closes db when a later step of opening fails.
 func closeOnError(db *sql.DB, err error) error {

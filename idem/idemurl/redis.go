@@ -20,7 +20,7 @@ func openRedis(ctx context.Context, raw string, _ *url.URL) (Store, error) {
 	}
 	opt, err := redis.ParseURL(raw)
 	if err != nil {
-		return nil, &invalidError{err}
+		return nil, invalidf("%w", err)
 	}
 	return newRedisStore(ctx, redis.NewClient(opt), prefix)
 }
@@ -34,7 +34,7 @@ func openRedisCluster(ctx context.Context, raw string, _ *url.URL) (Store, error
 	}
 	opt, err := backendurl.ClusterOptions(raw)
 	if err != nil {
-		return nil, &invalidError{err}
+		return nil, invalidf("%w", err)
 	}
 	return newRedisStore(ctx, redis.NewClusterClient(opt), prefix)
 }

@@ -32,7 +32,7 @@ func (memStore) Close() error               { return nil }
 func openSQLite(ctx context.Context, _ string, u *url.URL) (Store, error) {
 	path, err := backendurl.SQLitePath(u)
 	if err != nil {
-		return nil, &invalidError{err}
+		return nil, invalidf("%w", err)
 	}
 	dsn := backendurl.SQLiteDSN(path)
 	if u.RawQuery != "" {
@@ -56,7 +56,7 @@ func openPostgres(ctx context.Context, raw string, _ *url.URL) (Store, error) {
 func openSQL(ctx context.Context, driver, dsn string, d sqlstore.Dialect) (Store, error) {
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
-		return nil, &invalidError{err}
+		return nil, invalidf("%w", err)
 	}
 	if d == sqlstore.SQLite {
 		db.SetMaxOpenConns(sqliteConns)

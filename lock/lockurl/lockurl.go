@@ -18,10 +18,6 @@ package lockurl
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/url"
-	"slices"
-	"strings"
 
 	"github.com/latchkey-go/latchkey/internal/backendurl"
 	"github.com/latchkey-go/latchkey/lock"
@@ -39,34 +35,26 @@ type Locker interface {
 // this package opens. The message lists the schemes that are.
 var ErrUnsupported = errors.New("lockurl: unsupported scheme")
 
-// An opener opens one scheme. raw is the URL as given (for drivers that parse
-// it themselves); u is its parsed form.
-type opener func(ctx context.Context, raw string, u *url.URL) (Locker, error)
-
-// openers holds every scheme Open knows. A new backend is one entry and one
+// schemes holds every scheme Open knows. A new backend is one entry and one
 // opener function.
-var openers = map[string]opener{
-	"mem":           openMem,
-	"sqlite":        openSQLite,
-	"postgres":      openPostgres,
-	"postgresql":    openPostgres,
-	"redis":         openRedis,
-	"rediss":        openRedis,
-	"redis-cluster": openRedisCluster,
-	"redlock":       openRedlock,
-	"etcd":          openEtcd,
-	"zk":            openZK,
+var schemes = backendurl.Schemes[Locker]{
+	Pkg: "lockurl", Invalid: lock.ErrInvalid, Unsupported: ErrUnsupported,
+	Openers: map[string]backendurl.Opener[Locker]{
+		"mem":           openMem,
+		"sqlite":        openSQLite,
+		"postgres":      openPostgres,
+		"postgresql":    openPostgres,
+		"redis":         openRedis,
+		"rediss":        openRedis,
+		"redis-cluster": openRedisCluster,
+		"redlock":       openRedlock,
+		"etcd":          openEtcd,
+		"zk":            openZK,
+	},
 }
 
 // Schemes returns the URL schemes Open accepts, sorted.
-func Schemes() []string {
-	s := make([]string, 0, len(openers))
-	for k := range openers {
-		s = append(s, k)
-	}
-	slices.Sort(s)
-	return s
-}
+func Schemes() []string { return schemes.Names() }
 
 // Open returns the Locker rawURL names, connected and with its tables created.
 // The caller must Close it. Errors: one wrapping lock.ErrInvalid for a URL
@@ -74,27 +62,7 @@ func Schemes() []string {
 // when the scheme is unknown), ctx.Err(), or the backend's error when it
 // cannot be reached. No error contains the URL's password.
 func Open(ctx context.Context, rawURL string) (Locker, error) {
-	s := backendurl.NewScrubber(rawURL)
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, s.Wrap(invalidf("lockurl: cannot parse %q: %w", Redact(rawURL), backendurl.ParseError(err)))
-	}
-	if u.Scheme == "" {
-		return nil, s.Wrap(invalidf("lockurl: %q has no scheme; %s", Redact(rawURL), supported()))
-	}
-	open, ok := openers[u.Scheme]
-	if !ok {
-		return nil, s.Wrap(invalidf("%w %q in %q; %s", ErrUnsupported, u.Scheme, Redact(rawURL), supported()))
-	}
-	l, err := open(ctx, rawURL, u)
-	if err != nil {
-		return nil, s.Wrap(fmt.Errorf("lockurl: %s: %w", Redact(rawURL), err))
-	}
-	return l, nil
-}
-
-func supported() string {
-	return "supported: " + strings.Join(Schemes(), "://, ") + "://"
+	return schemes.Open(ctx, rawURL)
 }
 
 // Redact returns rawURL with its passwords (the userinfo password and any
@@ -103,14 +71,8 @@ func supported() string {
 // between "://" and the last "@" of its authority masked.
 func Redact(rawURL string) string { return backendurl.Redact(rawURL) }
 
-// invalidError marks a bad URL: errors.Is(err, lock.ErrInvalid) holds, and
-// the message reads without a "lock: invalid argument" prefix.
-type invalidError struct{ err error }
-
+// invalidf returns an error for a bad URL: errors.Is(err, lock.ErrInvalid)
+// holds, and the message reads without the sentinel's prefix.
 func invalidf(format string, args ...any) error {
-	return &invalidError{fmt.Errorf(format, args...)}
+	return backendurl.Invalidf(lock.ErrInvalid, format, args...)
 }
-
-func (e *invalidError) Error() string        { return e.err.Error() }
-func (e *invalidError) Unwrap() error        { return e.err }
-func (e *invalidError) Is(target error) bool { return target == lock.ErrInvalid }

@@ -16,7 +16,7 @@ import (
 func openRedis(ctx context.Context, raw string, _ *url.URL) (Locker, error) {
 	opt, err := redis.ParseURL(raw)
 	if err != nil {
-		return nil, &invalidError{err}
+		return nil, invalidf("%w", err)
 	}
 	return newRedisLocker(ctx, redis.NewClient(opt))
 }
@@ -26,7 +26,7 @@ func openRedis(ctx context.Context, raw string, _ *url.URL) (Locker, error) {
 func openRedisCluster(ctx context.Context, raw string, _ *url.URL) (Locker, error) {
 	opt, err := backendurl.ClusterOptions(raw)
 	if err != nil {
-		return nil, &invalidError{err}
+		return nil, invalidf("%w", err)
 	}
 	return newRedisLocker(ctx, redis.NewClusterClient(opt))
 }

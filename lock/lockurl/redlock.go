@@ -39,7 +39,7 @@ func openRedlock(ctx context.Context, raw string, u *url.URL) (Locker, error) {
 		opt, err := redis.ParseURL(strings.Replace(node.String(), "redis://", "redis://"+auth, 1))
 		if err != nil {
 			closeAll()
-			return nil, &invalidError{err}
+			return nil, invalidf("%w", err)
 		}
 		clients = append(clients, redis.NewClient(opt))
 	}

@@ -57,7 +57,7 @@ func openSQLite(ctx context.Context, _ string, u *url.URL) (Locker, error) {
 func sqlitePath(u *url.URL) (string, error) {
 	p, err := backendurl.SQLitePath(u)
 	if err != nil {
-		return "", &invalidError{err}
+		return "", invalidf("%w", err)
 	}
 	return p, nil
 }
@@ -73,7 +73,7 @@ func SQLiteDSN(path string) string { return backendurl.SQLiteDSN(path) }
 func openPostgres(ctx context.Context, raw string, _ *url.URL) (Locker, error) {
 	cfg, err := pgxpool.ParseConfig(raw)
 	if err != nil {
-		return nil, &invalidError{err}
+		return nil, invalidf("%w", err)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
