@@ -11,34 +11,8 @@ import (
 
 	"github.com/latchkey-go/latchkey/dedup"
 	"github.com/latchkey-go/latchkey/dedup/amqpdedup"
+	"github.com/latchkey-go/latchkey/dedup/deduptest"
 )
-
-// run runs cons until cond holds (checked every 10 ms) or 10 s pass, then
-// stops it and checks that Run returned context.Canceled promptly.
-func run(t *testing.T, cons *amqpdedup.Consumer, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cons.Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			cancel()
-			<-done
-			t.Fatal("condition not reached within 10 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("Run returned %v, want context.Canceled", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run did not stop within 5 s of cancel")
-	}
-}
 
 // A failing handler gets the message back with the redelivered flag, and the
 // retry is acked.
@@ -60,13 +34,13 @@ func TestFailureIsRequeued(t *testing.T) {
 		}
 		return nil
 	}
-	log := &errLog{}
+	log := &deduptest.ErrorLog{}
 	cons, err := amqpdedup.NewConsumer(channel(t, conn), queue, h,
-		amqpdedup.WithFailureDelay(time.Millisecond), amqpdedup.WithErrorHandler(log.add))
+		amqpdedup.WithFailureDelay(time.Millisecond), amqpdedup.WithErrorHandler(log.Add))
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, cons, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 3 })
+	deduptest.RunUntil(t, cons.Run, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 3 })
 	for i, m := range got {
 		if want := i > 0; m.ID != "m1" || string(m.Body) != "x" || m.Header["k"] != "v" ||
 			m.Header[amqpdedup.HeaderRedelivered] != map[bool]string{true: "true", false: "false"}[want] {
@@ -74,8 +48,8 @@ func TestFailureIsRequeued(t *testing.T) {
 		}
 	}
 	var de *amqpdedup.DeliveryError
-	if len(log.errs) != 2 || !errors.As(log.errs[0], &de) || de.ID != "m1" || de.Acked || de.Redelivered {
-		t.Errorf("reported %v, want two unacked DeliveryErrors for m1", log.errs)
+	if len(log.Errors()) != 2 || !errors.As(log.Errors()[0], &de) || de.ID != "m1" || de.Acked || de.Redelivered {
+		t.Errorf("reported %v, want two unacked DeliveryErrors for m1", log.Errors())
 	}
 	if r := ready(t, pub, queue); r != 0 {
 		t.Errorf("%d ready after the retry was acked", r)
@@ -105,7 +79,7 @@ func TestBusyCopyWaitsBeforeRequeue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, cons, func() bool { mu.Lock(); defer mu.Unlock(); return len(at) == 2 })
+	deduptest.RunUntil(t, cons.Run, func() bool { mu.Lock(); defer mu.Unlock(); return len(at) == 2 })
 	if gap := at[1].Sub(at[0]); gap < 200*time.Millisecond || gap > 5*time.Second {
 		t.Errorf("redelivered after %v, want about the 200ms cap", gap)
 	}
@@ -138,16 +112,16 @@ func TestIDSources(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}
-	log := &errLog{}
+	log := &deduptest.ErrorLog{}
 	cons, err := amqpdedup.NewConsumer(channel(t, conn), queue, h,
-		amqpdedup.WithIDHeader("biz-id"), amqpdedup.WithErrorHandler(log.add))
+		amqpdedup.WithIDHeader("biz-id"), amqpdedup.WithErrorHandler(log.Add))
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, cons, func() bool {
+	deduptest.RunUntil(t, cons.Run, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(ids) == 2 && log.count(dedup.ErrInvalidID) == 2
+		return len(ids) == 2 && log.Count(dedup.ErrInvalidID) == 2
 	})
 	if ids[0] != "hdr" || ids[1] != "via-publish" {
 		t.Errorf("ids %q, want [hdr via-publish]", ids)
@@ -179,7 +153,7 @@ func TestStopRequeuesPrefetched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, cons, func() bool {
+	deduptest.RunUntil(t, cons.Run, func() bool {
 		select {
 		case <-inside:
 			return ready(t, pub, queue) == 0 // all five prefetched

@@ -1,10 +1,7 @@
 package amqpdedup_test
 
 import (
-	"context"
-	"errors"
 	"strings"
-	"sync"
 	"testing"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -58,28 +55,4 @@ func ready(t *testing.T, ch *amqp.Channel, queue string) int {
 		t.Fatal(err)
 	}
 	return q.Messages
-}
-
-// errLog collects what a consumer reports.
-type errLog struct {
-	mu   sync.Mutex
-	errs []error
-}
-
-func (l *errLog) add(_ context.Context, err error) {
-	l.mu.Lock()
-	l.errs = append(l.errs, err)
-	l.mu.Unlock()
-}
-
-func (l *errLog) count(target error) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, err := range l.errs {
-		if errors.Is(err, target) {
-			n++
-		}
-	}
-	return n
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/dedup/deduptest"
 	"github.com/latchkey-go/latchkey/dedup/natsdedup"
 	"github.com/latchkey-go/latchkey/idem/memstore"
 )
@@ -43,13 +44,13 @@ func TestFailureIsRetried(t *testing.T) {
 		effects++
 		return nil
 	})
-	log := &errLog{}
+	log := &deduptest.ErrorLog{}
 	cons, err := natsdedup.NewConsumer(jc, h, natsdedup.WithMaxWait(50*time.Millisecond),
-		natsdedup.WithNakDelay(20*time.Millisecond), natsdedup.WithErrorHandler(log.add))
+		natsdedup.WithNakDelay(20*time.Millisecond), natsdedup.WithErrorHandler(log.Add))
 	if err != nil {
 		t.Fatal(err)
 	}
-	runFor(t, cons, func() bool {
+	deduptest.RunUntil(t, cons.Run, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return effects == 1 && settled(t, jc)
@@ -58,8 +59,8 @@ func TestFailureIsRetried(t *testing.T) {
 		t.Errorf("attempts %d, effects %d; want 3, 1", attempts, effects)
 	}
 	var me *natsdedup.MsgError
-	if n := len(log.errs); n != 2 || !errors.As(log.errs[0], &me) || me.ID != "m1" || me.Acked || me.StreamSequence != 1 {
-		t.Errorf("reported %v, want two unacked MsgErrors for m1 at seq 1", log.errs)
+	if n := len(log.Errors()); n != 2 || !errors.As(log.Errors()[0], &me) || me.ID != "m1" || me.Acked || me.StreamSequence != 1 {
+		t.Errorf("reported %v, want two unacked MsgErrors for m1 at seq 1", log.Errors())
 	}
 }
 
@@ -85,16 +86,16 @@ func TestMessageWithoutIDIsNotAcked(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}
-	log := &errLog{}
+	log := &deduptest.ErrorLog{}
 	cons, err := natsdedup.NewConsumer(jc, h, natsdedup.WithMaxWait(50*time.Millisecond),
-		natsdedup.WithNakDelay(time.Hour), natsdedup.WithErrorHandler(log.add))
+		natsdedup.WithNakDelay(time.Hour), natsdedup.WithErrorHandler(log.Add))
 	if err != nil {
 		t.Fatal(err)
 	}
-	runFor(t, cons, func() bool {
+	deduptest.RunUntil(t, cons.Run, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(got) == 1 && log.count(dedup.ErrInvalidID) == 1
+		return len(got) == 1 && log.Count(dedup.ErrInvalidID) == 1
 	})
 	if m := got[0]; m.ID != "ok" || string(m.Body) != "b" || m.Header["k"] != "v" || m.Header[natsdedup.HeaderStreamSequence] != "2" {
 		t.Errorf("handler got %+v", m)
@@ -198,10 +199,10 @@ func TestBusyCopyIsNackedThenAcked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &errLog{}
+	log := &deduptest.ErrorLog{}
 	var effects atomic.Int32
 	h := d.Wrap(func(ctx context.Context, m dedup.Message) error {
-		for deadline := time.Now().Add(5 * time.Second); log.count(dedup.ErrInProgress) == 0 && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(5 * time.Second); log.Count(dedup.ErrInProgress) == 0 && time.Now().Before(deadline); {
 			time.Sleep(5 * time.Millisecond)
 		}
 		effects.Add(1)
@@ -211,7 +212,7 @@ func TestBusyCopyIsNackedThenAcked(t *testing.T) {
 	for range 2 {
 		c, err := natsdedup.NewConsumer(jc, h, natsdedup.WithIDHeader("Payment-Id"), natsdedup.WithBatchSize(1),
 			natsdedup.WithMaxWait(50*time.Millisecond), natsdedup.WithMaxBusyDelay(50*time.Millisecond),
-			natsdedup.WithErrorHandler(log.add))
+			natsdedup.WithErrorHandler(log.Add))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,12 +221,12 @@ func TestBusyCopyIsNackedThenAcked(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = conss[1].Run(runCtx) }()
-	runFor(t, conss[0], func() bool { return effects.Load() == 1 && settled(t, jc) })
+	deduptest.RunUntil(t, conss[0].Run, func() bool { return effects.Load() == 1 && settled(t, jc) })
 	stop()
 	<-done
 	var me *natsdedup.MsgError
-	if log.count(dedup.ErrInProgress) == 0 || !errors.As(log.errs[0], &me) || me.Acked || me.ID != "pay-1" {
-		t.Errorf("reported %v, want an unacked busy MsgError for pay-1", log.errs)
+	if log.Count(dedup.ErrInProgress) == 0 || !errors.As(log.Errors()[0], &me) || me.Acked || me.ID != "pay-1" {
+		t.Errorf("reported %v, want an unacked busy MsgError for pay-1", log.Errors())
 	}
 	if n := effects.Load(); n != 1 {
 		t.Errorf("%d effects, want 1", n)

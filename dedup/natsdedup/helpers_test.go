@@ -5,14 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/latchkey-go/latchkey/dedup/natsdedup"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
 
@@ -62,57 +60,6 @@ func newJSConsumer(t *testing.T, js jetstream.JetStream, stream string, ackWait 
 		t.Fatal(err)
 	}
 	return c
-}
-
-// errLog collects what a consumer reports.
-type errLog struct {
-	mu   sync.Mutex
-	errs []error
-}
-
-func (l *errLog) add(_ context.Context, err error) {
-	l.mu.Lock()
-	l.errs = append(l.errs, err)
-	l.mu.Unlock()
-}
-
-func (l *errLog) count(target error) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, err := range l.errs {
-		if errors.Is(err, target) {
-			n++
-		}
-	}
-	return n
-}
-
-// runFor runs cons until cond holds (checked every 10 ms) or 10 s pass, then
-// stops it and checks that Run returned context.Canceled promptly.
-func runFor(t *testing.T, cons *natsdedup.Consumer, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cons.Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			cancel()
-			<-done
-			t.Fatal("condition not reached within 10 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("Run returned %v, want context.Canceled", err)
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("Run did not stop within 2 s of cancel")
-	}
 }
 
 // settled reports whether c has nothing left to deliver or awaiting an ack.

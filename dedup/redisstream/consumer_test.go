@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/dedup/deduptest"
 	"github.com/latchkey-go/latchkey/dedup/redisdedup"
 	"github.com/latchkey-go/latchkey/dedup/redisstream"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
@@ -30,57 +31,6 @@ func cleanup(c *redis.Client, prefix string) {
 	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 	for iter.Next(ctx) {
 		c.Del(ctx, iter.Val())
-	}
-}
-
-// errLog collects what a consumer reports.
-type errLog struct {
-	mu   sync.Mutex
-	errs []error
-}
-
-func (l *errLog) add(_ context.Context, err error) {
-	l.mu.Lock()
-	l.errs = append(l.errs, err)
-	l.mu.Unlock()
-}
-
-func (l *errLog) count(target error) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, err := range l.errs {
-		if errors.Is(err, target) {
-			n++
-		}
-	}
-	return n
-}
-
-// runFor runs cons until cond holds (checked every 10 ms) or 10 s pass, then
-// stops it and checks that Run returned context.Canceled promptly.
-func runFor(t *testing.T, cons *redisstream.Consumer, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cons.Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			cancel()
-			<-done
-			t.Fatal("condition not reached within 10 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("Run returned %v, want context.Canceled", err)
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("Run did not stop within 2 s of cancel")
 	}
 }
 
@@ -119,14 +69,14 @@ func TestFailureIsRetried(t *testing.T) {
 		effects++
 		return nil
 	})
-	log := &errLog{}
+	log := &deduptest.ErrorLog{}
 	cons, err := redisstream.NewConsumer(c, stream, "g", "c1", h,
 		redisstream.WithBlock(20*time.Millisecond), redisstream.WithMinIdle(50*time.Millisecond),
-		redisstream.WithReclaimInterval(20*time.Millisecond), redisstream.WithErrorHandler(log.add))
+		redisstream.WithReclaimInterval(20*time.Millisecond), redisstream.WithErrorHandler(log.Add))
 	if err != nil {
 		t.Fatal(err)
 	}
-	runFor(t, cons, func() bool {
+	deduptest.RunUntil(t, cons.Run, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return effects == 1 && pending(t, c, stream, "g") == 0
@@ -135,8 +85,8 @@ func TestFailureIsRetried(t *testing.T) {
 		t.Errorf("attempts %d, effects %d; want 3, 1", attempts, effects)
 	}
 	var ee *redisstream.EntryError
-	if n := len(log.errs); n != 2 || !errors.As(log.errs[0], &ee) || ee.ID != "m1" || ee.Acked {
-		t.Errorf("reported %v, want two unacked EntryErrors for m1", log.errs)
+	if n := len(log.Errors()); n != 2 || !errors.As(log.Errors()[0], &ee) || ee.ID != "m1" || ee.Acked {
+		t.Errorf("reported %v, want two unacked EntryErrors for m1", log.Errors())
 	}
 }
 
@@ -161,16 +111,16 @@ func TestEntryWithoutIDStaysPending(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}
-	log := &errLog{}
+	log := &deduptest.ErrorLog{}
 	cons, err := redisstream.NewConsumer(c, stream, "g", "c1", h,
-		redisstream.WithBlock(20*time.Millisecond), redisstream.WithErrorHandler(log.add))
+		redisstream.WithBlock(20*time.Millisecond), redisstream.WithErrorHandler(log.Add))
 	if err != nil {
 		t.Fatal(err)
 	}
-	runFor(t, cons, func() bool {
+	deduptest.RunUntil(t, cons.Run, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(got) == 1 && log.count(dedup.ErrInvalidID) == 1
+		return len(got) == 1 && log.Count(dedup.ErrInvalidID) == 1
 	})
 	if m := got[0]; m.ID != "ok" || m.Header["k"] != "v" || m.Header[redisstream.HeaderEntryID] == "" {
 		t.Errorf("handler got %+v", m)
