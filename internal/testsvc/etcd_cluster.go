@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -101,8 +100,11 @@ func StartEtcdCluster(t testing.TB, n int) *EtcdCluster {
 		release()
 	})
 
-	var lastErr error
-	for range 3 {
+	procs := make([]*process, n)
+	for i, m := range c.Members {
+		procs[i] = m.process
+	}
+	prepare := func() {
 		var peers []string
 		for _, m := range c.Members {
 			m.clientPort, m.peerPort = FreePort(t), FreePort(t)
@@ -111,31 +113,18 @@ func StartEtcdCluster(t testing.TB, n int) *EtcdCluster {
 			peers = append(peers, m.Name+"=http://127.0.0.1:"+strconv.Itoa(m.peerPort))
 		}
 		initial = strings.Join(peers, ",")
-		// No member is healthy before a quorum runs: start all at once.
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for i, m := range c.Members {
-			wg.Go(func() { errs[i] = m.firstStart() })
-		}
-		wg.Wait()
-		lastErr = nil
-		for i, err := range errs {
-			if err != nil {
-				lastErr = fmt.Errorf("member %s: %w", c.Members[i].Name, err)
-				break
-			}
-		}
-		if lastErr == nil {
-			return c
-		}
+	}
+	reset := func() {
 		for _, m := range c.Members {
-			m.Stop()
 			_ = os.RemoveAll(filepath.Join(m.dir, "data"))
 		}
 		release()
 	}
-	t.Fatalf("testsvc: start etcd cluster: %v", lastErr)
-	return nil
+	label := func(i int) string { return "member " + c.Members[i].Name }
+	if err := startTogether(procs, label, prepare, reset); err != nil {
+		t.Fatalf("testsvc: start etcd cluster: %v", err)
+	}
+	return c
 }
 
 // Endpoints returns the client addresses of all members, running or not, in

@@ -164,3 +164,36 @@ func (p *process) stopLocked() {
 		<-p.done
 	}
 }
+
+// startTogether starts procs at once, as a cluster needs (no member is ready
+// before a quorum runs), trying up to three times: before each try, prepare
+// picks fresh ports and writes the configuration; after a failed one, every
+// process is stopped and reset undoes what the try left (data, reserved
+// ports). label names process i in the error.
+func startTogether(procs []*process, label func(i int) string, prepare, reset func()) error {
+	var lastErr error
+	for range 3 {
+		prepare()
+		errs := make([]error, len(procs))
+		var wg sync.WaitGroup
+		for i, p := range procs {
+			wg.Go(func() { errs[i] = p.firstStart() })
+		}
+		wg.Wait()
+		lastErr = nil
+		for i, err := range errs {
+			if err != nil {
+				lastErr = fmt.Errorf("%s: %w", label(i), err)
+				break
+			}
+		}
+		if lastErr == nil {
+			return nil
+		}
+		for _, p := range procs {
+			p.Stop()
+		}
+		reset()
+	}
+	return lastErr
+}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -63,8 +62,11 @@ func StartZooKeeperEnsemble(t testing.TB, n int, extra ...string) *ZooKeeperEnse
 		release()
 	})
 
-	var lastErr error
-	for range 3 {
+	procs := make([]*process, n)
+	for i, s := range e.Servers {
+		procs[i] = s.process
+	}
+	prepare := func() {
 		var lines strings.Builder
 		lines.WriteString(zkEnsembleLimits)
 		for i, s := range e.Servers {
@@ -85,31 +87,18 @@ func StartZooKeeperEnsemble(t testing.TB, n int, extra ...string) *ZooKeeperEnse
 			}
 			s.writeConfig(append([]string{lines.String()}, extra...))
 		}
-		// No server serves before a quorum runs: start all at once.
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for i, s := range e.Servers {
-			wg.Go(func() { errs[i] = s.firstStart() })
-		}
-		wg.Wait()
-		lastErr = nil
-		for i, err := range errs {
-			if err != nil {
-				lastErr = fmt.Errorf("server %d: %w", i+1, err)
-				break
-			}
-		}
-		if lastErr == nil {
-			return e
-		}
+	}
+	reset := func() {
 		for _, s := range e.Servers {
-			s.Stop()
 			_ = os.RemoveAll(s.dataDir())
 		}
 		release()
 	}
-	t.Fatalf("testsvc: start zookeeper ensemble: %v", lastErr)
-	return nil
+	label := func(i int) string { return "server " + strconv.Itoa(i+1) }
+	if err := startTogether(procs, label, prepare, reset); err != nil {
+		t.Fatalf("testsvc: start zookeeper ensemble: %v", err)
+	}
+	return e
 }
 
 // Endpoints returns the client addresses of all servers, running or not, in
