@@ -38,13 +38,13 @@ type ReleaseWatcher interface {
 	WatchRelease(ctx context.Context, key string) (wake <-chan struct{}, stop func(), err error)
 }
 
-// OwnerWatcher is implemented by ReleaseWatchers that queue waiters: the
-// Manager then calls WatchReleaseOwner instead of WatchRelease, passing the
-// owner the waiting Acquire will try the key as, so the backend can tell that
-// Acquire's TryAcquire calls apart from other callers' (to hand the lock to the
-// longest waiter first, or to keep later arrivals from barging ahead of it).
+// OwnerWatcher is implemented by backends that queue waiters: the Manager
+// then calls WatchReleaseOwner (and not WatchRelease, if the backend has it
+// too), passing the owner the waiting Acquire will try the key as, so the
+// backend can tell that Acquire's TryAcquire calls apart from other callers'
+// (to hand the lock to the longest waiter first, or to keep later arrivals
+// from barging ahead of it).
 type OwnerWatcher interface {
-	ReleaseWatcher
 	// WatchReleaseOwner is WatchRelease for the Acquire that tries key as owner.
 	WatchReleaseOwner(ctx context.Context, key, owner string) (wake <-chan struct{}, stop func(), err error)
 }

@@ -22,8 +22,10 @@ import (
 // renewed or fixed lease, and none otherwise, so it needs no Close.
 type Manager struct {
 	backend Backend
-	batch   BatchRenewer   // backend's, or nil
-	watcher ReleaseWatcher // backend's, or nil
+	batch   BatchRenewer // backend's, or nil
+	// watch is the backend's WatchReleaseOwner, or its WatchRelease with
+	// the owner ignored, or nil.
+	watch func(ctx context.Context, key, owner string) (<-chan struct{}, func(), error)
 
 	mu      sync.Mutex
 	heap    leaseHeap     // guarded by mu
@@ -35,8 +37,8 @@ type Manager struct {
 
 var _ Locker = (*Manager)(nil)
 
-// NewManager returns a Manager for b. If b also implements BatchRenewer or
-// ReleaseWatcher, the Manager uses them. It returns an error wrapping
+// NewManager returns a Manager for b. If b also implements BatchRenewer,
+// OwnerWatcher or ReleaseWatcher, the Manager uses them. It returns an error wrapping
 // ErrInvalid if b is nil.
 func NewManager(b Backend) (*Manager, error) {
 	if b == nil {
@@ -44,7 +46,14 @@ func NewManager(b Backend) (*Manager, error) {
 	}
 	m := &Manager{backend: b, kick: make(chan struct{}, 1)}
 	m.batch, _ = b.(BatchRenewer)
-	m.watcher, _ = b.(ReleaseWatcher)
+	switch w := b.(type) {
+	case OwnerWatcher:
+		m.watch = w.WatchReleaseOwner
+	case ReleaseWatcher:
+		m.watch = func(ctx context.Context, key, _ string) (<-chan struct{}, func(), error) {
+			return w.WatchRelease(ctx, key)
+		}
+	}
 	return m, nil
 }
 
@@ -80,17 +89,11 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 	owner := newOwner()
 
 	var wake <-chan struct{}
-	if m.watcher != nil && cfg.wait != 0 {
+	if m.watch != nil && cfg.wait != 0 {
 		// Watch before the first attempt, so a release between a failed
 		// attempt and the wait cannot be missed. If watching fails we still
 		// acquire, by polling.
-		watch := m.watcher.WatchRelease
-		if ow, ok := m.watcher.(OwnerWatcher); ok {
-			watch = func(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-				return ow.WatchReleaseOwner(ctx, key, owner)
-			}
-		}
-		if ch, stop, err := watch(ctx, key); err == nil {
+		if ch, stop, err := m.watch(ctx, key, owner); err == nil {
 			defer stop()
 			wake = ch
 		}

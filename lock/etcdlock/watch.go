@@ -2,22 +2,11 @@ package etcdlock
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// errOwnerOnly is what WatchRelease answers: the Manager calls
-// WatchReleaseOwner instead.
-var errOwnerOnly = errors.New("etcdlock: waiters are watched per owner")
-
-// WatchRelease implements lock.ReleaseWatcher; it is never used because the
-// backend is an OwnerWatcher.
-func (b *backend) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return nil, nil, errOwnerOnly
-}
 
 // WatchReleaseOwner implements lock.OwnerWatcher. It marks owner's attempts as
 // those of a waiting Acquire: they leave their key in the queue, keep its lease

@@ -162,7 +162,8 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 	return nil
 }
 
-// WatchRelease implements lock.ReleaseWatcher.
+// WatchRelease watches key for releases on behalf of no particular owner;
+// lock/redlock watches each node with it.
 func (b *backend) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	return b.w.watch(ctx, key, "")
 }

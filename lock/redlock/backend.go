@@ -318,20 +318,11 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 	return err
 }
 
-// WatchRelease implements lock.ReleaseWatcher: it watches key on every node
-// (each node's release messages and this Locker's own releases there) and
-// merges the wake-ups. Nodes that cannot watch are left out; the Manager's
-// poll covers them.
-func (b *backend) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	wake, stop, err := b.watch(ctx, key, wakeUp)
-	if err != nil {
-		return nil, nil, err
-	}
-	return wake, stop, nil
-}
-
-// watch is WatchRelease with a channel the caller may also send on, and a
-// function that delivers the nodes' wake-ups (given that channel).
+// watch watches key on every node (each node's release messages and this
+// Locker's own releases there) and merges the wake-ups into a channel the
+// caller may also send on; deliver passes on the nodes' wake-ups (given that
+// channel). Nodes that cannot watch are left out; the Manager's poll covers
+// them.
 func (b *backend) watch(ctx context.Context, key string, deliver func(wake chan struct{})) (chan struct{}, func(), error) {
 	chans := make([]<-chan struct{}, len(b.nodes))
 	stops := make([]func(), len(b.nodes))

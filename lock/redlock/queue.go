@@ -119,8 +119,9 @@ func wakeUp(ch chan struct{}) {
 	}
 }
 
-// WatchReleaseOwner implements lock.OwnerWatcher: WatchRelease, and the
-// Acquire trying key as owner joins this Locker's local queue for key.
+// WatchReleaseOwner implements lock.OwnerWatcher: it watches key on every
+// node, and the Acquire trying key as owner joins this Locker's local queue
+// for key.
 func (b *backend) WatchReleaseOwner(ctx context.Context, key, owner string) (<-chan struct{}, func(), error) {
 	// A release seen on a node wakes whichever waiter of this Locker the
 	// node's subscription picked; it is passed on to the head, the only

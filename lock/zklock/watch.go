@@ -2,20 +2,9 @@ package zklock
 
 import (
 	"context"
-	"errors"
 
 	"github.com/go-zookeeper/zk"
 )
-
-// errOwnerOnly is what WatchRelease answers: the Manager calls
-// WatchReleaseOwner instead.
-var errOwnerOnly = errors.New("zklock: waiters are watched per owner")
-
-// WatchRelease implements lock.ReleaseWatcher; it is never used because the
-// backend is an OwnerWatcher.
-func (b *backend) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return nil, nil, errOwnerOnly
-}
 
 // WatchReleaseOwner implements lock.OwnerWatcher. It marks owner's attempts
 // as those of a waiting Acquire: they leave their node in the queue and watch
