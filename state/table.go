@@ -1,30 +1,18 @@
 package state
 
 import (
-	"context"
-	"database/sql"
 	"fmt"
-	"slices"
 
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
 
 // DB is what Machine and Optimistic run their statements on: *sql.DB,
 // *sql.Tx and *sql.Conn all satisfy it.
-type DB interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-var (
-	_ DB = (*sql.DB)(nil)
-	_ DB = (*sql.Tx)(nil)
-	_ DB = (*sql.Conn)(nil)
-)
+type DB = sqldialect.DB
 
 // Values are the columns a write sets, by name. Names must be plain SQL
 // identifiers; values are passed as statement parameters.
-type Values map[string]any
+type Values = sqldialect.Values
 
 // Dialect is the SQL flavour of the database. It is one type across
 // latchkey's SQL packages: sqllock.Postgres, sqlstore.Postgres,
@@ -54,17 +42,10 @@ type table struct {
 // setClause renders "c1 = $n, c2 = $n+1, " for values, appending their
 // values to args, in a fixed column order. reserved names may not be set.
 func setClause(values Values, args []any, reserved ...string) (string, []any, error) {
-	cols := make([]string, 0, len(values))
-	for c := range values {
-		if err := sqldialect.Ident("column", c); err != nil {
-			return "", nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		if slices.Contains(reserved, c) {
-			return "", nil, fmt.Errorf("%w: values may not set column %q", ErrInvalid, c)
-		}
-		cols = append(cols, c)
+	cols, err := sqldialect.Columns(values, reserved...)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	slices.Sort(cols)
 	s := ""
 	for _, c := range cols {
 		args = append(args, values[c])

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/latchkey-go/latchkey/fence"
@@ -14,20 +13,11 @@ import (
 
 // DB is what a Guard runs its statements on: *sql.DB, *sql.Tx and *sql.Conn
 // all satisfy it.
-type DB interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-var (
-	_ DB = (*sql.DB)(nil)
-	_ DB = (*sql.Tx)(nil)
-	_ DB = (*sql.Conn)(nil)
-)
+type DB = sqldialect.DB
 
 // Values are the columns a guarded write sets, by name. Names must be plain
 // SQL identifiers; values are passed as statement parameters.
-type Values map[string]any
+type Values = sqldialect.Values
 
 // A Guard writes to one table's rows only with tokens at least as high as the
 // row's token column. It is safe for concurrent use; it holds no connection.
@@ -234,16 +224,9 @@ func (g *Guard) check(h fence.Holder, values Values) (uint64, []string, error) {
 	if len(values) == 0 {
 		return 0, nil, fmt.Errorf("%w: sqlfence: no values to write", fence.ErrInvalid)
 	}
-	cols := make([]string, 0, len(values))
-	for c := range values {
-		if err := sqldialect.Ident("column", c); err != nil {
-			return 0, nil, fmt.Errorf("%w: sqlfence: %w", fence.ErrInvalid, err)
-		}
-		if c == g.key || c == g.token {
-			return 0, nil, fmt.Errorf("%w: sqlfence: values may not set the key or token column %q", fence.ErrInvalid, c)
-		}
-		cols = append(cols, c)
+	cols, err := sqldialect.Columns(values, g.key, g.token)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: sqlfence: %w", fence.ErrInvalid, err)
 	}
-	slices.Sort(cols)
 	return t, cols, nil
 }

@@ -76,4 +76,3 @@ type invalidError struct {
 func (e *invalidError) Error() string        { return e.err.Error() }
 func (e *invalidError) Unwrap() error        { return e.err }
 func (e *invalidError) Is(target error) bool { return target == e.sentinel }
-
