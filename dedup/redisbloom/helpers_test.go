@@ -14,23 +14,7 @@ import (
 
 // shared connects to the shared Redis and returns a key prefix of the
 // test's own; every key under it is deleted when the test ends.
-func shared(t *testing.T) (*redis.Client, string) {
-	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: testsvc.RedisAddr(t)})
-	prefix := testsvc.KeyPrefix(t)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		var keys []string
-		for it := c.Scan(ctx, 0, prefix+"*", 500).Iterator(); it.Next(ctx); {
-			keys = append(keys, it.Val())
-		}
-		for _, k := range keys {
-			c.Del(ctx, k)
-		}
-		_ = c.Close()
-	})
-	return c, prefix
-}
+func shared(t *testing.T) (*redis.Client, string) { return testsvc.RedisClient(t) }
 
 // newFilter opens a filter under the test's prefix.
 func newFilter(t *testing.T, c *redis.Client, prefix string, n int64, p float64, opts ...redisbloom.Option) *redisbloom.Filter {

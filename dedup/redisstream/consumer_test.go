@@ -18,21 +18,7 @@ import (
 
 // newClient connects to the shared Redis and deletes the test's keys when it
 // ends.
-func newClient(t *testing.T) (*redis.Client, string) {
-	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: testsvc.RedisAddr(t)})
-	prefix := testsvc.KeyPrefix(t)
-	t.Cleanup(func() { cleanup(c, prefix); _ = c.Close() })
-	return c, prefix
-}
-
-func cleanup(c *redis.Client, prefix string) {
-	ctx := context.Background()
-	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		c.Del(ctx, iter.Val())
-	}
-}
+func newClient(t *testing.T) (*redis.Client, string) { return testsvc.RedisClient(t) }
 
 func pending(t *testing.T, c *redis.Client, stream, group string) int64 {
 	t.Helper()

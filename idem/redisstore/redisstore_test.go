@@ -35,21 +35,7 @@ func TestMain(m *testing.M) {
 
 // newClient connects to the shared Redis and deletes the test's keys when it
 // ends.
-func newClient(t *testing.T) (*redis.Client, string) {
-	t.Helper()
-	addr := testsvc.RedisAddr(t)
-	prefix := testsvc.KeyPrefix(t)
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() {
-		ctx := context.Background()
-		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			c.Del(ctx, iter.Val())
-		}
-		_ = c.Close()
-	})
-	return c, prefix
-}
+func newClient(t *testing.T) (*redis.Client, string) { return testsvc.RedisClient(t) }
 
 func TestConformance(t *testing.T) {
 	t.Parallel()

@@ -17,19 +17,7 @@ import (
 
 var push = redis.NewScript(`return redis.call('RPUSH', KEYS[1], ARGV[1])`)
 
-func newClient(t *testing.T) (*redis.Client, string) {
-	c := redis.NewClient(&redis.Options{Addr: testsvc.RedisAddr(t)})
-	prefix := testsvc.KeyPrefix(t)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			c.Del(ctx, iter.Val())
-		}
-		_ = c.Close()
-	})
-	return c, prefix
-}
+func newClient(t *testing.T) (*redis.Client, string) { return testsvc.RedisClient(t) }
 
 // TestConcurrentCallsGetTheirOwnReplies runs many goroutines' calls through
 // one Batcher, so most travel in pipelines, and checks every reply and that
