@@ -27,6 +27,22 @@ type Backend interface {
 	Release(ctx context.Context, key, owner string) error
 }
 
+// A PartialAcquirer is a Backend that can take a lock on a lease it already
+// has, which the server is known to keep for less than the TTL asked for
+// (etcd: a kept lease confirmed a moment ago), instead of first refreshing
+// it. The Manager calls TryAcquirePartial for renewed leases and TryAcquire
+// for fixed-TTL ones, which must get their full TTL.
+type PartialAcquirer interface {
+	// TryAcquirePartial is TryAcquire that also returns valid: how long,
+	// counted from when the call began, the lock is certainly held, at most
+	// ttl. The Manager gives the lease up at the call's start + valid -
+	// drift (its allowance for clock rates over valid, as for a TTL) unless a renewal confirms it before, and renews it at once when
+	// valid is less than two thirds of ttl (a renewed lease is renewed when
+	// two thirds are left), so a backend should return valid < 2*ttl/3 only
+	// if it cannot do better.
+	TryAcquirePartial(ctx context.Context, key, owner string, ttl time.Duration) (token uint64, valid, holderTTL time.Duration, err error)
+}
+
 // ReleaseWatcher is implemented by backends that can tell waiters that a key
 // may have been released (pub/sub, LISTEN/NOTIFY, watches), so they need not
 // poll. Signals may be spurious; a missed signal costs only latency, because

@@ -22,7 +22,8 @@ import (
 // renewed or fixed lease, and none otherwise, so it needs no Close.
 type Manager struct {
 	backend Backend
-	batch   BatchRenewer // backend's, or nil
+	batch   BatchRenewer    // backend's, or nil
+	partial PartialAcquirer // backend's, or nil
 	// watch is the backend's WatchReleaseOwner, or its WatchRelease with
 	// the owner ignored, or nil.
 	watch func(ctx context.Context, key, owner string) (<-chan struct{}, func(), error)
@@ -38,7 +39,7 @@ type Manager struct {
 var _ Locker = (*Manager)(nil)
 
 // NewManager returns a Manager for b. If b also implements BatchRenewer,
-// OwnerWatcher or ReleaseWatcher, the Manager uses them. It returns an error wrapping
+// PartialAcquirer, OwnerWatcher or ReleaseWatcher, the Manager uses them. It returns an error wrapping
 // ErrInvalid if b is nil.
 func NewManager(b Backend) (*Manager, error) {
 	if b == nil {
@@ -46,6 +47,7 @@ func NewManager(b Backend) (*Manager, error) {
 	}
 	m := &Manager{backend: b, kick: make(chan struct{}, 1)}
 	m.batch, _ = b.(BatchRenewer)
+	m.partial, _ = b.(PartialAcquirer)
 	switch w := b.(type) {
 	case OwnerWatcher:
 		m.watch = w.WatchReleaseOwner
@@ -113,7 +115,7 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 	b := backoff{safetyNet: wake != nil}
 	for {
 		start := time.Now()
-		token, holderTTL, err := m.backend.TryAcquire(ctx, key, owner, cfg.ttl)
+		token, valid, holderTTL, err := m.tryAcquire(ctx, key, owner, cfg)
 		if st != nil {
 			st.attempts++
 			if err != nil && st.firstFail.IsZero() && errors.Is(err, ErrNotAcquired) {
@@ -125,7 +127,7 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 			if st != nil {
 				o = st.obs
 			}
-			return m.hold(key, owner, token, cfg, start, o), nil
+			return m.hold(key, owner, token, cfg, start, valid, o), nil
 		}
 		if !errors.Is(err, ErrNotAcquired) {
 			if ctx.Err() != nil {
@@ -155,6 +157,18 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 	}
 }
 
+// tryAcquire makes one attempt and returns, on success, how long from its
+// start the lock is certainly held: the full TTL unless the backend is a
+// PartialAcquirer and the lease is renewed.
+func (m *Manager) tryAcquire(ctx context.Context, key, owner string, cfg config) (token uint64, valid, holderTTL time.Duration, err error) {
+	if m.partial == nil || cfg.fixed {
+		token, holderTTL, err = m.backend.TryAcquire(ctx, key, owner, cfg.ttl)
+		return token, cfg.ttl, holderTTL, err
+	}
+	token, valid, holderTTL, err = m.partial.TryAcquirePartial(ctx, key, owner, cfg.ttl)
+	return token, min(max(valid, 0), cfg.ttl), holderTTL, err
+}
+
 // abandon deletes a lock that an attempt interrupted by ctx may have taken on
 // the server, so it does not sit there until its TTL. The owner is fresh and
 // compare-and-delete makes this safe.
@@ -170,12 +184,16 @@ func driftMargin(ttl time.Duration) time.Duration {
 	return ttl/100 + 2*time.Millisecond
 }
 
-func (m *Manager) hold(key, owner string, token uint64, cfg config, start time.Time, o Observer) *Lease {
+// hold starts a lease on a lock taken by an attempt begun at start and
+// certainly held for valid (at most the TTL) from then: it is given up at
+// start + valid - drift (the drift over valid), and renewed when two thirds of the TTL are left
+// (at once if fewer are).
+func (m *Manager) hold(key, owner string, token uint64, cfg config, start time.Time, valid time.Duration, o Observer) *Lease {
 	l := &Lease{
 		m: m, key: key, owner: owner, token: token, ttl: cfg.ttl, fixed: cfg.fixed,
 		done:     make(chan struct{}),
-		deadline: start.Add(cfg.ttl - driftMargin(cfg.ttl)),
-		renewAt:  start.Add(cfg.ttl / 3),
+		deadline: start.Add(valid - driftMargin(valid)),
+		renewAt:  start.Add(max(valid-2*cfg.ttl/3, 0)),
 		index:    -1,
 	}
 	if o != nil {

@@ -270,3 +270,84 @@ func TestSchedulerExitsOnLastRelease(t *testing.T) {
 	}
 	waitScheduler(t, m)
 }
+
+// partialFake is a PartialAcquirer whose acquisitions are certain for
+// valid only, as when a kept lease is reused without a refresh.
+type partialFake struct {
+	*fakeBackend
+	valid   time.Duration
+	partial atomic.Int64 // TryAcquirePartial calls
+}
+
+func (p *partialFake) TryAcquirePartial(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, time.Duration, error) {
+	p.partial.Add(1)
+	token, holderTTL, err := p.TryAcquire(ctx, key, owner, ttl)
+	return token, p.valid, holderTTL, err
+}
+
+// TestPartialAcquisitionRenewedAtOnce: a lock taken with less than two
+// thirds of its TTL certain is renewed at once, not a third of the TTL later.
+// With renewals held back, the lease must be given up when what was certain
+// runs out: an hour's TTL must not hide a 200 ms lease.
+func TestPartialAcquisitionRenewedAtOnce(t *testing.T) {
+	p := &partialFake{fakeBackend: newFake(), valid: 200 * time.Millisecond}
+	p.gate, p.renewing = make(chan struct{}), make(chan struct{}, 100)
+	defer close(p.gate)
+	m, _ := NewManager(p)
+	lease, err := m.Acquire(t.Context(), "k", WithTTL(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.renewing:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a lock certain for 200 ms of an hour's TTL was not renewed at once")
+	}
+	select {
+	case <-lease.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("lease still held long after the 200 ms that were certain, its renewal unconfirmed")
+	}
+	if !errors.Is(lease.Err(), ErrLeaseLost) {
+		t.Fatalf("Err = %v, want ErrLeaseLost", lease.Err())
+	}
+}
+
+// TestPartialAcquisitionConfirmed: once the early renewal is confirmed the
+// lease runs on its full TTL; and a fixed-TTL lock, which is never renewed,
+// is taken with TryAcquire, which owes the full TTL.
+func TestPartialAcquisitionConfirmed(t *testing.T) {
+	p := &partialFake{fakeBackend: newFake(), valid: 100 * time.Millisecond}
+	m, _ := NewManager(p)
+	lease, err := m.Acquire(t.Context(), "k", WithTTL(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p.renews.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // past the first 100 ms
+	if err := lease.Err(); err != nil {
+		t.Fatalf("lease lost after its renewal was confirmed: %v", err)
+	}
+	if err := lease.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if p.partial.Load() != 1 {
+		t.Fatalf("TryAcquirePartial called %d times, want 1", p.partial.Load())
+	}
+	fixed, err := m.Acquire(t.Context(), "k", WithTTL(time.Hour), WithFixedTTL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.partial.Load() != 1 {
+		t.Fatal("a fixed-TTL lock was taken with TryAcquirePartial")
+	}
+	m.mu.Lock()
+	left := time.Until(fixed.deadline)
+	m.mu.Unlock()
+	if left < 50*time.Minute {
+		t.Fatalf("fixed-TTL lease of an hour has %v left", left)
+	}
+	_ = fixed.Release(t.Context())
+}

@@ -37,8 +37,9 @@ type backend struct {
 }
 
 var (
-	_ lock.Backend      = (*backend)(nil)
-	_ lock.OwnerWatcher = (*backend)(nil)
+	_ lock.Backend         = (*backend)(nil)
+	_ lock.PartialAcquirer = (*backend)(nil)
+	_ lock.OwnerWatcher    = (*backend)(nil)
 )
 
 func newBackend(c Client, o options) *backend {
@@ -190,13 +191,28 @@ func (b *backend) close() error {
 // the attempt, and the lock is held only once that keep-alive confirmed a
 // full TTL.
 func (b *backend) TryAcquire(ctx context.Context, name, owner string, ttl time.Duration) (uint64, time.Duration, error) {
+	token, _, holderTTL, err := b.tryAcquire(ctx, name, owner, ttl, false)
+	return token, holderTTL, err
+}
+
+// TryAcquirePartial implements lock.PartialAcquirer: TryAcquire, except
+// that a kept lease confirmed at most a third of the TTL ago is used as it
+// is, without the keep-alive, and the lock is reported certain only for what
+// is left of that lease. A renewed lease is in that state just before each
+// renewal; the Manager renews this one when it is due, in the background.
+func (b *backend) TryAcquirePartial(ctx context.Context, name, owner string, ttl time.Duration) (uint64, time.Duration, time.Duration, error) {
+	return b.tryAcquire(ctx, name, owner, ttl, true)
+}
+
+// tryAcquire is TryAcquire, and TryAcquirePartial if partial is set.
+func (b *backend) tryAcquire(ctx context.Context, name, owner string, ttl time.Duration, partial bool) (uint64, time.Duration, time.Duration, error) {
 	c := b.contender(owner, true)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	pfx := b.prefix + name + "/"
 	secs := ttlSeconds(ttl)
 	for attempt := 0; ; attempt++ {
-		first, err := b.attempt(ctx, c, pfx, secs, ttl, attempt == 0)
+		first, valid, err := b.attempt(ctx, c, pfx, secs, ttl, attempt == 0, partial)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
 			// The key's lease expired (a queued key while the server was
 			// unreachable for longer than its TTL, an idle lease revoked
@@ -211,32 +227,33 @@ func (b *backend) TryAcquire(ctx context.Context, name, owner string, ttl time.D
 				b.withdraw(ctx, c)
 				b.forget(owner)
 			}
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		if first {
 			c.stopQueueLocked()
 			c.held = true
-			return uint64(c.rev), 0, nil
+			return uint64(c.rev), valid, 0, nil
 		}
 		break
 	}
 	if !c.queued {
 		b.withdraw(ctx, c)
 		b.forget(owner)
-		return 0, 0, lock.ErrNotAcquired
+		return 0, 0, 0, lock.ErrNotAcquired
 	}
 	if err := b.watchPredecessor(ctx, c, pfx); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	b.keepQueued(c)
-	return 0, 0, lock.ErrNotAcquired
+	return 0, 0, 0, lock.ErrNotAcquired
 }
 
 // attempt makes sure c has a lease and a key under pfx and reports whether
-// that key is the first under pfx, with its lease confirmed to outlive a lock
-// of ttl taken now. An error wrapping rpctypes.ErrLeaseNotFound means the
-// lease is gone, and its key with it.
-func (b *backend) attempt(ctx context.Context, c *contender, pfx string, secs int64, ttl time.Duration, pooled bool) (bool, error) {
+// that key is the first under pfx, and for how long from now its lease is
+// certain to live: ttl, confirmed by a keep-alive if need be, or with partial
+// set, what is left of a lease confirmed at most ttl/3 ago. An error wrapping
+// rpctypes.ErrLeaseNotFound means the lease is gone, and its key with it.
+func (b *backend) attempt(ctx context.Context, c *contender, pfx string, secs int64, ttl time.Duration, pooled, partial bool) (bool, time.Duration, error) {
 	start := time.Now()
 	if c.lease == 0 {
 		l, ok := idleLease{}, false
@@ -246,7 +263,7 @@ func (b *backend) attempt(ctx context.Context, c *contender, pfx string, secs in
 		if !ok {
 			g, err := b.c.Grant(ctx, secs)
 			if err != nil {
-				return false, err
+				return false, 0, err
 			}
 			l = idleLease{id: g.ID, granted: time.Duration(g.TTL) * time.Second, until: start.Add(time.Duration(g.TTL) * time.Second)}
 		}
@@ -255,13 +272,19 @@ func (b *backend) attempt(ctx context.Context, c *contender, pfx string, secs in
 	}
 
 	// Refresh the lease alongside the attempt unless it already outlives
-	// the lock. A keep-alive is served by the leader without a raft write.
+	// the lock, or, if partial, unless it was confirmed at most ttl/3 ago.
+	// A keep-alive is served by the leader without a raft write.
 	var (
 		kaTTL int64
 		kaErr error
 		kaCh  chan struct{}
 	)
+	valid := ttl
 	if !covers(c.until, c.leaseTTL, start, ttl) {
+		valid = c.until.Sub(start) - driftMargin(c.leaseTTL)
+	}
+	if valid < ttl && (!partial || valid < 2*ttl/3) {
+		valid = ttl
 		kaCh = make(chan struct{})
 		id := c.lease
 		go func() {
@@ -303,7 +326,7 @@ func (b *backend) attempt(ctx context.Context, c *contender, pfx string, secs in
 					<-kaCh
 				}
 				b.drop(ctx, c)
-				return false, err
+				return false, 0, err
 			}
 		}
 	}
@@ -326,9 +349,9 @@ func (b *backend) attempt(ctx context.Context, c *contender, pfx string, secs in
 		}
 	}
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
-	return len(first) == 1 && first[0].CreateRevision == c.rev, nil
+	return len(first) == 1 && first[0].CreateRevision == c.rev, valid, nil
 }
 
 // withdraw removes c's key, if it wrote one, with a compare-and-delete, and
@@ -342,15 +365,27 @@ func (b *backend) withdraw(ctx context.Context, c *contender) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	if c.rev != 0 {
-		resp, err := b.c.Txn(rctx).
-			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev)).
-			Then(clientv3.OpDelete(c.key)).
-			Commit()
-		if err == nil && resp.Succeeded && b.putIdle(c) {
+		if deleted, err := b.deleteKey(rctx, c); err == nil && deleted && b.putIdle(c) {
 			return
 		}
 	}
 	b.drop(rctx, c)
+}
+
+// deleteKey deletes c's key and reports whether it was still there. The key
+// is c's alone: its name ends in c's lease ID, which no other client writes
+// under, and this Locker gives the lease to another key only once this
+// delete is confirmed (putIdle), and never after it failed (drop). So no
+// compare is needed to spare the next holder's key: a late or retried delete
+// (etcd #22082: a retried Unlock deletes the next holder's key, which with
+// the Mutex has the same name) cannot meet a key written after it. A plain
+// delete also costs the server less than a transaction with a compare.
+func (b *backend) deleteKey(ctx context.Context, c *contender) (bool, error) {
+	resp, err := b.c.Delete(ctx, c.key)
+	if err != nil {
+		return false, err
+	}
+	return resp.Deleted == 1, nil
 }
 
 // drop revokes c's lease (best effort) and forgets it.
@@ -418,9 +453,9 @@ func (b *backend) lost(ctx context.Context, c *contender, owner string) {
 	b.forget(owner)
 }
 
-// Release implements lock.Backend: a transaction that deletes the key only
-// if it still has our create revision (never a blind delete: etcd #22082).
-// The lease, now without a key, is kept for the Locker's next lock; if the
+// Release implements lock.Backend: it deletes the key, which only this
+// contender writes (see deleteKey), and learns from the count deleted
+// whether the key was still there. The lease, now without a key, is kept for the Locker's next lock; if the
 // key was already gone, or the outcome is unknown, the lease is revoked.
 func (b *backend) Release(ctx context.Context, name, owner string) error {
 	c := b.contender(owner, false)
@@ -436,15 +471,12 @@ func (b *backend) Release(ctx context.Context, name, owner string) error {
 		b.drop(ctx, c)
 		return fmt.Errorf("%w: etcdlock: no key was written", lock.ErrNotHeld)
 	}
-	resp, err := b.c.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev)).
-		Then(clientv3.OpDelete(c.key)).
-		Commit()
+	deleted, err := b.deleteKey(ctx, c)
 	if err != nil {
 		b.drop(ctx, c)
 		return err
 	}
-	if !resp.Succeeded {
+	if !deleted {
 		b.drop(ctx, c)
 		return fmt.Errorf("%w: etcdlock: key %q is gone", lock.ErrNotHeld, c.key)
 	}

@@ -47,10 +47,9 @@
 // A released lock's lease is not revoked: its key is gone, and the Locker
 // keeps the empty lease for its next lock with the same whole-second TTL
 // (one per concurrent holder, up to 256 per TTL), so a lock/unlock pair costs
-// two raft writes (the put and the compare-and-delete), as for the Mutex with
-// its session lease, instead of four (grant and revoke too). A lease is
-// reused only when its key was deleted by a confirmed compare-and-delete;
-// after any other outcome it is revoked. Locker.Close revokes the kept
+// two raft writes (the put and the delete), as for the Mutex with its session
+// lease, instead of four (grant and revoke too). A lease is reused only when
+// its key's delete was confirmed; after any other outcome it is revoked. Locker.Close revokes the kept
 // leases; without it they expire on the server after their TTL, holding
 // nothing.
 //
@@ -68,6 +67,16 @@
 // Done, as with a fresh grant. If the lease has expired meanwhile (the
 // keep-alive or the put finds it gone, and its key went with it), the attempt
 // is made again once on a new grant.
+//
+// A renewed lock (not lock.WithFixedTTL) skips that keep-alive when the lease
+// was confirmed at most a third of the TTL ago: the Locker is a
+// lock.PartialAcquirer, and reports the lock certain only until the lease's
+// known expiry (less the allowance). The Manager then gives the lease up at
+// that point unless its renewal, due when two thirds of the TTL are left as
+// for every renewed lease, confirms it first. A held lease is in that state
+// just before each of its renewals; reusing a lease in it saves a round trip
+// per lock at the cost of one background renewal per lease every third of a
+// TTL, as holding costs anyway.
 //
 // We chose per-key leases over etcd's Session (one lease per client, kept
 // alive in the background) because:
@@ -93,10 +102,14 @@
 //
 // # Release
 //
-// Release deletes the key in a transaction that compares its create revision
-// with ours. A retried or late Release therefore never deletes the next
-// holder's key (etcd #22082), and reports lock.ErrNotHeld when the key was
-// already gone (its lease is then revoked, not kept).
+// Release deletes the key and reports lock.ErrNotHeld when it was already
+// gone (its lease is then revoked, not kept). The key's name ends in the
+// holder's lease ID, which no other client writes under, and a Locker gives a
+// kept lease to its next lock only after the delete is confirmed, never after
+// one failed. So a late or retried delete cannot meet the next holder's key
+// (etcd #22082: with the Mutex a retried Unlock deletes the next holder's key,
+// which has the same name when the Session is reused), and no compare is
+// needed: a plain delete costs the server less than a transaction.
 //
 // # Waiting
 //

@@ -2,6 +2,7 @@ package etcdlock_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ import (
 // countingClient counts the requests a Locker sends through it.
 type countingClient struct {
 	*clientv3.Client
-	grants, revokes, txns atomic.Int64
+	grants, revokes, txns, deletes atomic.Int64
 }
 
 // streamCounter counts, at the gRPC level, the LeaseKeepAlive streams a
@@ -57,16 +58,22 @@ func (c *countingClient) Revoke(ctx context.Context, id clientv3.LeaseID) (*clie
 	return c.Client.Revoke(ctx, id)
 }
 
+func (c *countingClient) Delete(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.DeleteResponse, error) {
+	c.deletes.Add(1)
+	return c.Client.Delete(ctx, key, opts...)
+}
+
 func (c *countingClient) Txn(ctx context.Context) clientv3.Txn {
 	c.txns.Add(1)
 	return c.Client.Txn(ctx)
 }
 
 // TestLeaseReuse checks the cost of a lock/unlock pair once a Locker has a
-// lease to reuse: two raft writes (the put and the compare-and-delete) and
-// one keep-alive, no grant and no revoke; that the keep-alives go over the
-// Locker's long-lived streams, not a new stream each; and that Close revokes
-// the kept lease.
+// lease to reuse: two raft writes (the put and the delete), no grant and no
+// revoke. A renewed lock on a lease confirmed within a third of its TTL
+// needs no keep-alive; one on an older lease, and every fixed-TTL lock, has
+// one, over the Locker's long-lived streams, not a new stream each. Close
+// revokes the kept lease.
 func TestLeaseReuse(t *testing.T) {
 	srv := testsvc.StartEtcd(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -75,17 +82,11 @@ func TestLeaseReuse(t *testing.T) {
 	var sc streamCounter
 	cc := &countingClient{Client: newClient(t, srv, grpc.WithChainStreamInterceptor(sc.intercept))}
 	l := newLocker(t, cc)
+	const ttl = 3 * time.Second
 
-	const pairs = 20
-	for i := range pairs + 1 {
-		if i == 1 { // the first pair granted the lease
-			cc.grants.Store(0)
-			cc.revokes.Store(0)
-			cc.txns.Store(0)
-			sc.streams.Store(0)
-			sc.keepAlives.Store(0)
-		}
-		lease, err := l.Acquire(ctx, name, lock.WithTTL(3*time.Second))
+	pair := func(opts ...lock.Option) {
+		t.Helper()
+		lease, err := l.Acquire(ctx, name, append(opts, lock.WithTTL(ttl))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,13 +94,43 @@ func TestLeaseReuse(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if g, r, x, k := cc.grants.Load(), cc.revokes.Load(), cc.txns.Load(), sc.keepAlives.Load(); g != 0 || r != 0 || x != 2*pairs || k != pairs {
-		t.Fatalf("%d pairs on a kept lease sent %d grants, %d revokes, %d transactions, %d keep-alives; want 0, 0, %d, %d",
-			pairs, g, r, x, k, 2*pairs, pairs)
+	reset := func() {
+		cc.grants.Store(0)
+		cc.revokes.Store(0)
+		cc.txns.Store(0)
+		cc.deletes.Store(0)
+		sc.keepAlives.Store(0)
 	}
+	check := func(what string, pairs int, keepAlives int64) {
+		t.Helper()
+		g, r, x, d, k := cc.grants.Load(), cc.revokes.Load(), cc.txns.Load(), cc.deletes.Load(), sc.keepAlives.Load()
+		if g != 0 || r != 0 || x != int64(pairs) || d != int64(pairs) || k != keepAlives {
+			t.Fatalf("%d %s sent %d grants, %d revokes, %d transactions, %d deletes, %d keep-alives; want 0, 0, %d, %d, %d",
+				pairs, what, g, r, x, d, k, pairs, pairs, keepAlives)
+		}
+	}
+
+	pair() // grants the lease
+	const pairs = 20
+	reset()
+	for range pairs {
+		pair()
+	}
+	check("renewed pairs on a fresh kept lease", pairs, 0)
+
+	reset()
+	for range pairs {
+		pair(lock.WithFixedTTL())
+	}
+	check("fixed-TTL pairs on a kept lease", pairs, pairs)
 	if n := sc.streams.Load(); n > etcdlock.KeepAliveStreams {
 		t.Fatalf("%d pairs opened %d keep-alive streams; want at most %d", pairs, n, etcdlock.KeepAliveStreams)
 	}
+
+	time.Sleep(ttl/3 + 100*time.Millisecond) // the lease was last confirmed by the last pair
+	reset()
+	pair()
+	check("renewed pair on a lease confirmed over a third of the TTL ago", 1, 1)
 
 	before := leaseCount(t, cc.Client)
 	if err := l.Close(); err != nil {
@@ -171,4 +202,61 @@ func leaseCount(t *testing.T, c *clientv3.Client) int {
 		t.Fatal(err)
 	}
 	return len(r.Leases)
+}
+
+// TestReusedFreshLeaseGivenUpFirst takes a renewed lock on a kept lease
+// confirmed 0.8 s earlier, which the Locker uses without a keep-alive, and
+// then cuts the holder off from etcd (its client closed). The holder must be
+// told (Done) before another Locker gets the name: its lease was certain
+// only until the kept lease's expiry, not for a full TTL from the
+// acquisition, which it would have been told 0.8 s too late.
+func TestReusedFreshLeaseGivenUpFirst(t *testing.T) {
+	srv := testsvc.StartEtcd(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	name := "fresh-" + testsvc.KeyPrefix(t)
+	const ttl = 3 * time.Second
+	var sc streamCounter
+	c := newClient(t, srv, grpc.WithChainStreamInterceptor(sc.intercept))
+	l := newLocker(t, c)
+	warm, err := l.Acquire(ctx, name, lock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(800 * time.Millisecond)
+
+	held, err := l.Acquire(ctx, name, lock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := sc.keepAlives.Load(); n != 0 {
+		t.Fatalf("the lock on a lease confirmed 0.8 s ago sent %d keep-alives; want none", n)
+	}
+	_ = c.Close()
+	done := make(chan time.Time, 1)
+	go func() {
+		<-held.Done()
+		done <- time.Now()
+	}()
+
+	next, err := newLocker(t, newClient(t, srv)).Acquire(ctx, name, lock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := time.Now()
+	defer func() { _ = next.Release(ctx) }()
+	select {
+	case told := <-done:
+		if told.After(got) {
+			t.Fatalf("another Locker got the lock %v before the cut-off holder was told", told.Sub(got))
+		}
+	default:
+		t.Fatal("another Locker got the lock while the cut-off holder's Done was still open")
+	}
+	if !errors.Is(held.Err(), lock.ErrLeaseLost) {
+		t.Fatalf("holder's Err = %v, want ErrLeaseLost", held.Err())
+	}
 }
