@@ -79,7 +79,7 @@ func TestOrderedCallback(t *testing.T) {
 	ctx := context.Background()
 	stop := make(chan struct{})
 	var load sync.WaitGroup
-	for g := range 2 * redisbatch.MaxSends {
+	for g := range 2 * redisbatch.DefaultSends {
 		load.Add(1)
 		go func() { // keep every send slot busy so calls queue
 			defer load.Done()
@@ -154,7 +154,7 @@ return 1`)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var lastSlow time.Time // when the last slow call returned
-	for g := range redisbatch.MaxSends {
+	for g := range redisbatch.DefaultSends {
 		wg.Add(1)
 		go func() { // occupy every send slot for about 20 ms each
 			defer wg.Done()
@@ -164,9 +164,9 @@ return 1`)
 			mu.Unlock()
 		}()
 	}
-	for wait := time.Now(); redisbatch.Sending(b) < redisbatch.MaxSends; time.Sleep(50 * time.Microsecond) {
+	for wait := time.Now(); redisbatch.Sending(b) < redisbatch.DefaultSends; time.Sleep(50 * time.Microsecond) {
 		if time.Since(wait) > 10*time.Second {
-			t.Fatalf("the slow calls took %d of %d send slots", redisbatch.Sending(b), redisbatch.MaxSends)
+			t.Fatalf("the slow calls took %d of %d send slots", redisbatch.Sending(b), redisbatch.DefaultSends)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)

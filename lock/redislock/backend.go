@@ -59,7 +59,7 @@ func newBackend(client Client, o options) *backend {
 		retention: millis(o.retention),
 	}
 	if o.batching {
-		b.exec = redisbatch.New(client)
+		b.exec = redisbatch.NewSends(client, o.sends)
 	} else {
 		b.exec = redisbatch.Direct{C: client}
 	}
@@ -162,10 +162,22 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 	return nil
 }
 
-// WatchRelease watches key for releases on behalf of no particular owner;
-// lock/redlock watches each node with it.
-func (b *backend) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return b.w.watch(ctx, key, "")
+// WatchReleaseFunc watches key for releases on behalf of no particular
+// owner, for a backend that watches several Nodes for one Acquire
+// (lock/redlock): a release seen here calls notify, which must not block and
+// must not call back into the Node, instead of sending on a channel of the
+// watch's own. It does not wait for the Node's subscription: when that is
+// not confirmed yet, subscribing is a channel closed when its state next
+// changes, so the caller can wait for every Node at once (as
+// WatchReleaseOwner waits, up to a second, for its own). stop ends the
+// watch; it must be called exactly once.
+func (b *backend) WatchReleaseFunc(key string, notify func()) (subscribing <-chan struct{}, stop func(), err error) {
+	wt := &waiter{key: key, notify: notify}
+	subscribing, err = b.w.join(wt)
+	if err != nil {
+		return nil, nil, err
+	}
+	return subscribing, func() { b.w.leave(wt) }, nil
 }
 
 // WatchReleaseOwner implements lock.OwnerWatcher.

@@ -145,7 +145,7 @@ func TestNewInvalid(t *testing.T) {
 	}
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
-	for _, opt := range []Option{WithPrefix("a{b}:"), WithPrefix("}"), WithTokenRetention(time.Millisecond)} {
+	for _, opt := range []Option{WithPrefix("a{b}:"), WithPrefix("}"), WithTokenRetention(time.Millisecond), WithSendsInFlight(0)} {
 		if _, err := New(c, opt); !errors.Is(err, lock.ErrInvalid) {
 			t.Errorf("New with a bad option = %v, want ErrInvalid", err)
 		}

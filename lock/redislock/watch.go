@@ -37,7 +37,8 @@ const (
 type waiter struct {
 	key        string
 	owner      string
-	wake       chan struct{} // capacity 1: a pending wake-up
+	wake       chan struct{} // capacity 1: a pending wake-up; nil if notify is set
+	notify     func()        // called instead of a send on wake, under watcher.mu
 	prev, next *waiter       // queue links; guarded by watcher.mu
 	acquired   bool          // it took the lock; guarded by watcher.mu
 }
@@ -81,10 +82,31 @@ func newWatcher(b *backend) *watcher {
 // is down, waiters are still queued and fall back on the Manager's poll.
 func (w *watcher) watch(ctx context.Context, key, owner string) (<-chan struct{}, func(), error) {
 	wt := &waiter{key: key, owner: owner, wake: make(chan struct{}, 1)}
+	subscribing, err := w.join(wt)
+	if err != nil {
+		return nil, nil, err
+	}
+	if subscribing != nil {
+		t := time.NewTimer(subscribeWait)
+		select {
+		case <-subscribing:
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return wt.wake, func() { w.leave(wt) }, nil
+}
+
+// join queues wt, starting the subscription if nobody has waited yet. If the
+// subscription is not confirmed yet it returns a channel closed when its
+// state next changes.
+func (w *watcher) join(wt *waiter) (subscribing <-chan struct{}, err error) {
+	key, owner := wt.key, wt.owner
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.state == closed {
-		w.mu.Unlock()
-		return nil, nil, errClosed
+		return nil, errClosed
 	}
 	if w.state == idle {
 		w.setStateLocked(connecting)
@@ -103,19 +125,10 @@ func (w *watcher) watch(ctx context.Context, key, owner string) (<-chan struct{}
 	if owner != "" {
 		w.owners[owner] = wt
 	}
-	state, changed := w.state, w.changed
-	w.mu.Unlock()
-
-	if state == connecting {
-		t := time.NewTimer(subscribeWait)
-		select {
-		case <-changed:
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
+	if w.state == connecting {
+		return w.changed, nil
 	}
-	return wt.wake, func() { w.leave(wt) }, nil
+	return nil, nil
 }
 
 // leave unlinks wt; if it was the head and did not take the lock, the next
@@ -185,6 +198,10 @@ func (w *watcher) wakeAll() {
 }
 
 func signal(wt *waiter) {
+	if wt.notify != nil {
+		wt.notify()
+		return
+	}
 	select {
 	case wt.wake <- struct{}{}:
 	default: // a wake-up is already pending

@@ -60,16 +60,14 @@ func drift(ttl time.Duration) time.Duration {
 	return ttl/100 + 2*time.Millisecond
 }
 
-// each calls f for every node at once, each call under its own timeout, and
-// returns their errors in node order once all have returned. The last node's
-// call runs on the caller's goroutine.
+// each calls f for every node at once, under timeout (one deadline for all,
+// as they start together), and returns their errors in node order once all
+// have returned. The last node's call runs on the caller's goroutine.
 func (b *backend) each(ctx context.Context, timeout time.Duration, f func(ctx context.Context, i int) error) []error {
 	errs := make([]error, len(b.nodes))
-	call := func(i int) {
-		nctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		errs[i] = f(nctx, i)
-	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	call := func(i int) { errs[i] = f(ctx, i) }
 	last := len(b.nodes) - 1
 	var wg sync.WaitGroup
 	for i := range last {
@@ -318,60 +316,54 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 	return err
 }
 
+// subscribeWait bounds how long the first waiting Acquire of a Locker waits
+// for the nodes' subscriptions to be confirmed, as redislock's does for its
+// one.
+const subscribeWait = time.Second
+
 // watch watches key on every node (each node's release messages and this
-// Locker's own releases there) and merges the wake-ups into a channel the
-// caller may also send on; deliver passes on the nodes' wake-ups (given that
-// channel). Nodes that cannot watch are left out; the Manager's poll covers
-// them.
+// Locker's own releases there): a release seen on any node calls deliver
+// with the returned channel, which the caller may also send on. Nodes that
+// cannot watch are left out; the Manager's poll covers them. It starts no
+// goroutine: the nodes call deliver from their own.
 func (b *backend) watch(ctx context.Context, key string, deliver func(wake chan struct{})) (chan struct{}, func(), error) {
-	chans := make([]<-chan struct{}, len(b.nodes))
-	stops := make([]func(), len(b.nodes))
-	// At once: the first watch of a node may wait for its subscription.
-	var wg sync.WaitGroup
-	for i, n := range b.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if ch, stop, err := n.WatchRelease(ctx, key); err == nil {
-				chans[i], stops[i] = ch, stop
-			}
-		}()
-	}
-	wg.Wait()
 	wake := make(chan struct{}, 1)
-	quit := make(chan struct{})
-	var fwd sync.WaitGroup
-	for _, ch := range chans {
-		if ch == nil {
+	notify := func() { deliver(wake) }
+	stops := make([]func(), 0, len(b.nodes))
+	var subscribing []<-chan struct{}
+	for _, n := range b.nodes {
+		sub, stop, err := n.WatchReleaseFunc(key, notify)
+		if err != nil {
 			continue
 		}
-		fwd.Add(1)
-		go func() {
-			defer fwd.Done()
-			for {
-				select {
-				case <-quit:
-					return
-				case <-ch:
-					deliver(wake)
-				}
-			}
-		}()
-	}
-	stop := func() {
-		close(quit)
-		fwd.Wait()
-		for _, s := range stops {
-			if s != nil {
-				s()
-			}
+		stops = append(stops, stop)
+		if sub != nil {
+			subscribing = append(subscribing, sub)
 		}
 	}
-	for _, ch := range chans {
-		if ch != nil {
-			return wake, stop, nil
-		}
+	if len(stops) == 0 {
+		return nil, nil, errNoWatch
 	}
-	stop()
-	return nil, nil, errNoWatch
+	if len(subscribing) > 0 {
+		// The first watch of a node starts its subscription: wait for
+		// all of them at once, so no release after the first attempt
+		// goes unheard.
+		t := time.NewTimer(subscribeWait)
+	wait:
+		for _, sub := range subscribing {
+			select {
+			case <-sub:
+			case <-ctx.Done():
+				break wait
+			case <-t.C:
+				break wait
+			}
+		}
+		t.Stop()
+	}
+	return wake, func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}, nil
 }

@@ -38,6 +38,7 @@ type options struct {
 	prefix    string
 	retention time.Duration
 	batching  bool
+	sends     int
 	invalid   error
 }
 
@@ -91,6 +92,26 @@ func WithBatching(on bool) Option {
 	return func(o *options) { o.batching = on }
 }
 
+// DefaultSendsInFlight is the default of WithSendsInFlight.
+const DefaultSendsInFlight = 1
+
+// WithSendsInFlight bounds, with batching on, how many commands or pipelines
+// a Locker has on their way to each node at once, as
+// redislock.WithSendsInFlight does. Default: 1 ([DefaultSendsInFlight]), not
+// redislock's 8: a Redlock lock costs five times the system calls of a
+// one-server lock. With five servers on 2 cores shared with the client, 1
+// gave about 1.9x the pairs per second of 8 at 16 goroutines and 1.7x at 64;
+// 2 gave 1.7x and 1.4x. It must be at least 1.
+func WithSendsInFlight(n int) Option {
+	return func(o *options) {
+		if n < 1 {
+			o.invalid = fmt.Errorf("%w: redlock: %d sends in flight, want at least 1", lock.ErrInvalid, n)
+			return
+		}
+		o.sends = n
+	}
+}
+
 // New returns a Locker on the Redis masters behind clients, one client per
 // independent server (not replicas of one another, not nodes of one Cluster,
 // no server twice). It returns an error wrapping lock.ErrInvalid for an empty
@@ -105,6 +126,7 @@ func New(clients []Client, opts ...Option) (*Locker, error) {
 		prefix:    redislock.DefaultPrefix,
 		retention: redislock.DefaultTokenRetention,
 		batching:  true,
+		sends:     DefaultSendsInFlight,
 	}
 	for _, opt := range opts {
 		if opt != nil {
@@ -127,14 +149,15 @@ func New(clients []Client, opts ...Option) (*Locker, error) {
 		n, err := redislock.NewNode(c,
 			redislock.WithPrefix(o.prefix),
 			redislock.WithTokenRetention(o.retention),
-			redislock.WithBatching(o.batching))
+			redislock.WithBatching(o.batching),
+			redislock.WithSendsInFlight(o.sends))
 		if err != nil {
 			b.close()
 			return nil, err
 		}
 		b.nodes = append(b.nodes, n)
 		if o.batching {
-			b.raisers = append(b.raisers, redisbatch.New(c))
+			b.raisers = append(b.raisers, redisbatch.NewSends(c, o.sends))
 		} else {
 			b.raisers = append(b.raisers, redisbatch.Direct{C: c})
 		}

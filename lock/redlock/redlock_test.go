@@ -113,6 +113,7 @@ func TestNewInvalid(t *testing.T) {
 		"node timeout": func() (*Locker, error) { return New(three, WithNodeTimeout(0)) },
 		"retention":    func() (*Locker, error) { return New(three, WithTokenRetention(time.Millisecond)) },
 		"prefix":       func() (*Locker, error) { return New(three, WithPrefix("a{b}")) },
+		"no sends":     func() (*Locker, error) { return New(three, WithSendsInFlight(0)) },
 	} {
 		if l, err := f(); !errors.Is(err, lock.ErrInvalid) || l != nil {
 			t.Errorf("%s: New = (%v, %v), want ErrInvalid", name, l, err)
