@@ -32,6 +32,7 @@ type backend struct {
 	timeout   time.Duration // per node call; 0: from the TTL
 	retention int64         // fencing counter retention, ms
 	local     *localQueues  // this Locker's waiters, per key
+	crew      crew          // goroutines for the nodes' calls
 }
 
 var (
@@ -44,6 +45,7 @@ func (b *backend) close() {
 	for _, n := range b.nodes {
 		_ = n.Close()
 	}
+	b.crew.close()
 }
 
 // nodeTimeout bounds one call to one node for a lease of ttl.
@@ -62,7 +64,8 @@ func drift(ttl time.Duration) time.Duration {
 
 // each calls f for every node at once, under timeout (one deadline for all,
 // as they start together), and returns their errors in node order once all
-// have returned. The last node's call runs on the caller's goroutine.
+// have returned. The last node's call runs on the caller's goroutine, the
+// others on the crew's.
 func (b *backend) each(ctx context.Context, timeout time.Duration, f func(ctx context.Context, i int) error) []error {
 	errs := make([]error, len(b.nodes))
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -70,12 +73,12 @@ func (b *backend) each(ctx context.Context, timeout time.Duration, f func(ctx co
 	call := func(i int) { errs[i] = f(ctx, i) }
 	last := len(b.nodes) - 1
 	var wg sync.WaitGroup
+	wg.Add(last)
 	for i := range last {
-		wg.Add(1)
-		go func() {
+		b.crew.run(func() {
 			defer wg.Done()
 			call(i)
-		}()
+		})
 	}
 	call(last)
 	wg.Wait()
