@@ -236,6 +236,21 @@ const handOffWaiters = 4
 // machine falls on all of them alike. Medians of runs are reported, the
 // first implementation is the base of the ratios, and rtt, the backend's
 // measured round trip, is the yardstick of the hand-off.
+// order is the order in which run number run measures n implementations:
+// forwards in even runs, backwards in odd ones, so that none always runs
+// first (on a fresh server) or last (on one that has grown with the others'
+// writes: etcd never compacts here).
+func order(n, run int) []int {
+	o := make([]int, n)
+	for i := range o {
+		o[i] = i
+		if run%2 == 1 {
+			o[i] = n - 1 - i
+		}
+	}
+	return o
+}
+
 func peerBench(ctx context.Context, impls []impl, prefix string, runs int, dur time.Duration, rtt time.Duration, rttName string) {
 	ls := make([]locker, len(impls))
 	for i, im := range impls {
@@ -257,7 +272,8 @@ func peerBench(ctx context.Context, impls []impl, prefix string, runs int, dur t
 		fmt.Fprintf(os.Stderr, "uncontended, %d goroutines ...\n", g)
 		xs := make([][]float64, len(impls))
 		for run := range runs {
-			for i, im := range impls {
+			for _, i := range order(len(impls), run) {
+				im := impls[i]
 				xs[i] = append(xs[i], uncontended(ctx, ls[i], fmt.Sprintf("%s%s:u%d:%d:", prefix, im.name, g, run), g, dur))
 			}
 		}
@@ -270,7 +286,8 @@ func peerBench(ctx context.Context, impls []impl, prefix string, runs int, dur t
 	cs := make([][]contendedResult, len(impls))
 	hs := make([][]handOffResult, len(impls))
 	for run := range runs {
-		for i, im := range impls {
+		for _, i := range order(len(impls), run) {
+			im := impls[i]
 			cs[i] = append(cs[i], contended(ctx, ls[i], fmt.Sprintf("%s%s:c%d", prefix, im.name, run), 16, dur))
 			hs[i] = append(hs[i], handOff(ctx, ls[i], fmt.Sprintf("%s%s:h%d", prefix, im.name, run), handOffWaiters, dur))
 		}
