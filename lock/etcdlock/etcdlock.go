@@ -75,7 +75,7 @@ func New(c Client, opts ...Option) (*Locker, error) {
 }
 
 // Close revokes the idle etcd leases the Locker kept for reuse (they hold no
-// key), within 5 s, makes later releases revoke their lease instead of
+// key; those that may have expired already are left alone), within 5 s, makes later releases revoke their lease instead of
 // keeping it, and closes the keep-alive streams (later keep-alives open a
 // stream each). It does not release held leases, which stay renewed until
 // released or lost, and the Locker stays usable. It returns the first
