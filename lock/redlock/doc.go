@@ -39,6 +39,11 @@
 // did not hold it. Renewal does not re-take nodes that lost the lock (a
 // restart): the lease lives on while Q nodes still hold it.
 //
+// Calls of concurrent Acquire and Release calls to one node are coalesced
+// into pipelines, one in flight per node at a time (WithSendsInFlight): a
+// Redlock lock costs N times the system calls of a one-server lock, and
+// fewer, larger pipelines save most of them under load.
+//
 // # Fencing tokens: the exact guarantee
 //
 // Each node's token for a key is redislock's: max(its counter + 1, its clock
