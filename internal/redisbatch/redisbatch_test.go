@@ -24,8 +24,19 @@ func newClient(t *testing.T) (*redis.Client, string) { return testsvc.RedisClien
 // each goroutine's calls ran in order.
 func TestConcurrentCallsGetTheirOwnReplies(t *testing.T) {
 	t.Parallel()
+	for _, sends := range []int{1, redisbatch.DefaultSends} {
+		t.Run(fmt.Sprint(sends, " sends"), func(t *testing.T) {
+			t.Parallel()
+			concurrentCalls(t, sends)
+		})
+	}
+}
+
+// concurrentCalls is TestConcurrentCallsGetTheirOwnReplies with sends sends
+// in flight.
+func concurrentCalls(t *testing.T, sends int) {
 	c, prefix := newClient(t)
-	b := redisbatch.New(c)
+	b := redisbatch.NewSends(c, sends)
 	ctx := context.Background()
 	const goroutines, calls = 64, 50
 	var wg sync.WaitGroup
@@ -74,8 +85,18 @@ func TestConcurrentCallsGetTheirOwnReplies(t *testing.T) {
 // the first call waits in the queue.
 func TestOrderedCallback(t *testing.T) {
 	t.Parallel()
+	for _, sends := range []int{1, redisbatch.DefaultSends} {
+		t.Run(fmt.Sprint(sends, " sends"), func(t *testing.T) {
+			t.Parallel()
+			orderedCallback(t, sends)
+		})
+	}
+}
+
+// orderedCallback is TestOrderedCallback with sends sends in flight.
+func orderedCallback(t *testing.T, sends int) {
 	c, prefix := newClient(t)
-	b := redisbatch.New(c)
+	b := redisbatch.NewSends(c, sends)
 	ctx := context.Background()
 	stop := make(chan struct{})
 	var load sync.WaitGroup

@@ -12,9 +12,10 @@ const maxIdleWorkers = 256
 // times over: a sixth of the client's CPU in a profile of lock/unlock pairs.
 // A kept goroutine has grown its stack already.
 type crew struct {
-	mu     sync.Mutex
-	idle   []chan func() // each idle worker's inbox; guarded by mu
-	closed bool          // guarded by mu
+	mu      sync.Mutex
+	idle    []chan func() // each idle worker's inbox; guarded by mu
+	closed  bool          // guarded by mu
+	started int           // workers started so far; guarded by mu
 }
 
 // run calls f on an idle worker, or on a new one if none is idle.
@@ -28,6 +29,7 @@ func (c *crew) run(f func()) {
 		inbox <- f
 		return
 	}
+	c.started++
 	c.mu.Unlock()
 	go c.work(f)
 }
