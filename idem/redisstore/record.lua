@@ -1,10 +1,13 @@
 -- Turn the caller's claim into an outcome.
--- KEYS[1] the record; ARGV[1] owner token; ARGV[2] result; ARGV[3] retention, milliseconds.
+-- KEYS[1] the record; ARGV[1] the claim's prefix ('p' owner-token);
+-- ARGV[2] result; ARGV[3] retention, milliseconds.
+-- The outcome is 'd', the fingerprint's length in decimal, ':', the
+-- fingerprint (taken from the claim) and the result.
 -- Returns 1, or 0 when the token does not own an in-progress claim.
-if redis.call('HGET', KEYS[1], 't') ~= ARGV[1] then
+local v = redis.call('GET', KEYS[1])
+if not v or string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then
   return 0
 end
-redis.call('HSET', KEYS[1], 's', 'd', 'r', ARGV[2])
-redis.call('HDEL', KEYS[1], 't')
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local fp = string.sub(v, #ARGV[1] + 1)
+redis.call('SET', KEYS[1], 'd' .. #fp .. ':' .. fp .. ARGV[2], 'PX', ARGV[3])
 return 1

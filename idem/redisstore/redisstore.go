@@ -1,14 +1,23 @@
 // Package redisstore is an idem.Store and idem.TokenStore on Redis (go-redis
 // v9): a single server, a Sentinel-managed one, or a Cluster.
 //
-// A claim is one round trip (one Lua script that reads the record and, when
-// it is absent, writes the claim with a PEXPIRE at the in-progress deadline),
-// and so is a replay (the same script returns the outcome). Concurrent calls
-// of one Store share round trips: they are coalesced into pipelines (see
-// WithBatching). Deadlines are on
-// Redis's clock. Every record is one Redis key of the form
-// prefix + "{" + key + "}": the braces are a hash tag, so the scripts run on
-// Cluster too.
+// A claim is one round trip, and so is a replay: one plain SET NX PX GET,
+// which writes the claim, with the in-progress deadline as its expiry, only
+// if the key has no record, and returns the record it found (a Lua script
+// does the same on servers before Redis 7.0, which refuse NX with GET). A
+// claim found in progress costs one more round trip, a PTTL, for the time
+// left to its deadline. Recording the outcome and releasing the claim are one
+// Lua script each, which act only if the caller's token still owns the
+// claim. Concurrent calls of one Store share round trips: they are coalesced
+// into pipelines (see WithBatching). Deadlines are on Redis's clock.
+//
+// Every record is one Redis string under prefix + "{" + key + "}" (the braces
+// are a hash tag, so the scripts run on Cluster too): a claim is "p", the
+// owner token (32 hex digits) and the request fingerprint; an outcome is "d",
+// the fingerprint's length in decimal, ":", the fingerprint and the result.
+// Earlier versions kept a record as a hash; a claim that finds one reads it
+// with a script, so outcomes recorded before an upgrade still replay, and a
+// claim is never written as a hash.
 //
 // Redis keeps outcomes in memory and, depending on persistence, may lose them
 // on a restart or failover; for money, put a SQL store behind it with the
@@ -21,6 +30,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,6 +43,8 @@ import (
 var (
 	//go:embed claim.lua
 	claimLua string
+	//go:embed claim_hash.lua
+	claimHashLua string
 	//go:embed record.lua
 	recordLua string
 	//go:embed release.lua
@@ -42,6 +55,7 @@ var (
 	consumeTokenLua string
 
 	claimScript        = redis.NewScript(claimLua)
+	claimHashScript    = redis.NewScript(claimHashLua)
 	recordScript       = redis.NewScript(recordLua)
 	releaseScript      = redis.NewScript(releaseLua)
 	putTokenScript     = redis.NewScript(putTokenLua)
@@ -74,6 +88,7 @@ type Store struct {
 	prefix   string
 	batching bool
 	exec     redisbatch.Runner
+	noSetGet atomic.Bool // the server refused SET NX GET: claims use the script
 }
 
 // An Option configures New.
@@ -141,32 +156,103 @@ func (s *Store) abandon(key, tok string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
 		defer cancel()
-		_ = s.exec.Run(ctx, nil, releaseScript, []string{s.RecordKey(key)}, tok).Err()
+		_ = s.exec.Run(ctx, nil, releaseScript, []string{s.RecordKey(key)}, claimPrefix(tok)).Err()
 	}()
 }
 
-// Claim implements idem.Store in one round trip. When ctx ends before the
-// reply, Claim returns ctx's error and releases the claim in the background
-// in case it was taken.
+// claimPrefix is how a claim owned by token begins: "p" and the token.
+func claimPrefix(token string) string { return "p" + token }
+
+// claimPrefixLen is the length of a claim's prefix: the owner tokens Claim
+// makes (idem.NewToken) are 32 hex digits.
+const claimPrefixLen = 1 + 32
+
+// ownerToken reports whether token can own a claim: it has the length of the
+// tokens Claim makes, so that it cannot match the start of another one.
+func ownerToken(token string) bool { return len(token) == claimPrefixLen-1 }
+
+// Claim implements idem.Store in one round trip (two for a claim found in
+// progress). When ctx ends before the reply, Claim returns ctx's error and
+// releases the claim in the background in case it was taken.
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, d time.Duration) (idem.Claim, error) {
 	if err := s.check(); err != nil {
 		return idem.Claim{}, err
 	}
 	tok := idem.NewToken()
-	v, err := s.exec.Run(ctx, nil, claimScript, []string{s.RecordKey(key)}, tok, fingerprint, ms(d)).Slice()
+	rk := s.RecordKey(key)
+	claim := claimPrefix(tok) + fingerprint
+	c, err := s.claim(ctx, rk, claim, ms(d))
 	if err != nil {
 		if ctx.Err() != nil {
 			s.abandon(key, tok)
 		}
 		return idem.Claim{}, err
 	}
-	if len(v) == 0 {
-		return idem.Claim{}, errors.New("redisstore: empty reply from claim script")
+	if c.State == idem.Claimed {
+		c.Token = tok
+	}
+	return c, nil
+}
+
+// claim writes the claim at rk unless a record is there, and reports what it
+// found.
+func (s *Store) claim(ctx context.Context, rk, claim string, deadline int64) (idem.Claim, error) {
+	var cmd *redis.Cmd
+	if !s.noSetGet.Load() {
+		cmd = s.exec.Do(ctx, rk, "set", rk, claim, "nx", "px", deadline, "get")
+		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "ERR syntax") {
+			s.noSetGet.Store(true) // before Redis 7.0
+			cmd = nil
+		}
+	}
+	if cmd == nil {
+		cmd = s.exec.Run(ctx, nil, claimScript, []string{rk}, claim, deadline)
+	}
+	v, err := cmd.Text()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return idem.Claim{State: idem.Claimed}, nil
+	case err != nil && redis.HasErrorPrefix(err, "WRONGTYPE"):
+		return s.claimHash(ctx, rk, claim, deadline)
+	case err != nil:
+		return idem.Claim{}, err
+	}
+	return s.found(ctx, rk, v)
+}
+
+// found decodes the record v found at rk; for a claim in progress it asks
+// Redis for the time left to its deadline.
+func (s *Store) found(ctx context.Context, rk, v string) (idem.Claim, error) {
+	switch {
+	case strings.HasPrefix(v, "p") && len(v) >= claimPrefixLen:
+		c := idem.Claim{State: idem.InProgress, Fingerprint: v[claimPrefixLen:]}
+		pttl, err := s.exec.Do(ctx, rk, "pttl", rk).Int64()
+		if err != nil {
+			return idem.Claim{}, err
+		}
+		c.RetryAfter = time.Duration(max(pttl, 0)) * time.Millisecond
+		return c, nil
+	case strings.HasPrefix(v, "d"):
+		n, rest, ok := strings.Cut(v[1:], ":")
+		fpLen, err := strconv.Atoi(n)
+		if ok && err == nil && fpLen >= 0 && fpLen <= len(rest) {
+			return idem.Claim{State: idem.Done, Fingerprint: rest[:fpLen], Result: []byte(rest[fpLen:])}, nil
+		}
+	}
+	return idem.Claim{}, fmt.Errorf("redisstore: record at %q is not a claim or an outcome", rk)
+}
+
+// claimHash is claim for a key holding a record in the layout of earlier
+// versions, a hash.
+func (s *Store) claimHash(ctx context.Context, rk, claim string, deadline int64) (idem.Claim, error) {
+	v, err := s.exec.Run(ctx, nil, claimHashScript, []string{rk}, claim, deadline).Slice()
+	if err != nil {
+		return idem.Claim{}, err
 	}
 	state, _ := v[0].(int64)
 	switch {
 	case state == 1:
-		return idem.Claim{State: idem.Claimed, Token: tok}, nil
+		return idem.Claim{State: idem.Claimed}, nil
 	case state == 2 && len(v) == 3:
 		fp, _ := v[1].(string)
 		pttl, _ := v[2].(int64)
@@ -175,6 +261,9 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, d time.Durat
 		fp, _ := v[1].(string)
 		res, _ := v[2].(string)
 		return idem.Claim{State: idem.Done, Fingerprint: fp, Result: []byte(res)}, nil
+	case state == 4 && len(v) == 2:
+		rec, _ := v[1].(string)
+		return s.found(ctx, rk, rec)
 	}
 	return idem.Claim{}, fmt.Errorf("redisstore: unexpected reply %v from claim script", v)
 }
@@ -185,7 +274,10 @@ func (s *Store) Record(ctx context.Context, key, token string, result []byte, re
 	if err := s.check(); err != nil {
 		return err
 	}
-	n, err := s.exec.Run(ctx, nil, recordScript, []string{s.RecordKey(key)}, token, result, ms(retention)).Int64()
+	if !ownerToken(token) {
+		return idem.ErrClaimLost
+	}
+	n, err := s.exec.Run(ctx, nil, recordScript, []string{s.RecordKey(key)}, claimPrefix(token), result, ms(retention)).Int64()
 	if err != nil {
 		return err
 	}
@@ -200,7 +292,10 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	n, err := s.exec.Run(ctx, nil, releaseScript, []string{s.RecordKey(key)}, token).Int64()
+	if !ownerToken(token) {
+		return idem.ErrClaimLost
+	}
+	n, err := s.exec.Run(ctx, nil, releaseScript, []string{s.RecordKey(key)}, claimPrefix(token)).Int64()
 	if err != nil {
 		return err
 	}

@@ -211,3 +211,87 @@ func TestCancelledClaimsLeaveNoClaim(t *testing.T) {
 	}
 	t.Logf("%d of %d claims cancelled", len(abandoned), goroutines*rounds)
 }
+
+// TestConformanceClaimScript runs the suite with the claim script that
+// servers before Redis 7.0 get instead of SET NX GET.
+func TestConformanceClaimScript(t *testing.T) {
+	t.Parallel()
+	c, prefix := newClient(t)
+	idemtest.Run(t, func(*testing.T) idem.Store {
+		s := redisstore.New(c, redisstore.WithPrefix(prefix))
+		redisstore.UseClaimScript(s)
+		return s
+	})
+}
+
+// TestRecordsOfEarlierVersions writes records in the hash layout earlier
+// versions used, as an upgrade finds them: an outcome must still replay and
+// a claim in progress must still hold others off; a key whose hash expired
+// meanwhile is claimed in today's layout, which Record then finds.
+func TestRecordsOfEarlierVersions(t *testing.T) {
+	t.Parallel()
+	c, prefix := newClient(t)
+	s := redisstore.New(c, redisstore.WithPrefix(prefix))
+	ctx := t.Context()
+
+	done := s.RecordKey("done")
+	if err := c.HSet(ctx, done, "s", "d", "f", "fp1", "r", "charged 42").Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, "done", "fp1", time.Minute)
+	if err != nil || got.State != idem.Done || got.Fingerprint != "fp1" || string(got.Result) != "charged 42" {
+		t.Fatalf("Claim of an outcome in the hash layout = %+v, %v; want done, fp1, the result", got, err)
+	}
+
+	busy := s.RecordKey("busy")
+	if err := c.HSet(ctx, busy, "s", "p", "t", "0123456789abcdef0123456789abcdef", "f", "fp2").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PExpire(ctx, busy, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Claim(ctx, "busy", "fp2", time.Minute)
+	if err != nil || got.State != idem.InProgress || got.Fingerprint != "fp2" || got.RetryAfter <= 0 || got.RetryAfter > time.Minute {
+		t.Fatalf("Claim of a claim in the hash layout = %+v, %v; want in progress, fp2, a retry-after within a minute", got, err)
+	}
+
+	got, err = redisstore.ClaimHashPath(ctx, s, "gone", "fp3", time.Minute)
+	if err != nil || got.State != idem.Claimed {
+		t.Fatalf("hash-layout claim of an absent key = %+v, %v; want claimed", got, err)
+	}
+	if typ := c.Type(ctx, s.RecordKey("gone")).Val(); typ != "string" {
+		t.Fatalf("a claim was written as a %s", typ)
+	}
+	if err := s.Record(ctx, "gone", got.Token, []byte("ok"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Claim(ctx, "gone", "fp3", time.Minute)
+	if err != nil || again.State != idem.Done || again.Fingerprint != "fp3" || string(again.Result) != "ok" {
+		t.Fatalf("Claim after Record = %+v, %v; want done, fp3, ok", again, err)
+	}
+}
+
+// TestForeignTokenOwnsNothing: a token that is not the claim's, including
+// one that is a prefix of it (the empty one), neither records nor releases
+// the claim, which its owner then still can record.
+func TestForeignTokenOwnsNothing(t *testing.T) {
+	t.Parallel()
+	c, prefix := newClient(t)
+	s := redisstore.New(c, redisstore.WithPrefix(prefix))
+	ctx := t.Context()
+	cl, err := s.Claim(ctx, "k", "fp", time.Minute)
+	if err != nil || cl.State != idem.Claimed {
+		t.Fatalf("Claim = %+v, %v", cl, err)
+	}
+	for _, tok := range []string{"", cl.Token[:8], idem.NewToken(), cl.Token + "0"} {
+		if err := s.Record(ctx, "k", tok, []byte("x"), time.Minute); !errors.Is(err, idem.ErrClaimLost) {
+			t.Fatalf("Record with token %q = %v, want ErrClaimLost", tok, err)
+		}
+		if err := s.Release(ctx, "k", tok); !errors.Is(err, idem.ErrClaimLost) {
+			t.Fatalf("Release with token %q = %v, want ErrClaimLost", tok, err)
+		}
+	}
+	if err := s.Record(ctx, "k", cl.Token, []byte("mine"), time.Minute); err != nil {
+		t.Fatalf("the owner's Record after foreign tokens: %v", err)
+	}
+}

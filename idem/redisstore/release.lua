@@ -1,7 +1,8 @@
 -- Delete the caller's claim.
--- KEYS[1] the record; ARGV[1] owner token.
+-- KEYS[1] the record; ARGV[1] the claim's prefix ('p' owner-token).
 -- Returns 1, or 0 when the token does not own an in-progress claim.
-if redis.call('HGET', KEYS[1], 't') ~= ARGV[1] then
+local v = redis.call('GET', KEYS[1])
+if not v or string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then
   return 0
 end
 return redis.call('DEL', KEYS[1])

@@ -38,15 +38,19 @@ var (
 	_ Runner = Direct{}
 )
 
-// A Runner runs one script call. If ordered is not nil, it is called once
-// every call made after it returns is sure to reach Redis after this one (for
-// a Runner that cannot promise that, after the call completed).
+// A Runner runs one script call, or one plain command. If ordered is not
+// nil, it is called once every call made after it returns is sure to reach
+// Redis after this one (for a Runner that cannot promise that, after the call
+// completed).
 type Runner interface {
 	Run(ctx context.Context, ordered func(), s *redis.Script, keys []string, args ...any) *redis.Cmd
+	// Do runs the plain command args (its name first), whose one key is
+	// key, with the same ordering per key as Run.
+	Do(ctx context.Context, key string, args ...any) *redis.Cmd
 }
 
 // Direct sends each call on its own (EVALSHA, falling back to EVAL).
-type Direct struct{ C redis.Scripter }
+type Direct struct{ C Client }
 
 // Run implements Runner.
 func (d Direct) Run(ctx context.Context, ordered func(), s *redis.Script, keys []string, args ...any) *redis.Cmd {
@@ -54,6 +58,19 @@ func (d Direct) Run(ctx context.Context, ordered func(), s *redis.Script, keys [
 	if ordered != nil {
 		ordered()
 	}
+	return cmd
+}
+
+// Do implements Runner.
+func (d Direct) Do(ctx context.Context, _ string, args ...any) *redis.Cmd {
+	return doOne(ctx, d.C, args)
+}
+
+// doOne sends one plain command, as a pipeline of one: Client has no Do.
+func doOne(ctx context.Context, c Client, args []any) *redis.Cmd {
+	pipe := c.Pipeline()
+	cmd := pipe.Do(ctx, args...)
+	_, _ = pipe.Exec(ctx)
 	return cmd
 }
 
@@ -84,9 +101,9 @@ type Batcher struct {
 
 type call struct {
 	ctx    context.Context
-	script *redis.Script
+	script *redis.Script // nil for a plain command
 	keys   []string
-	args   []any
+	args   []any // the script's, or the plain command's (its name first)
 
 	cmd   *redis.Cmd
 	batch []*call       // set for the call whose goroutine sends the batch
@@ -106,7 +123,18 @@ func NewSends(c Client, sends int) *Batcher {
 // pipeline, and returns its reply. keys must not be empty. When ctx ends
 // before the reply, Run returns a Cmd failed with ctx's error.
 func (b *Batcher) Run(ctx context.Context, ordered func(), s *redis.Script, keys []string, args ...any) *redis.Cmd {
-	k := keys[0]
+	return b.run(ctx, ordered, &call{ctx: ctx, script: s, keys: keys, args: args})
+}
+
+// Do implements Runner: the plain command args, alone or in a pipeline, as
+// Run runs a script.
+func (b *Batcher) Do(ctx context.Context, key string, args ...any) *redis.Cmd {
+	return b.run(ctx, nil, &call{ctx: ctx, keys: []string{key}, args: args})
+}
+
+// run is Run and Do.
+func (b *Batcher) run(ctx context.Context, ordered func(), c *call) *redis.Cmd {
+	k := c.keys[0]
 	b.mu.Lock()
 	if b.sending < b.maxSends && b.inFlight[k] == 0 && len(b.queue) == 0 {
 		b.sending++
@@ -115,11 +143,11 @@ func (b *Batcher) Run(ctx context.Context, ordered func(), s *redis.Script, keys
 		if ordered != nil {
 			ordered()
 		}
-		cmd := s.Run(ctx, b.c, keys, args...)
+		cmd := b.one(ctx, c)
 		b.finish([]string{k})
 		return cmd
 	}
-	c := &call{ctx: ctx, script: s, keys: keys, args: args, done: make(chan struct{})}
+	c.done = make(chan struct{})
 	b.queue = append(b.queue, c)
 	start := b.sending < b.maxSends
 	var batch []*call
@@ -214,16 +242,20 @@ func (b *Batcher) send(batch []*call) {
 	if len(batch) == 1 {
 		c := batch[0]
 		keys[0] = c.keys[0]
-		c.cmd = c.script.Run(ctx, b.c, c.keys, c.args...)
+		c.cmd = b.one(ctx, c)
 	} else {
 		pipe := b.c.Pipeline()
 		for i, c := range batch {
 			keys[i] = c.keys[0]
-			c.cmd = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+			if c.script == nil {
+				c.cmd = pipe.Do(ctx, c.args...)
+			} else {
+				c.cmd = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+			}
 		}
 		_, _ = pipe.Exec(ctx)
 		for _, c := range batch {
-			if IsNoScript(c.cmd.Err()) { // a restarted or flushed server: load, then run alone
+			if c.script != nil && IsNoScript(c.cmd.Err()) { // a restarted or flushed server: load, then run alone
 				c.cmd = c.script.Run(ctx, b.c, c.keys, c.args...)
 			}
 		}
@@ -234,6 +266,14 @@ func (b *Batcher) send(batch []*call) {
 	for _, c := range batch[1:] {
 		close(c.done)
 	}
+}
+
+// one sends call on its own.
+func (b *Batcher) one(ctx context.Context, c *call) *redis.Cmd {
+	if c.script == nil {
+		return doOne(ctx, b.c, c.args)
+	}
+	return c.script.Run(ctx, b.c, c.keys, c.args...)
 }
 
 // batchContext returns a context for a pipeline of calls: not cancelled by

@@ -204,3 +204,43 @@ return 1`)
 		t.Errorf("returned %v after the last slow call, not at its deadline", returned.Sub(lastSlow))
 	}
 }
+
+// TestPlainCommands runs plain commands through one Batcher, mixed with
+// script calls so that both travel in the same pipelines, and checks every
+// reply and the order of each key's commands.
+func TestPlainCommands(t *testing.T) {
+	t.Parallel()
+	for _, sends := range []int{1, redisbatch.DefaultSends} {
+		t.Run(fmt.Sprint(sends, " sends"), func(t *testing.T) {
+			t.Parallel()
+			c, prefix := newClient(t)
+			b := redisbatch.NewSends(c, sends)
+			ctx := context.Background()
+			const goroutines, calls = 32, 50
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					counter := fmt.Sprintf("%sctr%d", prefix, g)
+					list := fmt.Sprintf("%slist%d", prefix, g)
+					for i := range calls {
+						n, err := b.Do(ctx, counter, "incr", counter).Int64()
+						if err != nil || n != int64(i+1) {
+							t.Errorf("incr %d on %s: reply %d, %v", i, counter, n, err)
+							return
+						}
+						if _, err := b.Run(ctx, nil, push, []string{list}, i).Int64(); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if _, err := b.Do(ctx, prefix+"missing", "get", prefix+"missing").Result(); !errors.Is(err, redis.Nil) {
+				t.Fatalf("GET of a missing key = %v, want redis.Nil", err)
+			}
+		})
+	}
+}
