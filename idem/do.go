@@ -57,10 +57,12 @@ func Do[T any](ctx context.Context, s Store, key string, fn func(context.Context
 		}
 		return zero, err
 	}
-	var b []byte
 	raw, err := json.Marshal(v)
+	var b []byte
 	if err == nil {
-		b, err = json.Marshal(outcome{Value: raw})
+		// json.Marshal(outcome{Value: raw}), without checking and
+		// compacting again what json.Marshal just wrote.
+		b = append(append(append(make([]byte, 0, len(raw)+len(`{"v":}`)), `{"v":`...), raw...), '}')
 	}
 	if err != nil {
 		// The effect happened but its result cannot be replayed. Record that
