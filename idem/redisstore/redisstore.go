@@ -17,7 +17,9 @@
 // the fingerprint's length in decimal, ":", the fingerprint and the result.
 // Earlier versions kept a record as a hash; a claim that finds one reads it
 // with a script, so outcomes recorded before an upgrade still replay, and a
-// claim is never written as a hash.
+// claim is never written as a hash. During a rolling upgrade, an instance of
+// an earlier version that meets a record written by this one fails the
+// request (Redis answers WRONGTYPE) rather than run it again.
 //
 // Redis keeps outcomes in memory and, depending on persistence, may lose them
 // on a restart or failover; for money, put a SQL store behind it with the
