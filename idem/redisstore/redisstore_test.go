@@ -269,7 +269,28 @@ func TestRecordsOfEarlierVersions(t *testing.T) {
 	if err != nil || again.State != idem.Done || again.Fingerprint != "fp3" || string(again.Result) != "ok" {
 		t.Fatalf("Claim after Record = %+v, %v; want done, fp3, ok", again, err)
 	}
+
+	// An earlier version's claim (its script, as it was) fails on a record
+	// written by this one instead of claiming the key again.
+	err = earlierClaim.Run(ctx, c, []string{s.RecordKey("gone")}, idem.NewToken(), "fp3", 60000).Err()
+	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("an earlier version's claim of a record of this one = %v, want a WRONGTYPE error", err)
+	}
 }
+
+// earlierClaim is the claim script of the versions that kept records as
+// hashes.
+var earlierClaim = redis.NewScript(`
+local r = redis.call('HMGET', KEYS[1], 's', 'f', 'r')
+if r[1] == 'p' then
+  return {2, r[2] or '', redis.call('PTTL', KEYS[1])}
+end
+if r[1] == 'd' then
+  return {3, r[2] or '', r[3] or ''}
+end
+redis.call('HSET', KEYS[1], 's', 'p', 't', ARGV[1], 'f', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {1}`)
 
 // TestForeignTokenOwnsNothing: a token that is not the claim's, including
 // one that is a prefix of it (the empty one), neither records nor releases
