@@ -56,9 +56,11 @@ durations as "30s") sets defaults and per-route rules:
   {"listen": "127.0.0.1:8080", "upstream": "http://127.0.0.1:9000",
    "store": "redis://127.0.0.1:6379/0?prefix=gw:", "grace": "30s",
    "ready_upstream": true, "in_progress": "1m", "retention": "24h", "wait": "0s",
+   "max_request_body": 1048576, "max_response_body": 1048576,
    "rules": [{"methods": ["POST"], "path": "/payments/", "key": "required",
               "header": "Idempotency-Key", "body_key": "", "principal_header": "",
-              "in_progress": "30s", "retention": "24h", "wait": "0s"}]}
+              "in_progress": "30s", "retention": "24h", "wait": "0s",
+              "max_request_body": 65536, "max_response_body": 65536}]}
 
 Rules are tried in order and the first whose methods (default POST, PATCH)
 and path (a net/http ServeMux pattern: "/payments/" is a subtree,
@@ -67,7 +69,11 @@ without one, the default), "optional" (pass through without one) or "off".
 The key comes from header (default Idempotency-Key) or from body_key, a
 top-level string of a JSON body. Keys are scoped by principal_header's value,
 default the Authorization header. Requests no rule matches pass through.
-Flags given on the command line win over the file.
+max_request_body caps a guarded request's body in bytes (it is read whole to
+fingerprint it; larger: 413) and max_response_body the response kept for
+replay (larger: the first client gets it, copies get 500, never a second
+run); both default to 1 MiB. Flags given on the command line win over the
+file.
 
 Endpoints of the gateway itself, never proxied:
   /_latchkey/healthz   200 while the process runs
@@ -114,6 +120,10 @@ func gatewayCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
 	wait := fs.Duration("wait", 0, "a copy arriving while the first runs waits up to this long and replays it; 0 answers 409")
 	grace := fs.Duration("grace", gatewayGrace, "on SIGTERM, how long requests in flight may finish")
 	readyUpstream := fs.Bool("ready-upstream", false, "readyz also checks that the upstream accepts connections")
+	maxRequest := fs.Int64("max-request-body", idemhttp.DefaultMaxRequestBody,
+		"bytes: a guarded request's body is read whole to fingerprint it; a larger one gets 413")
+	maxResponse := fs.Int64("max-response-body", idemhttp.DefaultMaxResponseBody,
+		"bytes: the response kept for replay; a larger one reaches its client, and copies get 500 response-not-retained, never a second run")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -157,10 +167,24 @@ func gatewayCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
 	if err != nil {
 		return usageErr(err)
 	}
+	pickInt := func(flagName string, fromFlag int64, fromFile *int64) int64 {
+		if set[flagName] || fromFile == nil {
+			return fromFlag
+		}
+		return *fromFile
+	}
 	d := ruleDefaults{
-		inProgress: pickDur("in-progress", *inProgress, cfg.InProgress),
-		retention:  pickDur("retention", *retention, cfg.Retention),
-		wait:       pickDur("wait", *wait, cfg.Wait),
+		inProgress:      pickDur("in-progress", *inProgress, cfg.InProgress),
+		retention:       pickDur("retention", *retention, cfg.Retention),
+		wait:            pickDur("wait", *wait, cfg.Wait),
+		maxRequestBody:  pickInt("max-request-body", *maxRequest, cfg.MaxRequestBody),
+		maxResponseBody: pickInt("max-response-body", *maxResponse, cfg.MaxResponseBody),
+	}
+	if err := checkBodyCap("--max-request-body (max_request_body)", d.maxRequestBody); err != nil {
+		return usageErr(err)
+	}
+	if err := checkBodyCap("--max-response-body (max_response_body)", d.maxResponseBody); err != nil {
+		return usageErr(err)
 	}
 	g := pickDur("grace", *grace, cfg.Grace)
 	if g < 0 {

@@ -35,6 +35,10 @@ type gatewayConfig struct {
 	InProgress duration `json:"in_progress"`
 	Retention  duration `json:"retention"`
 	Wait       duration `json:"wait"`
+	// MaxRequestBody and MaxResponseBody, in bytes, are the defaults of
+	// every rule.
+	MaxRequestBody  *int64 `json:"max_request_body"`
+	MaxResponseBody *int64 `json:"max_response_body"`
 	// Rules decide which requests are guarded and how; the first that
 	// matches a request applies. No rules: the default rule.
 	Rules []ruleConfig `json:"rules"`
@@ -63,6 +67,13 @@ type ruleConfig struct {
 	InProgress duration `json:"in_progress"`
 	Retention  duration `json:"retention"`
 	Wait       duration `json:"wait"`
+	// MaxRequestBody caps a guarded request's body, read whole to
+	// fingerprint it (larger: 413), and MaxResponseBody the response kept
+	// for replay (larger: delivered once, then 500 response-not-retained
+	// for copies, never a second run); in bytes. They override the
+	// top-level values.
+	MaxRequestBody  *int64 `json:"max_request_body"`
+	MaxResponseBody *int64 `json:"max_response_body"`
 }
 
 // duration is a time.Duration written as a Go duration string ("30s"). A
@@ -160,7 +171,20 @@ func (r *rule) matches(req *http.Request) bool {
 
 // ruleDefaults are the values a rule takes when it does not set its own.
 type ruleDefaults struct {
-	inProgress, retention, wait time.Duration
+	inProgress, retention, wait     time.Duration
+	maxRequestBody, maxResponseBody int64
+}
+
+// maxBodyCap bounds the body caps a configuration may set: a response is
+// kept whole in the store, and a request read whole in memory.
+const maxBodyCap = 1 << 30
+
+// checkBodyCap checks a body cap of n bytes set as field.
+func checkBodyCap(field string, n int64) error {
+	if n < 1 || n > maxBodyCap {
+		return fmt.Errorf("%s: %d bytes outside [1, %d]", field, n, maxBodyCap)
+	}
+	return nil
 }
 
 // defaultRule is the rule of a gateway with no rules configured: POST and
@@ -238,6 +262,19 @@ func buildRule(where string, rc ruleConfig, d ruleDefaults, onError func(*http.R
 	if wait >= inProgress {
 		return nil, fmt.Errorf("%s.wait: %v is not shorter than in_progress %v", where, wait, inProgress)
 	}
+	maxRequest, maxResponse := d.maxRequestBody, d.maxResponseBody
+	if rc.MaxRequestBody != nil {
+		maxRequest = *rc.MaxRequestBody
+	}
+	if rc.MaxResponseBody != nil {
+		maxResponse = *rc.MaxResponseBody
+	}
+	if err := checkBodyCap(where+".max_request_body", maxRequest); err != nil {
+		return nil, err
+	}
+	if err := checkBodyCap(where+".max_response_body", maxResponse); err != nil {
+		return nil, err
+	}
 
 	keyFunc := idemhttp.HeaderKey(idemhttp.DefaultHeader)
 	switch {
@@ -253,6 +290,8 @@ func buildRule(where string, rc ruleConfig, d ruleDefaults, onError func(*http.R
 		idemhttp.WithInProgress(inProgress),
 		idemhttp.WithRetention(retention),
 		idemhttp.WithWait(wait),
+		idemhttp.WithMaxRequestBody(maxRequest),
+		idemhttp.WithMaxResponseBody(int(maxResponse)),
 		idemhttp.WithErrorHandler(onError),
 	}
 	if r.key == "optional" {

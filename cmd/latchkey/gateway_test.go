@@ -511,6 +511,10 @@ func TestGatewayUsageErrors(t *testing.T) {
 		{"flag over file", []string{"--upstream", up, "--store", "consul://h", "--config", cfg(`{"upstream":"ftp://bad"}`)}, exitUsage, "supported: mem://"},
 		{"file and flag combine", []string{"--wait", "10s", "--config", cfg(`{"upstream":"http://127.0.0.1:9","in_progress":"5s"}`)}, exitUsage, "10s is not shorter than in_progress 5s"},
 		{"trailing data", []string{"--upstream", up, "--config", cfg(`{} {}`)}, exitUsage, "after the configuration"},
+		{"zero request body cap", []string{"--upstream", up, "--store", mem, "--max-request-body", "0"}, exitUsage, "(max_request_body): 0 bytes"},
+		{"huge response body cap", []string{"--upstream", up, "--store", mem, "--max-response-body", "4294967296"}, exitUsage, "(max_response_body): 4294967296 bytes"},
+		{"bad rule body cap", []string{"--upstream", up, "--config", cfg(`{"rules":[{},{"max_response_body":-5}]}`)}, exitUsage, "rules[1].max_response_body: -5"},
+		{"body cap type", []string{"--upstream", up, "--config", cfg(`{"max_request_body":"1MB"}`)}, exitUsage, "max_request_body"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := latchkey(t, append([]string{"gateway"}, tc.args...)...)
@@ -541,7 +545,8 @@ func newTestGateway(t *testing.T, up http.Handler, rules ...ruleConfig) http.Han
 		t.Fatal(err)
 	}
 	var rs []*rule
-	d := ruleDefaults{inProgress: time.Minute, retention: time.Hour}
+	d := ruleDefaults{inProgress: time.Minute, retention: time.Hour,
+		maxRequestBody: idemhttp.DefaultMaxRequestBody, maxResponseBody: idemhttp.DefaultMaxResponseBody}
 	for i, rc := range rules {
 		r, err := buildRule("rules["+strconv.Itoa(i)+"]", rc, d, func(*http.Request, error) {})
 		if err != nil {
@@ -621,7 +626,8 @@ func TestGatewayExampleConfig(t *testing.T) {
 	if _, err := checkUpstream(c.Upstream); err != nil {
 		t.Fatal(err)
 	}
-	d := ruleDefaults{inProgress: c.InProgress.d, retention: c.Retention.d, wait: c.Wait.d}
+	d := ruleDefaults{inProgress: c.InProgress.d, retention: c.Retention.d, wait: c.Wait.d,
+		maxRequestBody: *c.MaxRequestBody, maxResponseBody: *c.MaxResponseBody}
 	for i, rc := range c.Rules {
 		if _, err := buildRule("rules["+strconv.Itoa(i)+"]", rc, d, func(*http.Request, error) {}); err != nil {
 			t.Error(err)
@@ -629,5 +635,46 @@ func TestGatewayExampleConfig(t *testing.T) {
 	}
 	if len(c.Rules) != 4 || c.Store == "" || !c.ReadyUpstream {
 		t.Errorf("example config: %+v", c)
+	}
+}
+
+// Body caps, per rule: a request body over the cap gets 413 and never runs;
+// a response over the cap reaches its client once, and a copy gets 500
+// response-not-retained instead of a second run.
+func TestGatewayBodyCaps(t *testing.T) {
+	t.Parallel()
+	up := idemhttptest.NewUpstream()
+	small := int64(16)
+	gw := newTestGateway(t, up,
+		ruleConfig{Path: "/small-request/", MaxRequestBody: &small},
+		ruleConfig{Path: "/small-response/", MaxResponseBody: &small},
+		ruleConfig{Path: "/"},
+	)
+	do := func(path, key, body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		rec := httptest.NewRecorder()
+		gw.ServeHTTP(rec, req)
+		return rec
+	}
+	big := `{"amount":1000,"currency":"EUR","note":"more than sixteen bytes"}`
+	if r := do("/small-request/1", "req-big", big); r.Code != http.StatusRequestEntityTooLarge || up.Executions("req-big") != 0 {
+		t.Errorf("body over the rule's cap = %d after %d runs, want 413 and none", r.Code, up.Executions("req-big"))
+	}
+	if r := do("/small-request/1", "req-small", `{"amount":1}`); r.Code != http.StatusCreated {
+		t.Errorf("body under the rule's cap = %d, want 201", r.Code)
+	}
+	if r := do("/other", "req-default", big); r.Code != http.StatusCreated {
+		t.Errorf("the same body under the default 1 MiB cap = %d, want 201", r.Code)
+	}
+	first := do("/small-response/1", "resp-big", big)
+	if first.Code != http.StatusCreated || first.Body.Len() <= int(small) {
+		t.Fatalf("first request = %d with %d bytes, want 201 and the whole response", first.Code, first.Body.Len())
+	}
+	if r := do("/small-response/1", "resp-big", big); r.Code != http.StatusInternalServerError ||
+		!strings.Contains(r.Body.String(), idemhttp.CodeNotRetained) || up.Executions("resp-big") != 1 {
+		t.Errorf("copy of a response over the cap = %d %s after %d runs, want 500 %s and one run",
+			r.Code, r.Body, up.Executions("resp-big"), idemhttp.CodeNotRetained)
 	}
 }
