@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // outcome is what Do records: the JSON value, or a kept failure's message.
@@ -30,16 +31,37 @@ type outcome struct {
 // ErrNotRecorded.
 //
 // Other errors: ErrFingerprintMismatch (see WithFingerprint), ErrInvalidKey,
-// ErrInvalid, the store's error, and ctx's error.
+// ErrInvalid, the store's error, and ctx's error. WithObserver tells an
+// Observer (metrics.Idem's DoObserver, say) of each call's outcome.
 func Do[T any](ctx context.Context, s Store, key string, fn func(context.Context) (T, error), opts ...Option) (T, error) {
-	var zero T
 	cfg := newConfig(opts)
+	if cfg.observe == nil {
+		v, _, err := do(ctx, s, key, fn, cfg, opts)
+		return v, err
+	}
+	start := time.Now()
+	panicked := true
+	defer func() {
+		if panicked {
+			cfg.observe(ctx, Event{Outcome: OutcomeReleased, Duration: time.Since(start), Err: errPanicked})
+		}
+	}()
+	v, o, err := do(ctx, s, key, fn, cfg, opts)
+	panicked = false
+	cfg.observe(ctx, Event{Outcome: o, Duration: time.Since(start), Err: err})
+	return v, err
+}
+
+// do is Do; it also returns the call's outcome.
+func do[T any](ctx context.Context, s Store, key string, fn func(context.Context) (T, error), cfg config, opts []Option) (T, Outcome, error) {
+	var zero T
 	run, replay, err := Begin(ctx, s, key, cfg.fingerprint, opts...)
 	if err != nil {
-		return zero, err
+		return zero, beginOutcome(ctx, err), err
 	}
 	if replay != nil {
-		return decodeOutcome[T](replay.Result)
+		v, err := decodeOutcome[T](replay.Result)
+		return v, OutcomeReplayed, err
 	}
 
 	v, err := runOnce(ctx, run, fn)
@@ -48,14 +70,14 @@ func Do[T any](ctx context.Context, s Store, key string, fn func(context.Context
 			msg := err.Error()
 			b, _ := json.Marshal(outcome{Err: &msg}) // a string and nothing else: cannot fail
 			if rerr := Finish(ctx, func(c context.Context) error { return run.Record(c, b) }); rerr != nil {
-				return zero, errors.Join(err, fmt.Errorf("%w: %w", ErrNotRecorded, rerr))
+				return zero, OutcomeKept, errors.Join(err, fmt.Errorf("%w: %w", ErrNotRecorded, rerr))
 			}
-			return zero, err
+			return zero, OutcomeKept, err
 		}
 		if rerr := Finish(ctx, run.Release); rerr != nil {
-			return zero, errors.Join(err, fmt.Errorf("idem: releasing claim: %w", rerr))
+			return zero, OutcomeReleased, errors.Join(err, fmt.Errorf("idem: releasing claim: %w", rerr))
 		}
-		return zero, err
+		return zero, OutcomeReleased, err
 	}
 	raw, err := json.Marshal(v)
 	var b []byte
@@ -72,12 +94,12 @@ func Do[T any](ctx context.Context, s Store, key string, fn func(context.Context
 		if rerr := Finish(ctx, func(c context.Context) error { return run.Record(c, b) }); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
-		return v, fmt.Errorf("%w: encoding result: %w", ErrNotRecorded, err)
+		return v, OutcomeExecuted, fmt.Errorf("%w: encoding result: %w", ErrNotRecorded, err)
 	}
 	if err := Finish(ctx, func(c context.Context) error { return run.Record(c, b) }); err != nil {
-		return v, fmt.Errorf("%w: %w", ErrNotRecorded, err)
+		return v, OutcomeExecuted, fmt.Errorf("%w: %w", ErrNotRecorded, err)
 	}
-	return v, nil
+	return v, OutcomeExecuted, nil
 }
 
 // runOnce runs fn under the run's deadline and releases the claim if fn panics.

@@ -31,6 +31,7 @@ type config struct {
 	wait        time.Duration
 	fingerprint string
 	keepError   func(error) bool
+	observe     Observer // nil: none
 	invalid     error
 }
 

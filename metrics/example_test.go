@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemhttp"
 	"github.com/latchkey-go/latchkey/idem/memstore"
 	"github.com/latchkey-go/latchkey/lock"
@@ -34,6 +35,7 @@ func Example() {
 	pay := idemhttp.Middleware(store, idemhttp.WithObserver(requests.Observer("pay")))(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }))
 	d, _ := dedup.New(dedup.FromIdem(memstore.New()), dedup.WithObserver(messages.Observer("orders")))
+	charge := idem.WithObserver(requests.DoObserver("charge")) // idem.Do calls
 
 	ctx := context.Background()
 	_ = lock.Do(ctx, locker, "account-1", func(ctx context.Context, _ *lock.Lease) error { return nil })
@@ -41,6 +43,9 @@ func Example() {
 		r := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader(`{"amount":100}`))
 		r.Header.Set("Idempotency-Key", "a1b2c3")
 		pay.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	for range 2 { // a retried charge through idem.Do: executed once, replayed once
+		_, _ = idem.Do(ctx, store, "order-7", func(context.Context) (string, error) { return "ch_1", nil }, charge)
 	}
 	for range 2 { // a redelivered message: processed once, dropped once
 		_, _ = d.Process(ctx, dedup.Message{ID: "msg-1"}, func(context.Context, dedup.Message) error { return nil })
@@ -68,6 +73,8 @@ func Example() {
 	// Output:
 	// latchkey_dedup_messages_total{consumer="orders",outcome="duplicate"} 1
 	// latchkey_dedup_messages_total{consumer="orders",outcome="processed"} 1
+	// latchkey_idem_requests_total{handler="charge",outcome="executed"} 1
+	// latchkey_idem_requests_total{handler="charge",outcome="replayed"} 1
 	// latchkey_idem_requests_total{handler="pay",outcome="executed"} 1
 	// latchkey_idem_requests_total{handler="pay",outcome="replayed"} 1
 	// latchkey_lock_releases_total{backend="mem",result="ok"} 1

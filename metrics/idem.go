@@ -1,24 +1,31 @@
 package metrics
 
 import (
+	"context"
+	"errors"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemhttp"
 )
 
-// Idem is a prometheus.Collector for idemhttp middlewares. Register it once
-// and pass Observer(handler) to each middleware with idemhttp.WithObserver.
-// Its metrics, each labelled with the handler name:
+// Idem is a prometheus.Collector for idemhttp middlewares and idem.Do calls.
+// Register it once and pass Observer(handler) to each middleware with
+// idemhttp.WithObserver, and DoObserver(name) to idem.Do with
+// idem.WithObserver. Its metrics, each labelled with the handler's or
+// operation's name:
 //
 //	latchkey_idem_requests_total{handler,outcome}            counter
 //	latchkey_idem_request_duration_seconds{handler,outcome}  histogram
 //	latchkey_idem_store_errors_total{handler,operation}      counter: claim, record, release, read
 //
-// outcome is one of idemhttp's outcomes: executed, released, replayed,
-// conflict (409), mismatch (422), bad_key (400), bad_body (413/400),
-// store_error (503), unkeyed, canceled.
+// For a middleware, outcome is one of idemhttp's outcomes: executed,
+// released, replayed, conflict (409), mismatch (422), bad_key (400),
+// bad_body (413/400), store_error (503), unkeyed, canceled. For idem.Do, one
+// of idem's: executed, released, kept, replayed, conflict, mismatch,
+// invalid, store_error, canceled.
 type Idem struct {
 	vecs
 	requests  *prometheus.CounterVec
@@ -38,11 +45,11 @@ func NewIdem(opts ...Option) (*Idem, error) {
 	m := &Idem{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "idem", Name: "requests_total",
-			Help: "Requests guarded by the idempotency middleware, by outcome.", ConstLabels: c.constLabels,
+			Help: "Requests guarded by the idempotency middleware, and idem.Do calls, by outcome.", ConstLabels: c.constLabels,
 		}, []string{"handler", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Subsystem: "idem", Name: "request_duration_seconds",
-			Help:    "Time guarded requests spent in the idempotency middleware (handler included), by outcome.",
+			Help:    "Time guarded requests spent in the idempotency middleware (handler included), and idem.Do calls took, by outcome.",
 			Buckets: c.buckets, ConstLabels: c.constLabels,
 		}, []string{"handler", "outcome"}),
 		storeErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -93,6 +100,45 @@ func (m *Idem) Observer(handler string) idemhttp.Observer {
 			}
 		}
 	}
+}
+
+// DoObserver returns the idem.Observer that records the idem.Do calls made
+// with it under the label handler="name" (a fixed name such as "charge").
+// A claim the store failed counts as a store error of operation claim, and a
+// result that could not be recorded (idem.ErrNotRecorded) as one of
+// operation record.
+func (m *Idem) DoObserver(name string) idem.Observer {
+	type pair struct {
+		n prometheus.Counter
+		d prometheus.Observer
+	}
+	by := make(map[idem.Outcome]pair, len(doOutcomes))
+	for _, o := range doOutcomes {
+		by[o] = pair{m.requests.WithLabelValues(name, o.String()), m.duration.WithLabelValues(name, o.String())}
+	}
+	claimErrs := m.storeErrs.WithLabelValues(name, "claim")
+	recordErrs := m.storeErrs.WithLabelValues(name, "record")
+	return func(_ context.Context, e idem.Event) {
+		p, ok := by[e.Outcome]
+		if !ok {
+			p = pair{m.requests.WithLabelValues(name, e.Outcome.String()), m.duration.WithLabelValues(name, e.Outcome.String())}
+		}
+		p.n.Inc()
+		p.d.Observe(e.Duration.Seconds())
+		switch {
+		case e.Outcome == idem.OutcomeStoreError:
+			claimErrs.Inc()
+		case errors.Is(e.Err, idem.ErrNotRecorded):
+			recordErrs.Inc()
+		}
+	}
+}
+
+// doOutcomes are idem.Do's outcomes, resolved up front.
+var doOutcomes = [...]idem.Outcome{
+	idem.OutcomeExecuted, idem.OutcomeReleased, idem.OutcomeKept, idem.OutcomeReplayed,
+	idem.OutcomeConflict, idem.OutcomeMismatch, idem.OutcomeInvalid, idem.OutcomeStoreError,
+	idem.OutcomeCanceled,
 }
 
 // Describe implements prometheus.Collector.

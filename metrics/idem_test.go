@@ -147,3 +147,53 @@ func TestIdemMetrics(t *testing.T) {
 	}
 	lint(t, m)
 }
+
+// TestIdemDoMetrics drives idem.Do through its outcomes with DoObserver and
+// checks each counter, the store errors, and that keys stay out of the
+// exposition.
+func TestIdemDoMetrics(t *testing.T) {
+	m, err := NewIdem()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	store := &faultyStore{Store: memstore.New()}
+	obs := idem.WithObserver(m.DoObserver("charge"))
+	ctx := context.Background()
+	ok := func(context.Context) (string, error) { return "ch_1", nil }
+	fail := func(context.Context) (string, error) { return "", errors.New("declined") }
+
+	_, _ = idem.Do(ctx, store, "order-1", ok, obs)                                // executed
+	_, _ = idem.Do(ctx, store, "order-1", ok, obs)                                // replayed
+	_, _ = idem.Do(ctx, store, "order-1", ok, obs, idem.WithFingerprint("other")) // mismatch
+	_, _ = idem.Do(ctx, store, "order-2", fail, obs)                              // released
+	_, _ = idem.Do(ctx, store, "", ok, obs)                                       // invalid
+	store.set(errors.New("connection refused"), nil)
+	_, _ = idem.Do(ctx, store, "order-3", ok, obs) // store_error (claim)
+	store.set(nil, errors.New("connection reset"))
+	if _, err := idem.Do(ctx, store, "order-4", ok, obs); !errors.Is(err, idem.ErrNotRecorded) { // executed, not recorded
+		t.Fatalf("record failure: %v, want ErrNotRecorded", err)
+	}
+	store.set(nil, nil)
+
+	for outcome, want := range map[string]float64{
+		"executed": 2, "replayed": 1, "mismatch": 1, "released": 1, "invalid": 1, "store_error": 1, "conflict": 0,
+	} {
+		if got := testutil.ToFloat64(m.requests.WithLabelValues("charge", outcome)); got != want {
+			t.Errorf("requests_total{outcome=%q} = %v, want %v", outcome, got, want)
+		}
+	}
+	for op, want := range map[string]float64{"claim": 1, "record": 1} {
+		if got := testutil.ToFloat64(m.storeErrs.WithLabelValues("charge", op)); got != want {
+			t.Errorf("store_errors_total{operation=%q} = %v, want %v", op, got, want)
+		}
+	}
+	if n, _ := histCount(t, reg, "latchkey_idem_request_duration_seconds", map[string]string{"handler": "charge", "outcome": "executed"}); n != 2 {
+		t.Errorf("request_duration_seconds{executed} count = %d, want 2", n)
+	}
+	if exposition := gatherText(t, reg); strings.Contains(exposition, "order-") {
+		t.Errorf("a key reached the exposition:\n%s", exposition)
+	}
+	lint(t, m)
+}
