@@ -59,6 +59,7 @@ type Inbox struct {
 	retention time.Duration
 	timeout   time.Duration
 	txOpts    *sql.TxOptions
+	observe   dedup.Observer // nil: none
 
 	claimQ, purgeQ string
 	migrations     []string
@@ -87,6 +88,12 @@ func WithTimeout(d time.Duration) Option { return func(in *Inbox) { in.timeout =
 // PostgreSQL, SERIALIZABLE on SQLite), under which a racing copy waits for
 // the first to commit and then sees the id.
 func WithTxOptions(o *sql.TxOptions) Option { return func(in *Inbox) { in.txOpts = o } }
+
+// WithObserver calls f with every Process call's Event (Outcome, Err,
+// Duration; StoreErr stays nil: the inbox row commits with the effect or
+// not at all), as dedup.WithObserver does for a Deduper; metrics.Dedup's
+// Observer fits. A handler that panics is not reported. Default: none.
+func WithObserver(f dedup.Observer) Option { return func(in *Inbox) { in.observe = f } }
 
 // New returns an inbox on db. It fails with dedup.ErrInvalid when db is nil,
 // the table name is not a plain identifier, a duration is out of range, or
@@ -185,6 +192,17 @@ func (in *Inbox) Wrap(h TxHandler) dedup.Handler {
 //
 // If h panics, the transaction rolls back and the panic goes on.
 func (in *Inbox) Process(ctx context.Context, m dedup.Message, h TxHandler) (dedup.Outcome, error) {
+	if in.observe == nil {
+		return in.process(ctx, m, h)
+	}
+	start := time.Now()
+	o, err := in.process(ctx, m, h)
+	in.observe(ctx, dedup.Event{Outcome: o, Err: err, Duration: time.Since(start)})
+	return o, err
+}
+
+// process is Process.
+func (in *Inbox) process(ctx context.Context, m dedup.Message, h TxHandler) (dedup.Outcome, error) {
 	if h == nil {
 		return dedup.Rejected, fmt.Errorf("%w: nil handler", dedup.ErrInvalid)
 	}

@@ -335,3 +335,47 @@ func TestNewRejectsBadArguments(t *testing.T) {
 		t.Errorf("nil db: %v, want ErrInvalid", err)
 	}
 }
+
+// TestObserver: every Process call is told to the observer with the
+// outcome and error it returned.
+func TestObserver(t *testing.T) {
+	t.Parallel()
+	forEach(t, func(t *testing.T, b backend) {
+		var mu sync.Mutex
+		var got []dedup.Event
+		e := newEnv(t, b, sqlinbox.WithObserver(func(_ context.Context, ev dedup.Event) {
+			mu.Lock()
+			got = append(got, ev)
+			mu.Unlock()
+		}))
+		ctx := context.Background()
+		boom := errors.New("boom")
+		calls := []struct {
+			id      string
+			h       sqlinbox.TxHandler
+			outcome dedup.Outcome
+			err     error
+		}{
+			{"obs-1", e.pay, dedup.Processed, nil},
+			{"obs-1", e.pay, dedup.Duplicate, nil},
+			{"obs-2", func(context.Context, *sql.Tx, dedup.Message) error { return boom }, dedup.Failed, boom},
+			{"", e.pay, dedup.Rejected, dedup.ErrInvalidID},
+		}
+		for _, c := range calls {
+			o, err := e.in.Process(ctx, dedup.Message{ID: c.id}, c.h)
+			if o != c.outcome || !errors.Is(err, c.err) {
+				t.Fatalf("Process(%q) = %v, %v; want %v, %v", c.id, o, err, c.outcome, c.err)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != len(calls) {
+			t.Fatalf("observer told of %d calls, want %d", len(got), len(calls))
+		}
+		for i, c := range calls {
+			if ev := got[i]; ev.Outcome != c.outcome || !errors.Is(ev.Err, c.err) || (c.err == nil) != (ev.Err == nil) || ev.StoreErr != nil {
+				t.Errorf("event %d = %+v, want outcome %v, error %v", i, ev, c.outcome, c.err)
+			}
+		}
+	})
+}
