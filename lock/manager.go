@@ -39,8 +39,8 @@ type Manager struct {
 var _ Locker = (*Manager)(nil)
 
 // NewManager returns a Manager for b. If b also implements BatchRenewer,
-// PartialAcquirer, OwnerWatcher or ReleaseWatcher, the Manager uses them. It returns an error wrapping
-// ErrInvalid if b is nil.
+// PartialAcquirer, OwnerWatcher or ReleaseWatcher, the Manager uses them. It
+// returns an error wrapping ErrInvalid if b is nil.
 func NewManager(b Backend) (*Manager, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: nil backend", ErrInvalid)
@@ -186,8 +186,8 @@ func driftMargin(ttl time.Duration) time.Duration {
 
 // hold starts a lease on a lock taken by an attempt begun at start and
 // certainly held for valid (at most the TTL) from then: it is given up at
-// start + valid - drift (the drift over valid), and renewed when two thirds of the TTL are left
-// (at once if fewer are).
+// start + valid - drift (the drift over valid), and renewed when two thirds
+// of the TTL are left (at once if fewer are).
 func (m *Manager) hold(key, owner string, token uint64, cfg config, start time.Time, valid time.Duration, o Observer) *Lease {
 	l := &Lease{
 		m: m, key: key, owner: owner, token: token, ttl: cfg.ttl, fixed: cfg.fixed,
