@@ -51,3 +51,21 @@ func ExampleIssueToken() {
 	// <nil>
 	// true
 }
+
+// An observer sees each call's outcome (never its key): here a charge, its
+// retry, and a retry of the same key for another amount.
+func ExampleWithObserver() {
+	ctx, store := context.Background(), memstore.New()
+	log := idem.WithObserver(func(_ context.Context, e idem.Event) {
+		fmt.Println(e.Outcome, e.Err != nil)
+	})
+	charge := func(context.Context) (Charge, error) { return Charge{ID: "ch_1", Amount: 100}, nil }
+
+	_, _ = idem.Do(ctx, store, "order-42", charge, log, idem.WithFingerprint("amount=100"))
+	_, _ = idem.Do(ctx, store, "order-42", charge, log, idem.WithFingerprint("amount=100"))
+	_, _ = idem.Do(ctx, store, "order-42", charge, log, idem.WithFingerprint("amount=999"))
+	// Output:
+	// executed false
+	// replayed false
+	// mismatch true
+}
