@@ -22,10 +22,12 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			for pb.Next() {
 				lease, err := l.Acquire(ctx, key, lock.WithTTL(30*time.Second))
 				if err != nil {
-					b.Fatal(err)
+					b.Error(err)
+					return
 				}
 				if err := lease.Release(ctx); err != nil {
-					b.Fatal(err)
+					b.Error(err)
+					return
 				}
 			}
 		})
@@ -35,10 +37,12 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			key := "bench:" + strconv.FormatInt(time.Now().UnixNano(), 36)
 			for pb.Next() {
 				if _, _, err := l.b.TryAcquire(ctx, key, "owner"+key, 30*time.Second); err != nil {
-					b.Fatal(err)
+					b.Error(err)
+					return
 				}
 				if err := l.b.Release(ctx, key, "owner"+key); err != nil {
-					b.Fatal(err)
+					b.Error(err)
+					return
 				}
 			}
 		})
