@@ -111,24 +111,12 @@ var dedupOutcomes = [...]dedup.Outcome{dedup.Processed, dedup.Duplicate, dedup.B
 // under the label consumer="name" (a fixed name such as the queue's, never a
 // message id).
 func (m *Dedup) Observer(consumer string) dedup.Observer {
-	type pair struct {
-		n prometheus.Counter
-		d prometheus.Observer
-	}
-	by := make(map[dedup.Outcome]pair, len(dedupOutcomes))
-	for _, o := range dedupOutcomes {
-		by[o] = pair{m.messages.WithLabelValues(consumer, o.String()), m.duration.WithLabelValues(consumer, o.String())}
-	}
+	count := byOutcome(m.messages, m.duration, consumer, dedupOutcomes[:])
 	released := m.released.WithLabelValues(consumer)
 	doneErr := m.storeErrs.WithLabelValues(consumer, "done")
 	releaseErr := m.storeErrs.WithLabelValues(consumer, "release")
 	return func(_ context.Context, e dedup.Event) {
-		p, ok := by[e.Outcome]
-		if !ok {
-			p = pair{m.messages.WithLabelValues(consumer, e.Outcome.String()), m.duration.WithLabelValues(consumer, e.Outcome.String())}
-		}
-		p.n.Inc()
-		p.d.Observe(e.Duration.Seconds())
+		count(e.Outcome, e.Duration)
 		switch {
 		case e.Outcome == dedup.Failed && e.StoreErr == nil:
 			released.Inc()

@@ -73,14 +73,7 @@ var idemOutcomes = [...]idemhttp.Outcome{
 // requests under the label handler="name" (a fixed name such as "pay", never
 // a path with ids in it).
 func (m *Idem) Observer(handler string) idemhttp.Observer {
-	type pair struct {
-		n prometheus.Counter
-		d prometheus.Observer
-	}
-	by := make(map[idemhttp.Outcome]pair, len(idemOutcomes))
-	for _, o := range idemOutcomes {
-		by[o] = pair{m.requests.WithLabelValues(handler, o.String()), m.duration.WithLabelValues(handler, o.String())}
-	}
+	count := byOutcome(m.requests, m.duration, handler, idemOutcomes[:])
 	errs := map[idemhttp.Outcome]prometheus.Counter{
 		idemhttp.OutcomeStoreError: m.storeErrs.WithLabelValues(handler, "claim"),
 		idemhttp.OutcomeExecuted:   m.storeErrs.WithLabelValues(handler, "record"),
@@ -88,12 +81,7 @@ func (m *Idem) Observer(handler string) idemhttp.Observer {
 		idemhttp.OutcomeReplayed:   m.storeErrs.WithLabelValues(handler, "read"),
 	}
 	return func(_ *http.Request, e idemhttp.Event) {
-		p, ok := by[e.Outcome]
-		if !ok {
-			p = pair{m.requests.WithLabelValues(handler, e.Outcome.String()), m.duration.WithLabelValues(handler, e.Outcome.String())}
-		}
-		p.n.Inc()
-		p.d.Observe(e.Duration.Seconds())
+		count(e.Outcome, e.Duration)
 		if e.Err != nil {
 			if c, ok := errs[e.Outcome]; ok {
 				c.Inc()
@@ -108,23 +96,11 @@ func (m *Idem) Observer(handler string) idemhttp.Observer {
 // result that could not be recorded (idem.ErrNotRecorded) as one of
 // operation record.
 func (m *Idem) DoObserver(name string) idem.Observer {
-	type pair struct {
-		n prometheus.Counter
-		d prometheus.Observer
-	}
-	by := make(map[idem.Outcome]pair, len(doOutcomes))
-	for _, o := range doOutcomes {
-		by[o] = pair{m.requests.WithLabelValues(name, o.String()), m.duration.WithLabelValues(name, o.String())}
-	}
+	count := byOutcome(m.requests, m.duration, name, doOutcomes[:])
 	claimErrs := m.storeErrs.WithLabelValues(name, "claim")
 	recordErrs := m.storeErrs.WithLabelValues(name, "record")
 	return func(_ context.Context, e idem.Event) {
-		p, ok := by[e.Outcome]
-		if !ok {
-			p = pair{m.requests.WithLabelValues(name, e.Outcome.String()), m.duration.WithLabelValues(name, e.Outcome.String())}
-		}
-		p.n.Inc()
-		p.d.Observe(e.Duration.Seconds())
+		count(e.Outcome, e.Duration)
 		switch {
 		case e.Outcome == idem.OutcomeStoreError:
 			claimErrs.Inc()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -74,5 +75,33 @@ func (v vecs) Describe(ch chan<- *prometheus.Desc) {
 func (v vecs) Collect(ch chan<- prometheus.Metric) {
 	for _, c := range v {
 		c.Collect(ch)
+	}
+}
+
+// byOutcome returns a function that counts one event of an outcome in n and
+// observes its duration in d, both labelled (label, outcome). The series of
+// the known outcomes are resolved up front; any other on its first use.
+func byOutcome[O interface {
+	comparable
+	String() string
+}](n *prometheus.CounterVec, d *prometheus.HistogramVec, label string, known []O) func(o O, took time.Duration) {
+	type pair struct {
+		n prometheus.Counter
+		d prometheus.Observer
+	}
+	resolve := func(o O) pair {
+		return pair{n.WithLabelValues(label, o.String()), d.WithLabelValues(label, o.String())}
+	}
+	by := make(map[O]pair, len(known))
+	for _, o := range known {
+		by[o] = resolve(o)
+	}
+	return func(o O, took time.Duration) {
+		p, ok := by[o]
+		if !ok {
+			p = resolve(o)
+		}
+		p.n.Inc()
+		p.d.Observe(took.Seconds())
 	}
 }
