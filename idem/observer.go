@@ -89,9 +89,8 @@ var errPanicked = errors.New("idem: operation panicked")
 
 // beginOutcome is the outcome of a call of Do that ended in Begin with err.
 func beginOutcome(ctx context.Context, err error) Outcome {
-	var ip *InProgressError
 	switch {
-	case errors.As(err, &ip) || errors.Is(err, ErrInProgress):
+	case errors.Is(err, ErrInProgress): // an *InProgressError too
 		return OutcomeConflict
 	case errors.Is(err, ErrFingerprintMismatch):
 		return OutcomeMismatch
