@@ -172,15 +172,9 @@ func consumerRole(ctx context.Context, w *workerEnv, ready func(event)) error {
 	}
 	ready(event{})
 	for {
-		var line string
-		select {
-		case line = <-w.lines:
-		case <-ctx.Done():
-			return nil
-		}
-		f := strings.Fields(line)
-		if len(f) != 5 || f[0] != "deliver" {
-			return fmt.Errorf("unexpected order %q", line)
+		f, err := w.order(ctx, "deliver", 5)
+		if f == nil {
+			return err
 		}
 		n, _ := strconv.Atoi(f[1])
 		id, fail := f[2], f[3] == "1"

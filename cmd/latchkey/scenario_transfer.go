@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/latchkey-go/latchkey/lock"
@@ -213,15 +212,9 @@ func lostTransfers(delta int64, amounts []int64) int {
 func transferRole(ctx context.Context, w *workerEnv, ready func(event)) error {
 	ready(event{})
 	for {
-		var line string
-		select {
-		case line = <-w.lines:
-		case <-ctx.Done():
-			return nil
-		}
-		f := strings.Fields(line)
-		if len(f) != 3 || f[0] != "go" {
-			return fmt.Errorf("unexpected order %q", line)
+		f, err := w.order(ctx, "go", 3)
+		if f == nil {
+			return err
 		}
 		w.c.mode, w.c.row = f[1], f[2]
 		if err := w.transferOnce(ctx); err != nil {

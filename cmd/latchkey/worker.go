@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -96,6 +97,21 @@ type workerEnv struct {
 	data   *dataDB
 	locker lockurl.Locker // nil unless the role takes locks
 	lines  <-chan string  // stdin after "go"
+}
+
+// order waits for the demo's next order, a line of n fields starting with
+// verb, and returns its fields; none (and no error) once ctx is done.
+func (w *workerEnv) order(ctx context.Context, verb string, n int) ([]string, error) {
+	select {
+	case line := <-w.lines:
+		f := strings.Fields(line)
+		if len(f) != n || f[0] != verb {
+			return nil, fmt.Errorf("unexpected order %q", line)
+		}
+		return f, nil
+	case <-ctx.Done():
+		return nil, nil
+	}
 }
 
 func (w *workerEnv) emit(ev event) {
