@@ -1,17 +1,26 @@
-// Package layered composes two idem stores into the seeds' "fast knife and
-// iron gate": a fast front store (Redis) that absorbs most duplicates in one
-// round trip, and an authoritative back store (SQL, whose unique index is the
-// last gate) that decides.
+// Package layered composes two idem stores into a fast claim in front and an
+// iron gate behind: a fast front store (Redis) that absorbs most duplicates in
+// one round trip, and an authoritative back store (SQL, whose unique index is
+// the last gate) that decides.
 //
-// A key is claimed in front first; a copy the front already knows about is
-// answered from the front alone. A fresh front claim is confirmed in the back,
+// A key is claimed in front first; an outcome the front already holds is
+// replayed from the front alone. A fresh front claim is confirmed in the back,
 // and the back's answer wins: if the front lost its data (FLUSHALL, restart
 // without persistence, failover to a replica that had not caught up), the
 // back still holds the claim or the outcome, so the duplicate is refused or
-// replayed, never run. When the front is unreachable the back is used alone:
-// slower, equally correct. Outcomes are recorded in the back first, then in
-// the front; an outcome found only in the back is copied to the front for the
-// next replay.
+// replayed, never run. A claim the front calls in progress is also asked of
+// the back, because the front can be wrong that way too: when its Record or
+// Release failed (a Redis that has just come back), the front keeps a claim
+// the back has already turned into an outcome or given up. The back then
+// replays the outcome, or lets the retry run, at once rather than after the
+// front's in-progress deadline; only a claim the back also holds is refused.
+//
+// When the front is unreachable the back is used alone: slower, equally
+// correct. Outcomes are recorded in the back first, then in the front; an
+// outcome found only in the back is copied to the front for the next replay.
+//
+// Round trips: a replay found in front costs one; a fresh claim, and a copy
+// the front calls in progress, cost one in front and one in the back.
 package layered
 
 import (
@@ -57,9 +66,16 @@ func WithFrontErrors(f func(error)) Option {
 	}
 }
 
-// New returns front in front of back. Both must be non-nil; a nil one makes
-// every call fail with idem.ErrInvalid.
+// New returns front in front of back. It panics if either is nil, as
+// http.Handle does with a nil handler: a store missing its gate is a mistake
+// in the program, refused where it is written rather than on every request.
 func New(front, back idem.Store, opts ...Option) *Store {
+	switch {
+	case front == nil:
+		panic("layered.New: nil front store")
+	case back == nil:
+		panic("layered.New: nil back store")
+	}
 	s := &Store{front: front, back: back, backfill: DefaultBackfill, onFront: func(error) {}}
 	for _, o := range opts {
 		if o != nil {
@@ -71,7 +87,7 @@ func New(front, back idem.Store, opts ...Option) *Store {
 
 func (s *Store) check() error {
 	if s == nil || s.front == nil || s.back == nil {
-		return fmt.Errorf("%w: layered store needs a front and a back store", idem.ErrInvalid)
+		return fmt.Errorf("%w: layered store not made by New", idem.ErrInvalid)
 	}
 	return nil
 }
@@ -91,8 +107,10 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, d time.Durat
 		s.onFront(fmt.Errorf("layered: front claim: %w", err))
 	case fc.State == idem.Claimed:
 		frontTok = fc.Token
+	case fc.State == idem.InProgress:
+		return s.confirmInProgress(ctx, key, fingerprint, d, fc)
 	default:
-		return fc, nil // the front knows this key: in progress or done
+		return fc, nil // the front holds the outcome
 	}
 
 	bc, err := s.back.Claim(ctx, key, fingerprint, d)
@@ -123,6 +141,30 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, d time.Durat
 		s.dropFront(ctx, key, frontTok)
 		return bc, nil
 	}
+}
+
+// confirmInProgress asks the back about a key the front calls in progress
+// (fc). The back decides: it also holds the claim when the first request
+// really runs (InProgress, refused), holds the outcome when only the front's
+// Record failed (Done, replayed), and holds nothing when only the front's
+// Release failed or its claim outlived the back's (Claimed: this request
+// runs, in the back alone, since the front's claim is not ours to use). When
+// the back cannot be reached, the front's word stands.
+//
+// The front is not repaired: its stale claim belongs to a token this request
+// does not have, and it ends at its own in-progress deadline; until then each
+// copy costs the one back lookup.
+func (s *Store) confirmInProgress(ctx context.Context, key, fingerprint string, d time.Duration, fc idem.Claim) (idem.Claim, error) {
+	bc, err := s.back.Claim(ctx, key, fingerprint, d)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return idem.Claim{}, ctx.Err()
+	case err != nil:
+		return fc, nil
+	case bc.State == idem.Claimed:
+		bc.Token = joinTokens("", bc.Token)
+	}
+	return bc, nil
 }
 
 func (s *Store) dropFront(ctx context.Context, key, tok string) {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -113,8 +114,8 @@ func (c *countingStore) Claim(ctx context.Context, key, fp string, d time.Durati
 	return c.Store.Claim(ctx, key, fp, d)
 }
 
-// The must-have: Redis flushed between two copies of a payment, the
-// second copy is replayed from the database, not run.
+// Redis flushed between two copies of a payment: the second copy is replayed
+// from the database, not run.
 func TestFlushAllBetweenCopies(t *testing.T) {
 	t.Parallel()
 	rs := testsvc.StartRedis(t)
@@ -213,9 +214,28 @@ func TestFrontDownUsesBack(t *testing.T) {
 	}
 }
 
-func TestNilStores(t *testing.T) {
+func TestNilStoresPanicAtNew(t *testing.T) {
 	t.Parallel()
-	if _, err := layered.New(nil, nil).Claim(context.Background(), "k", "", time.Second); !errors.Is(err, idem.ErrInvalid) {
-		t.Fatalf("nil stores = %v, want ErrInvalid", err)
+	front, _, _ := redisFront(t, testsvc.RedisAddr(t))
+	for _, tc := range []struct {
+		name        string
+		front, back idem.Store
+		want        string
+	}{
+		{"front", nil, front, "nil front store"},
+		{"back", front, nil, "nil back store"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				if p, _ := recover().(string); !strings.Contains(p, tc.want) {
+					t.Fatalf("New with a nil %s store panicked with %q, want %q", tc.name, p, tc.want)
+				}
+			}()
+			layered.New(tc.front, tc.back)
+		})
+	}
+	var zero layered.Store
+	if _, err := zero.Claim(context.Background(), "k", "", time.Second); !errors.Is(err, idem.ErrInvalid) {
+		t.Fatalf("zero Store = %v, want ErrInvalid", err)
 	}
 }

@@ -1,0 +1,276 @@
+package layered_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/idem/idemhttp"
+	"github.com/latchkey-go/latchkey/idem/layered"
+	"github.com/latchkey-go/latchkey/idem/sqlstore"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+)
+
+// errDial is what go-redis answers for about a second after Redis comes back:
+// the last dial error, kept by its connection pool.
+var errDial = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+
+// flakyFront is the real Redis store whose next Record or Release fails.
+// Redis itself cannot be made to refuse exactly one write and then serve the
+// next request at once (a restart refuses every call for a while, and which
+// one fails is up to timing), so the fault is injected by this wrapper, which
+// embeds the real store and fails one call before it reaches Redis.
+type flakyFront struct {
+	idem.Store
+	failRecord, failRelease atomic.Bool
+	failed                  atomic.Int32
+}
+
+func (f *flakyFront) Record(ctx context.Context, key, token string, result []byte, retention time.Duration) error {
+	if f.failRecord.CompareAndSwap(true, false) {
+		f.failed.Add(1)
+		return errDial
+	}
+	return f.Store.Record(ctx, key, token, result, retention)
+}
+
+func (f *flakyFront) Release(ctx context.Context, key, token string) error {
+	if f.failRelease.CompareAndSwap(true, false) {
+		f.failed.Add(1)
+		return errDial
+	}
+	return f.Store.Release(ctx, key, token)
+}
+
+// sqliteBack returns a sqlstore on a private SQLite file.
+func sqliteBack(t *testing.T) *sqlstore.Store {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	s, err := sqlstore.New(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// backs are the back stores a layered store is tested on.
+var backs = []struct {
+	name string
+	open func(*testing.T) idem.Store
+}{
+	{"postgres", func(t *testing.T) idem.Store { s, _, _ := pgBack(t); return s }},
+	{"sqlite", func(t *testing.T) idem.Store { return sqliteBack(t) }},
+}
+
+// newFlaky returns a layered store over a real Redis front whose next write
+// can be made to fail, and a back of the named kind.
+func newFlaky(t *testing.T, openBack func(*testing.T) idem.Store) (*layered.Store, *flakyFront) {
+	t.Helper()
+	rs, _, _ := redisFront(t, testsvc.RedisAddr(t))
+	front := &flakyFront{Store: rs}
+	return layered.New(front, openBack(t)), front
+}
+
+// A payment recorded in the database while Redis refused the record: the
+// client's retry a moment later is answered with the first charge, at once,
+// instead of 409 until the in-progress deadline.
+func TestFailedFrontRecordStillReplays(t *testing.T) {
+	t.Parallel()
+	for _, b := range backs {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s, front := newFlaky(t, b.open)
+			ctx := context.Background()
+			var charges atomic.Int32
+			pay := func(context.Context) (int32, error) { return charges.Add(1), nil }
+
+			front.failRecord.Store(true)
+			if v, err := idem.Do(ctx, s, "order-2001", pay); err != nil || v != 1 {
+				t.Fatalf("first copy = %d, %v", v, err)
+			}
+			if front.failed.Load() != 1 {
+				t.Fatal("the front's record did not fail")
+			}
+			v, err := idem.Do(ctx, s, "order-2001", pay)
+			if err != nil || v != 1 || charges.Load() != 1 {
+				t.Fatalf("retry after the front refused the record = %d, %v with %d charges; want the first charge replayed", v, err, charges.Load())
+			}
+		})
+	}
+}
+
+// A payment that failed and was released in the database while Redis refused
+// the release: the client's retry runs at once instead of getting 409 until
+// the in-progress deadline.
+func TestFailedFrontReleaseLetsRetryRun(t *testing.T) {
+	t.Parallel()
+	errIssuer := errors.New("card issuer unreachable")
+	for _, b := range backs {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s, front := newFlaky(t, b.open)
+			ctx := context.Background()
+			var runs atomic.Int32
+
+			front.failRelease.Store(true)
+			_, err := idem.Do(ctx, s, "order-2002", func(context.Context) (int32, error) {
+				runs.Add(1)
+				return 0, errIssuer
+			})
+			if !errors.Is(err, errIssuer) || front.failed.Load() != 1 {
+				t.Fatalf("first copy = %v with %d front failures; want its own failure and a refused front release", err, front.failed.Load())
+			}
+			v, err := idem.Do(ctx, s, "order-2002", func(context.Context) (int32, error) { return runs.Add(1), nil })
+			if err != nil || v != 2 {
+				t.Fatalf("retry after the front refused the release = %d, %v; want it run", v, err)
+			}
+			// The retry's outcome is replayed, from the database while the
+			// front still holds the first copy's claim.
+			v, err = idem.Do(ctx, s, "order-2002", func(context.Context) (int32, error) { return runs.Add(1), nil })
+			if err != nil || v != 2 || runs.Load() != 2 {
+				t.Fatalf("third copy = %d, %v after %d runs; want the retry's outcome replayed", v, err, runs.Load())
+			}
+		})
+	}
+}
+
+// While the first copy of a payment really runs, the front says in progress
+// and so does the database: the second copy is refused, not run.
+func TestFrontAndBackInProgressRefuse(t *testing.T) {
+	t.Parallel()
+	for _, b := range backs {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s, _ := newFlaky(t, b.open)
+			ctx := context.Background()
+			var charges atomic.Int32
+			running, finish := make(chan struct{}), make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				if _, err := idem.Do(ctx, s, "order-2003", func(context.Context) (int32, error) {
+					close(running)
+					<-finish
+					return charges.Add(1), nil
+				}); err != nil {
+					t.Error(err)
+				}
+			})
+			<-running
+			_, err := idem.Do(ctx, s, "order-2003", func(context.Context) (int32, error) { return charges.Add(1), nil })
+			close(finish)
+			wg.Wait()
+			if !errors.Is(err, idem.ErrInProgress) || charges.Load() != 1 {
+				t.Fatalf("copy during the first run = %v with %d charges; want ErrInProgress and 1 charge", err, charges.Load())
+			}
+		})
+	}
+}
+
+// The front says in progress and the database cannot be reached: the copy is
+// refused as in progress, as the front says, and nothing runs.
+func TestFrontInProgressBackDownRefuses(t *testing.T) {
+	t.Parallel()
+	rs, _, _ := redisFront(t, testsvc.RedisAddr(t))
+	back, url, table := pgBack(t)
+	s := layered.New(rs, back)
+	ctx := context.Background()
+	run, _, err := idem.Begin(ctx, s, "order-2004", "")
+	if err != nil || run == nil {
+		t.Fatalf("first copy = %v, %v", run, err)
+	}
+	t.Cleanup(func() { _ = run.Release(ctx) })
+
+	// A database that is gone: its pool is closed.
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := sqlstore.New(db, sqlstore.WithTable(table), sqlstore.WithTokenTable(table+"_tok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Close()
+	var ran atomic.Bool
+	_, err = idem.Do(ctx, layered.New(rs, gone), "order-2004", func(context.Context) (int, error) { ran.Store(true); return 0, nil })
+	if !errors.Is(err, idem.ErrInProgress) || ran.Load() {
+		t.Fatalf("copy with the database down = %v (ran: %v); want ErrInProgress from the front", err, ran.Load())
+	}
+}
+
+// The same two failures through the HTTP middleware: after a refused front
+// record the retry is replayed, after a refused front release it runs; never
+// 409.
+func TestFailedFrontWriteOverHTTP(t *testing.T) {
+	t.Parallel()
+	for _, b := range backs {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s, front := newFlaky(t, b.open)
+			var calls atomic.Int32
+			fail := atomic.Bool{}
+			srv := httptest.NewServer(idemhttp.Middleware(s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n := calls.Add(1)
+				if fail.Load() {
+					http.Error(w, "issuer unreachable", http.StatusBadGateway)
+					return
+				}
+				w.WriteHeader(http.StatusCreated)
+				_, _ = io.WriteString(w, "charge "+strconv.Itoa(int(n)))
+			})))
+			t.Cleanup(srv.Close)
+			post := func(key string) (int, string, string) {
+				t.Helper()
+				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/pay", strings.NewReader(`{"amount":100}`))
+				req.Header.Set("Idempotency-Key", key)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				body, _ := io.ReadAll(resp.Body)
+				return resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), string(body)
+			}
+
+			front.failRecord.Store(true)
+			if st, _, body := post("order-2005"); st != http.StatusCreated || body != "charge 1" {
+				t.Fatalf("first copy = %d %q", st, body)
+			}
+			if st, replayed, body := post("order-2005"); st != http.StatusCreated || replayed != "true" || body != "charge 1" || calls.Load() != 1 {
+				t.Fatalf("retry after a refused front record = %d %q (replayed %q) after %d calls; want the first answer replayed", st, body, replayed, calls.Load())
+			}
+
+			fail.Store(true)
+			front.failRelease.Store(true)
+			if st, _, _ := post("order-2006"); st != http.StatusBadGateway {
+				t.Fatalf("failing copy = %d", st)
+			}
+			fail.Store(false)
+			if st, replayed, body := post("order-2006"); st != http.StatusCreated || replayed != "" || body != "charge 3" {
+				t.Fatalf("retry after a refused front release = %d %q (replayed %q); want it run", st, body, replayed)
+			}
+			if front.failed.Load() != 2 {
+				t.Fatalf("%d front writes refused, want 2", front.failed.Load())
+			}
+		})
+	}
+}
