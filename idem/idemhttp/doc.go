@@ -19,6 +19,13 @@
 // hours; request and response bodies are capped at 1 MiB; 5xx, 401, 429 and
 // panics are not recorded.
 //
+// Misconfiguration fails where it is written, never on a request: [Middleware]
+// and [RequireToken] panic at construction, naming each bad option and its
+// value (a nil function, a duration out of range, a header name that is not
+// one, no method to guard) or the nil store, as regexp.MustCompile does.
+// [NewMiddleware] returns the same as an error wrapping idem.ErrInvalid, for
+// options read from a configuration file.
+//
 // [RequireToken] spends a token issued with idem.IssueToken before a form's
 // submit handler runs, so a double-clicked submit is refused with 409.
 package idemhttp

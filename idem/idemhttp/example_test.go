@@ -44,7 +44,7 @@ func ExampleMiddleware() {
 	// charges: 1
 }
 
-// The key can come from the body, like the seeds' @Idempotent(key =
+// The key can come from the body, like a Java service's @Idempotent(key =
 // "#req.requestId").
 func ExampleWithBodyKey() {
 	charges := 0

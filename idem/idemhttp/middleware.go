@@ -42,30 +42,28 @@ import (
 // response is recorded with a context detached from the client's, so a client
 // that hangs up does not leave its payment unrecorded.
 //
-// An invalid option makes every guarded request fail with 500 (code
-// "idempotency-misconfigured") and the handler never run; use NewMiddleware
-// to get the error at start-up instead.
+// Middleware panics, with a message naming each bad option and its value,
+// when an option is invalid or store is nil, as regexp.MustCompile does: a
+// misconfigured middleware never serves a request. A program whose options
+// come from a configuration file uses NewMiddleware to get the error instead.
 func Middleware(store idem.Store, opts ...Option) func(http.Handler) http.Handler {
 	m, err := NewMiddleware(store, opts...)
 	if err != nil {
-		return func(next http.Handler) http.Handler {
-			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				writeProblem(w, http.StatusInternalServerError, CodeMisconfigured, "the idempotency middleware is misconfigured")
-			})
-		}
+		panic("idemhttp.Middleware: " + err.Error())
 	}
 	return m
 }
 
-// NewMiddleware is Middleware that reports an invalid option or a nil store
-// (wrapping idem.ErrInvalid) instead of failing every request.
+// NewMiddleware is Middleware returning an error, wrapping idem.ErrInvalid
+// and naming each bad option with its value, for an invalid option or a nil
+// store.
 func NewMiddleware(store idem.Store, opts ...Option) (func(http.Handler) http.Handler, error) {
 	c := newConfig(opts)
-	if c.invalid != nil {
-		return nil, c.invalid
-	}
 	if store == nil {
-		return nil, fmt.Errorf("%w: nil store", idem.ErrInvalid)
+		c.invalid = append(c.invalid, fmt.Errorf("%w: nil store", idem.ErrInvalid))
+	}
+	if err := c.err(); err != nil {
+		return nil, err
 	}
 	return func(next http.Handler) http.Handler {
 		return &handler{c: c, store: store, next: next}

@@ -342,21 +342,6 @@ func TestHandlerContextEndsAtDeadline(t *testing.T) {
 	}
 }
 
-func TestMisconfigured(t *testing.T) {
-	t.Parallel()
-	pay := &payHandler{}
-	if _, err := idemhttp.NewMiddleware(memstore.New(), idemhttp.WithInProgress(-time.Second)); err == nil {
-		t.Fatal("NewMiddleware accepted a negative deadline")
-	}
-	if _, err := idemhttp.NewMiddleware(nil); err == nil {
-		t.Fatal("NewMiddleware accepted a nil store")
-	}
-	h := idemhttp.Middleware(nil)(pay)
-	if r := do(t, h, "POST", "k", "", "{}"); r.status != 500 || problemCode(t, r) != idemhttp.CodeMisconfigured || pay.calls.Load() != 0 {
-		t.Fatalf("misconfigured = %d after %d runs", r.status, pay.calls.Load())
-	}
-}
-
 // Redis unreachable: the middleware fails closed (503), it never runs the
 // handler without a claim.
 func TestStoreDownFailsClosed(t *testing.T) {

@@ -4,10 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/textproto"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/latchkey-go/latchkey/idem"
@@ -49,7 +52,7 @@ type config struct {
 	onError     func(*http.Request, error)
 	logger      *slog.Logger // for the default onError; nil: slog.Default()
 	observe     Observer     // nil: none
-	invalid     error
+	invalid     []error      // one per bad option, each naming it
 	idemOptions []idem.Option
 }
 
@@ -80,10 +83,51 @@ func newConfig(opts []Option) *config {
 		}
 	}
 	c.idemOptions = []idem.Option{idem.WithInProgress(c.inProgress), idem.WithRetention(c.retention), idem.WithWait(c.wait)}
-	if c.invalid == nil {
-		c.invalid = idem.CheckOptions(c.idemOptions...)
-	}
 	return c
+}
+
+// reject notes that the option called as call is bad, for reason err.
+func (c *config) reject(call string, err error) {
+	c.invalid = append(c.invalid, fmt.Errorf("%s: %w", call, err))
+}
+
+// rejectNil notes that the option called as call was given a nil function.
+func (c *config) rejectNil(call, what string) {
+	c.reject(call+"(nil)", fmt.Errorf("%w: a %s is required", idem.ErrInvalid, what))
+}
+
+// err is the error of every bad option given, or nil.
+func (c *config) err() error { return errors.Join(c.invalid...) }
+
+// checkIdem checks a value with the idem option that takes it, so the bounds
+// are idem's.
+func (c *config) checkIdem(call string, o idem.Option) {
+	if err := idem.CheckOptions(o); err != nil {
+		c.reject(call, err)
+	}
+}
+
+// validToken says whether s is an HTTP token (RFC 9110, 5.6.2): what a
+// header name or a method must be.
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if b >= 0x80 || b <= ' ' || strings.IndexByte(`"(),/:;<=>?@[\]{}`, b) >= 0 || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// checkHeaderName says why name cannot be a header name, or nil.
+func checkHeaderName(name string) error {
+	if !validToken(name) {
+		return fmt.Errorf("%w: not a header name", idem.ErrInvalid)
+	}
+	return nil
 }
 
 // HeaderKey reads the key from the named request header with ParseKey. A
@@ -103,7 +147,7 @@ func HeaderKey(name string) KeyFunc {
 }
 
 // BodyKey reads the key from a top-level string member of a JSON object body,
-// as the seeds' @Idempotent(key = "#req.requestId") does. A body that is not
+// as a Java service's @Idempotent(key = "#req.requestId") does. A body that is not
 // a JSON object, or has no such member, carries no key; a member that is not a
 // string is malformed.
 func BodyKey(field string) KeyFunc {
@@ -127,16 +171,28 @@ func BodyKey(field string) KeyFunc {
 	}
 }
 
-// WithHeader reads the key from the named header. Default: Idempotency-Key
-// ([DefaultHeader]).
+// WithHeader reads the key from the named header, which must be a valid
+// header name. Default: Idempotency-Key ([DefaultHeader]).
 func WithHeader(name string) Option {
-	return func(c *config) { c.key = HeaderKey(name) }
+	return func(c *config) {
+		if err := checkHeaderName(name); err != nil {
+			c.reject(fmt.Sprintf("idemhttp.WithHeader(%q)", name), err)
+			return
+		}
+		c.key = HeaderKey(name)
+	}
 }
 
-// WithBodyKey reads the key from a JSON body member (see BodyKey) instead of
-// a header. Default: the Idempotency-Key header.
+// WithBodyKey reads the key from a JSON body member (see BodyKey), which must
+// not be "", instead of a header. Default: the Idempotency-Key header.
 func WithBodyKey(field string) Option {
-	return func(c *config) { c.key = BodyKey(field) }
+	return func(c *config) {
+		if field == "" {
+			c.reject(`idemhttp.WithBodyKey("")`, fmt.Errorf("%w: no member name", idem.ErrInvalid))
+			return
+		}
+		c.key = BodyKey(field)
+	}
 }
 
 // WithKeyFunc reads the key with f instead of a header. Keys from f follow the
@@ -144,7 +200,7 @@ func WithBodyKey(field string) Option {
 func WithKeyFunc(f KeyFunc) Option {
 	return func(c *config) {
 		if f == nil {
-			c.invalid = fmt.Errorf("%w: nil KeyFunc", idem.ErrInvalid)
+			c.rejectNil("idemhttp.WithKeyFunc", "key function")
 			return
 		}
 		c.key = func(r *http.Request, body []byte) (string, error) {
@@ -164,14 +220,35 @@ func WithOptionalKey() Option {
 }
 
 // WithMethods sets the methods the middleware guards; others pass through.
-// Default: POST and PATCH, the methods that are not idempotent by definition.
+// At least one is needed, each an upper-case HTTP method (methods are
+// case-sensitive: "post" would never match a POST). Default: POST and PATCH,
+// the methods that are not idempotent by definition.
 func WithMethods(methods ...string) Option {
 	return func(c *config) {
-		c.methods = map[string]bool{}
-		for _, m := range methods {
-			c.methods[m] = true
+		call := "idemhttp.WithMethods(" + quoteList(methods) + ")"
+		if len(methods) == 0 {
+			c.reject(call, fmt.Errorf("%w: no method would be guarded; leave the option out for POST and PATCH", idem.ErrInvalid))
+			return
 		}
+		set := map[string]bool{}
+		for _, m := range methods {
+			if !validToken(m) || strings.ToUpper(m) != m {
+				c.reject(call, fmt.Errorf("%w: %q is not an upper-case HTTP method", idem.ErrInvalid, m))
+				return
+			}
+			set[m] = true
+		}
+		c.methods = set
 	}
+}
+
+// quoteList writes ss as Go string literals separated by commas.
+func quoteList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
 }
 
 // WithPrincipal sets who a request acts for; keys of different principals
@@ -182,7 +259,7 @@ func WithMethods(methods ...string) Option {
 func WithPrincipal(f func(*http.Request) string) Option {
 	return func(c *config) {
 		if f == nil {
-			c.invalid = fmt.Errorf("%w: nil principal function", idem.ErrInvalid)
+			c.rejectNil("idemhttp.WithPrincipal", "principal function")
 			return
 		}
 		c.principal = f
@@ -197,7 +274,7 @@ func WithPrincipal(f func(*http.Request) string) Option {
 func WithRoute(f func(*http.Request) string) Option {
 	return func(c *config) {
 		if f == nil {
-			c.invalid = fmt.Errorf("%w: nil route function", idem.ErrInvalid)
+			c.rejectNil("idemhttp.WithRoute", "route function")
 			return
 		}
 		c.route = f
@@ -209,7 +286,7 @@ func WithRoute(f func(*http.Request) string) Option {
 func WithFingerprint(f func(r *http.Request, body []byte) string) Option {
 	return func(c *config) {
 		if f == nil {
-			c.invalid = fmt.Errorf("%w: nil fingerprint function", idem.ErrInvalid)
+			c.rejectNil("idemhttp.WithFingerprint", "fingerprint function")
 			return
 		}
 		c.fingerprint = f
@@ -224,50 +301,64 @@ func WithFingerprint(f func(r *http.Request, body []byte) string) Option {
 func WithStoreStatus(f func(status int) bool) Option {
 	return func(c *config) {
 		if f == nil {
-			c.invalid = fmt.Errorf("%w: nil status function", idem.ErrInvalid)
+			c.rejectNil("idemhttp.WithStoreStatus", "status function")
 			return
 		}
 		c.store = f
 	}
 }
 
-// WithInProgress sets the in-progress deadline (see idem.WithInProgress); the
-// handler's request context ends at it. Default: 1 minute.
+// WithInProgress sets the in-progress deadline (see idem.WithInProgress), from
+// idem.MinDuration to idem.MaxDuration; the handler's request context ends at
+// it. Default: 1 minute.
 func WithInProgress(d time.Duration) Option {
-	return func(c *config) { c.inProgress = d }
+	return func(c *config) {
+		c.checkIdem(fmt.Sprintf("idemhttp.WithInProgress(%v)", d), idem.WithInProgress(d))
+		c.inProgress = d
+	}
 }
 
-// WithRetention sets how long responses are replayed. Default: 24 hours.
+// WithRetention sets how long responses are replayed, from idem.MinDuration
+// to idem.MaxDuration. Default: 24 hours.
 func WithRetention(d time.Duration) Option {
-	return func(c *config) { c.retention = d }
+	return func(c *config) {
+		c.checkIdem(fmt.Sprintf("idemhttp.WithRetention(%v)", d), idem.WithRetention(d))
+		c.retention = d
+	}
 }
 
-// WithWait makes a copy that arrives while the first request runs wait up to d
-// and replay its response, instead of getting 409 at once. Default: 0 (409).
+// WithWait makes a copy that arrives while the first request runs wait up to
+// d (not negative) and replay its response, instead of getting 409 at once.
+// Default: 0 (409).
 func WithWait(d time.Duration) Option {
-	return func(c *config) { c.wait = d }
+	return func(c *config) {
+		c.checkIdem(fmt.Sprintf("idemhttp.WithWait(%v)", d), idem.WithWait(d))
+		c.wait = d
+	}
 }
 
 // WithMaxRequestBody caps the request body, which is read whole to fingerprint
-// it; a larger one gets 413. Default: 1 MiB ([DefaultMaxRequestBody]).
+// it; a larger one gets 413. It must not be negative; 0 admits only requests
+// without a body. Default: 1 MiB ([DefaultMaxRequestBody]).
 func WithMaxRequestBody(n int64) Option {
 	return func(c *config) {
 		if n < 0 {
-			c.invalid = fmt.Errorf("%w: negative request body cap", idem.ErrInvalid)
+			c.reject(fmt.Sprintf("idemhttp.WithMaxRequestBody(%d)", n), fmt.Errorf("%w: a negative body cap", idem.ErrInvalid))
 			return
 		}
 		c.maxRequest = n
 	}
 }
 
-// WithMaxResponseBody caps the response body kept for replay. Default: 1 MiB
-// ([DefaultMaxResponseBody]). A larger response reaches its client in full but
-// is never replayed truncated: the operation is recorded as done, and copies
-// get 500 with code "response-not-retained" rather than a second run.
+// WithMaxResponseBody caps the response body kept for replay; it must not be
+// negative. Default: 1 MiB ([DefaultMaxResponseBody]). A larger response
+// reaches its client in full but is never replayed truncated: the operation is
+// recorded as done, and copies get 500 with code "response-not-retained"
+// rather than a second run.
 func WithMaxResponseBody(n int) Option {
 	return func(c *config) {
 		if n < 0 {
-			c.invalid = fmt.Errorf("%w: negative response body cap", idem.ErrInvalid)
+			c.reject(fmt.Sprintf("idemhttp.WithMaxResponseBody(%d)", n), fmt.Errorf("%w: a negative body cap", idem.ErrInvalid))
 			return
 		}
 		c.maxResponse = n
@@ -287,7 +378,8 @@ func WithDropHeaders(names ...string) Option {
 
 // WithErrorHandler receives errors that cannot reach the client because the
 // response is already on its way (an outcome that could not be recorded).
-// Default: an Error record on the logger of WithLogger (slog.Default()).
+// Default (also for a nil f): an Error record on the logger of WithLogger
+// (slog.Default()).
 func WithErrorHandler(f func(*http.Request, error)) Option {
 	return func(c *config) {
 		if f != nil {

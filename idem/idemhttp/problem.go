@@ -19,7 +19,6 @@ const (
 	CodeBodyUnreadable      = "request-body-unreadable"
 	CodeStoreUnavailable    = "idempotency-store-unavailable"
 	CodeNotRetained         = "response-not-retained"
-	CodeMisconfigured       = "idempotency-misconfigured"
 	CodeTokenMissing        = "submit-token-missing"
 	CodeTokenUsed           = "submit-token-used"
 )

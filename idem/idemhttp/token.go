@@ -23,24 +23,38 @@ type tokenConfig struct {
 	header, field string
 	bind          func(*http.Request) string
 	onError       func(*http.Request, error)
+	invalid       []error // one per bad option, each naming it
 }
 
-// WithTokenHeader sets the header read first. Default: Submit-Token
-// ([DefaultTokenHeader]).
-func WithTokenHeader(name string) TokenOption { return func(c *tokenConfig) { c.header = name } }
+// WithTokenHeader sets the header read first; it must be a valid header name,
+// or "" to read no header. Default: Submit-Token ([DefaultTokenHeader]).
+func WithTokenHeader(name string) TokenOption {
+	return func(c *tokenConfig) {
+		if name != "" {
+			if err := checkHeaderName(name); err != nil {
+				c.invalid = append(c.invalid, fmt.Errorf("idemhttp.WithTokenHeader(%q): %w", name, err))
+				return
+			}
+		}
+		c.header = name
+	}
+}
 
 // WithTokenField sets the form field read when the header is absent. Default:
-// submit_token ([DefaultTokenField]); "" reads no form.
+// submit_token ([DefaultTokenField]); "" reads no form. Turning off both the
+// header and the form is refused: no submit could carry a token.
 func WithTokenField(name string) TokenOption { return func(c *tokenConfig) { c.field = name } }
 
 // WithTokenBind sets the binding a token must have been issued with (see
-// idem.IssueToken), typically the user and the form. Default: "" for every
-// request.
+// idem.IssueToken), typically the user and the form; f must not be nil.
+// Default: "" for every request.
 func WithTokenBind(f func(*http.Request) string) TokenOption {
 	return func(c *tokenConfig) {
-		if f != nil {
-			c.bind = f
+		if f == nil {
+			c.invalid = append(c.invalid, fmt.Errorf("idemhttp.WithTokenBind(nil): %w: a binding function is required", idem.ErrInvalid))
+			return
 		}
+		c.bind = f
 	}
 }
 
@@ -55,6 +69,10 @@ func WithTokenBind(f func(*http.Request) string) TokenOption {
 // The token is spent even if the handler then fails: the user gets a fresh
 // form. Put Middleware in front of it when a failed submit must be retryable
 // with the same answer.
+//
+// RequireToken panics, with a message naming each bad option and its value,
+// when an option is invalid or ts is nil, as Middleware does: a misconfigured
+// guard never serves a request.
 func RequireToken(ts idem.TokenStore, opts ...TokenOption) func(http.Handler) http.Handler {
 	c := &tokenConfig{header: DefaultTokenHeader, field: DefaultTokenField, bind: func(*http.Request) string { return "" }}
 	c.onError = func(r *http.Request, err error) { newConfig(nil).onError(r, err) }
@@ -62,6 +80,15 @@ func RequireToken(ts idem.TokenStore, opts ...TokenOption) func(http.Handler) ht
 		if o != nil {
 			o(c)
 		}
+	}
+	if c.header == "" && c.field == "" {
+		c.invalid = append(c.invalid, fmt.Errorf(`idemhttp.WithTokenHeader("") and idemhttp.WithTokenField(""): %w: no submit could carry a token`, idem.ErrInvalid))
+	}
+	if ts == nil {
+		c.invalid = append(c.invalid, fmt.Errorf("%w: nil token store", idem.ErrInvalid))
+	}
+	if err := errors.Join(c.invalid...); err != nil {
+		panic("idemhttp.RequireToken: " + err.Error())
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
