@@ -113,6 +113,7 @@ type Service struct {
 	stats stats
 
 	idemObserver  idemhttp.Observer
+	guard         func(http.Handler) http.Handler // idempotency of POST /pay
 	dedupObserver dedup.Observer
 	metrics       http.Handler
 
@@ -185,15 +186,16 @@ func newService(ctx context.Context, cfg Config, db *sql.DB, rdb redis.Universal
 	s.idem = layered.New(front, back, layered.WithFrontErrors(func(err error) {
 		s.log.Warn("idempotency front store failed; the database decides alone", "err", err)
 	}))
+	if s.guard, err = s.newGuard(); err != nil {
+		locker.Close()
+		return nil, fmt.Errorf("payment: %w", err)
+	}
 	return s, nil
 }
 
-// Close releases the lock client's subscription. It does not close db or rdb,
-// which the caller owns.
-func (s *Service) Close() error { return s.locker.Close() }
-
-// Handler returns the service's routes.
-func (s *Service) Handler() http.Handler {
+// newGuard builds the idempotency middleware of POST /pay, so that a bad
+// setting (an in-progress deadline out of range) fails New, not every payment.
+func (s *Service) newGuard() (func(http.Handler) http.Handler, error) {
 	opts := []idemhttp.Option{
 		idemhttp.WithInProgress(s.cfg.InProgress),
 		idemhttp.WithDropHeaders(servedByHeader),
@@ -204,9 +206,17 @@ func (s *Service) Handler() http.Handler {
 	if s.idemObserver != nil {
 		opts = append(opts, idemhttp.WithObserver(s.idemObserver))
 	}
-	guard := idemhttp.Middleware(s.idem, opts...)
+	return idemhttp.NewMiddleware(s.idem, opts...)
+}
+
+// Close releases the lock client's subscription. It does not close db or rdb,
+// which the caller owns.
+func (s *Service) Close() error { return s.locker.Close() }
+
+// Handler returns the service's routes.
+func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("POST /pay", guard(http.HandlerFunc(s.handlePay)))
+	mux.Handle("POST /pay", s.guard(http.HandlerFunc(s.handlePay)))
 	mux.HandleFunc("POST /accounts", s.handleCreateAccount)
 	mux.HandleFunc("GET /accounts/{id}", s.handleAccount)
 	mux.HandleFunc("GET /orders/{id}", s.handleOrder)
