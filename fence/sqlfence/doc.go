@@ -43,9 +43,9 @@
 // with its own statements after it. [Add] makes a relative update,
 // "balance = balance + $1", which needs no read. [Guard.Upsert] creates
 // rows; the other calls return [fence.ErrNotFound] for a missing row and
-// create nothing. Every call is one statement; a refused one runs a second,
-// a SELECT of the row's token, to tell fence.ErrStale from
-// fence.ErrNotFound. A write or claim with a token lower than the row's
+// create nothing. Every call is one statement; a refused Read, Claim or
+// Update runs a second, a SELECT of the row's token, to tell fence.ErrStale
+// from fence.ErrNotFound. A write or claim with a token lower than the row's
 // changes nothing and returns an error wrapping [fence.ErrStale].
 //
 // SQLite needs version 3.35 or later (RETURNING); open it with WAL and a
