@@ -91,7 +91,7 @@ func Example() {
 	old, _ := locker.Acquire(ctx, "acct-1")
 	var seen int64
 	accounts.Read(ctx, old, "acct-1", sqlfence.Into{"balance": &seen}) // 1000
-	locker.Revoke("acct-1")                                             // old's holder pauses; its lease is lost
+	locker.Revoke("acct-1")                                            // old's holder pauses; its lease is lost
 
 	next, _ := locker.Acquire(ctx, "acct-1")
 	defer next.Release(ctx)
