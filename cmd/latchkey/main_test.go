@@ -125,12 +125,18 @@ type jsonStock struct {
 }
 
 type jsonPaused struct {
+	Guard          string `json:"guard"`
 	HolderToken    uint64 `json:"holder_token"`
 	SuccessorToken uint64 `json:"successor_token"`
 	LateWrite      string `json:"late_write"`
 	Final          int64  `json:"final"`
 	Expected       int64  `json:"expected"`
 	Damaged        bool   `json:"damaged"`
+}
+
+type jsonPausedUnguarded struct {
+	None         jsonPaused `json:"none"`
+	FencedWrites jsonPaused `json:"fenced_writes"`
 }
 
 type jsonCrashGuarded struct {
@@ -309,15 +315,23 @@ func checkClean(t *testing.T, rep jsonReport) {
 	}
 
 	if has(rep, "paused-holder") {
-		// 5. The paused holder: its late write lands unguarded, is refused
-		// guarded, and the successor's token is the higher one.
+		// 5. The paused holder writes after the successor has read: its
+		// late write lands unguarded and with fenced writes alone, and the
+		// successor's write erases it; with the claim first it is refused,
+		// the balance exact, and the successor's token the higher one.
 		pa := scenarioNamed(t, rep, "paused-holder")
-		au, ag := decode[jsonPaused](t, pa.Unguarded), decode[jsonPaused](t, pa.Guarded)
-		if au.LateWrite != "applied" || au.Final == au.Expected || !au.Damaged {
-			t.Errorf("unfenced paused holder: %+v", au)
+		un, ag := decode[jsonPausedUnguarded](t, pa.Unguarded), decode[jsonPaused](t, pa.Guarded)
+		for _, au := range []jsonPaused{un.None, un.FencedWrites} {
+			if au.LateWrite != "applied" || au.Final == au.Expected || !au.Damaged {
+				t.Errorf("paused holder, %s: %+v", au.Guard, au)
+			}
 		}
-		if ag.LateWrite != "refused" || ag.Final != ag.Expected || ag.Damaged || ag.SuccessorToken <= ag.HolderToken {
-			t.Errorf("fenced paused holder: %+v", ag)
+		if pa.Damage.Unguarded != 2 {
+			t.Errorf("paused holder: unguarded damage %d, want 2 lost updates", pa.Damage.Unguarded)
+		}
+		if ag.LateWrite != "refused" || ag.Final != ag.Expected || ag.Final != 700 || ag.Damaged ||
+			ag.SuccessorToken <= ag.HolderToken {
+			t.Errorf("paused holder, claim first: %+v", ag)
 		}
 		if !hasKind(pa.Timeline.Guarded, "refused") || !hasKind(pa.Timeline.Guarded, "paused") {
 			t.Errorf("paused-holder timeline: %+v", pa.Timeline.Guarded)

@@ -41,6 +41,7 @@ type workerConfig struct {
 	ttl     time.Duration
 	wait    time.Duration
 	forge   bool // writer: sabotage, a token no lock issued
+	step    bool // writer: wait for the demo's "write" between read and write
 	private bool // pay: sabotage, instance-private books
 	backend string
 	data    string
@@ -62,6 +63,7 @@ func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.DurationVar(&c.ttl, "ttl", 5*time.Second, "lease TTL")
 	fs.DurationVar(&c.wait, "wait", 0, "how long to wait for the lock")
 	fs.BoolVar(&c.forge, "forge", false, "write with a forged token")
+	fs.BoolVar(&c.step, "step", false, "write when told to")
 	fs.BoolVar(&c.private, "private", false, "keep instance-private books")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage

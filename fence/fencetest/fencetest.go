@@ -1,8 +1,9 @@
 // Package fencetest holds the checks every fenced resource and every lock
 // backend runs against real servers, across real processes: the pause drill
-// ([Drill]) and the linearizability check ([Linearize]). A backend's tests
-// describe it as a [Target] and call both; a later backend runs the same
-// checks by adding a Target.
+// ([Drill]), the linearizability check ([Linearize]) and the
+// read-modify-write check ([ReadModifyWrite]). A backend's tests describe it
+// as a [Target] and call each; a later backend runs the same checks by
+// adding a Target.
 //
 // Both checks re-execute the test binary as child processes, so the test
 // package's TestMain must hand control to [Main]:
@@ -32,6 +33,11 @@ type Register interface {
 	// Read returns key's value and the highest token applied to it; "" and
 	// 0 for a key never written.
 	Read(ctx context.Context, key string) (value string, token uint64, err error)
+	// Claim raises key's token to h's and returns key's value, in one step,
+	// or returns an error wrapping fence.ErrStale if key has a higher token:
+	// the read of a read-modify-write. Keys are written before they are
+	// claimed.
+	Claim(ctx context.Context, h fence.Holder, key string) (value string, err error)
 }
 
 // A Conn is a Target opened in one process.
@@ -62,7 +68,7 @@ const (
 	envArgs   = "LATCHKEY_FENCETEST_ARGS"
 )
 
-// Main runs the tests, or, in a child process started by Drill or Linearize,
+// Main runs the tests, or, in a child process started by one of the checks,
 // the child's part, and exits.
 func Main(m *testing.M, targets ...Target) {
 	role := os.Getenv(envRole)
@@ -86,6 +92,8 @@ func Main(m *testing.M, targets ...Target) {
 			code = drillChild(ctx, conn, os.Getenv(envArgs))
 		case "linearize":
 			code = linearizeChild(ctx, conn, os.Getenv(envArgs))
+		case "rmw":
+			code = rmwChild(ctx, conn, os.Getenv(envArgs))
 		default:
 			fmt.Fprintf(os.Stderr, "fencetest child: unknown role %q\n", role)
 			code = 2

@@ -50,6 +50,10 @@ func (r register) Write(ctx context.Context, h fence.Holder, key, value string) 
 	return r.g.Set(ctx, h, r.prefix+key, value, 0)
 }
 
+func (r register) Claim(ctx context.Context, h fence.Holder, key string) (string, error) {
+	return r.g.Read(ctx, h, r.prefix+key)
+}
+
 func (r register) Read(ctx context.Context, key string) (string, uint64, error) {
 	v, tok, err := r.g.Get(ctx, r.prefix+key)
 	if errors.Is(err, fence.ErrNotFound) {
@@ -88,4 +92,11 @@ func TestPauseDrill(t *testing.T) {
 func TestLinearizable(t *testing.T) {
 	t.Parallel()
 	fencetest.Linearize(t, target, targetConfig(t))
+}
+
+// TestReadModifyWriteUnderPauses runs paused and fresh holders incrementing
+// one counter by read-modify-write.
+func TestReadModifyWriteUnderPauses(t *testing.T) {
+	t.Parallel()
+	fencetest.ReadModifyWrite(t, target, targetConfig(t))
 }

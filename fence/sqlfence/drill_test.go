@@ -41,6 +41,12 @@ func (r register) Write(ctx context.Context, h fence.Holder, key, value string) 
 	return r.g.Upsert(ctx, h, key, sqlfence.Values{"v": value})
 }
 
+func (r register) Claim(ctx context.Context, h fence.Holder, key string) (string, error) {
+	var v string
+	err := r.g.Read(ctx, h, key, sqlfence.Into{"v": &v})
+	return v, err
+}
+
 func (r register) Read(ctx context.Context, key string) (string, uint64, error) {
 	var v string
 	var tok int64
@@ -127,6 +133,17 @@ func TestLinearizable(t *testing.T) {
 		t.Run(target.Name, func(t *testing.T) {
 			t.Parallel()
 			fencetest.Linearize(t, target, targetConfig(t, target.Name))
+		})
+	}
+}
+
+// TestReadModifyWriteUnderPauses runs paused and fresh holders incrementing one counter
+// by read-modify-write, on SQLite and on PostgreSQL.
+func TestReadModifyWriteUnderPauses(t *testing.T) {
+	for _, target := range targets {
+		t.Run(target.Name, func(t *testing.T) {
+			t.Parallel()
+			fencetest.ReadModifyWrite(t, target, targetConfig(t, target.Name))
 		})
 	}
 }

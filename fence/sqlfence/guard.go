@@ -16,8 +16,13 @@ import (
 type DB = sqldialect.DB
 
 // Values are the columns a guarded write sets, by name. Names must be plain
-// SQL identifiers; values are passed as statement parameters.
+// SQL identifiers; values are passed as statement parameters, and a value
+// made with [Add] changes its column relative to what it holds.
 type Values = sqldialect.Values
+
+// Into names the columns [Guard.Read] returns and where to put them: column
+// name -> pointer, as for sql.Row.Scan.
+type Into = sqldialect.Into
 
 // A Guard writes to one table's rows only with tokens at least as high as the
 // row's token column. It is safe for concurrent use; it holds no connection.
@@ -108,40 +113,71 @@ func (g *Guard) In(db DB) *Guard {
 }
 
 // Update sets values on the row whose key column equals key, if h's token is
-// at least the row's token, and raises the row's token to h's. It is one
-// UPDATE statement. Errors: fence.ErrStale (the row has a higher token;
+// at least the row's token, and raises the row's token to h's. A value made
+// with [Add] changes its column relative to what the row holds when the
+// statement runs ("balance = balance + $1"), so it needs no read before it.
+//
+// Update is one UPDATE statement; when it matches no row, a SELECT of the
+// row's token tells why. Errors: fence.ErrStale (the row has a higher token;
 // nothing changed), fence.ErrNotFound (no such row), an error wrapping
 // fence.ErrInvalid (bad holder or column names, no values; the server is
 // not touched), or the database's error.
+//
+// Update fences the write, not a read made before it: see [Guard.Read] for
+// why a read-modify-write must claim the row first.
 func (g *Guard) Update(ctx context.Context, h fence.Holder, key any, values Values) error {
 	t, cols, err := g.check(h, values)
 	if err != nil {
 		return err
 	}
+	q, args := g.update(t, key, cols, values, nil)
+	return g.decide(ctx, t, key, func() (bool, error) {
+		res, err := g.db.ExecContext(ctx, q, args...)
+		if err != nil {
+			return false, fmt.Errorf("sqlfence: update %s: %w", g.table, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return false, fmt.Errorf("sqlfence: update %s: %w", g.table, err)
+		}
+		return n > 0, nil
+	})
+}
+
+// update builds the guarded UPDATE: it sets cols from values and the token
+// column to t on the row with key, if the row's token is at most t, and
+// returns the columns named in returning.
+func (g *Guard) update(t uint64, key any, cols []string, values Values, returning []string) (string, []any) {
 	var b strings.Builder
 	args := make([]any, 0, len(cols)+2)
 	fmt.Fprintf(&b, "UPDATE %s SET ", g.table)
 	for _, c := range cols {
+		if d, ok := values[c].(Delta); ok {
+			args = append(args, d.by)
+			fmt.Fprintf(&b, "%s = %s + $%d, ", c, c, len(args))
+			continue
+		}
 		args = append(args, values[c])
 		fmt.Fprintf(&b, "%s = $%d, ", c, len(args))
 	}
 	args = append(args, int64(t), key)
 	tp, kp := len(args)-1, len(args)
 	fmt.Fprintf(&b, "%s = $%d WHERE %s = $%d AND COALESCE(%s, 0) <= $%d", g.token, tp, g.key, kp, g.token, tp)
-	q := g.dialect.Rebind(b.String())
+	if len(returning) > 0 {
+		fmt.Fprintf(&b, " RETURNING %s", strings.Join(returning, ", "))
+	}
+	return g.dialect.Rebind(b.String()), args
+}
 
-	// The statement alone decides; the read after a refusal only tells the
-	// caller why. If that read finds a token the write would have passed,
-	// the row changed in between (deleted and re-inserted): try again.
+// decide runs a guarded statement, which reports whether it matched the row,
+// and, when it did not, tells why from the row's token. The statement alone
+// decides; the read after a refusal only explains it. If that read finds a
+// token the statement would have passed, the row changed in between (deleted
+// and re-inserted): decide runs the statement again, up to three times.
+func (g *Guard) decide(ctx context.Context, t uint64, key any, run func() (bool, error)) error {
 	for range 3 {
-		res, err := g.db.ExecContext(ctx, q, args...)
-		if err != nil {
-			return fmt.Errorf("sqlfence: update %s: %w", g.table, err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("sqlfence: update %s: %w", g.table, err)
-		} else if n > 0 {
-			return nil
+		if matched, err := run(); err != nil || matched {
+			return err
 		}
 		cur, err := g.Token(ctx, key)
 		if err != nil {
@@ -151,12 +187,13 @@ func (g *Guard) Update(ctx context.Context, h fence.Holder, key any, values Valu
 			return fmt.Errorf("%w: token %d, row has %d", fence.ErrStale, t, cur)
 		}
 	}
-	return fmt.Errorf("%w: %s row %v keeps changing under the update", fence.ErrStale, g.table, key)
+	return fmt.Errorf("%w: %s row %v keeps changing under the statement", fence.ErrStale, g.table, key)
 }
 
 // Upsert inserts the row with key, values and h's token, or, when a row with
 // key exists, updates it as Update does. It is one INSERT ... ON CONFLICT
-// statement and needs a unique constraint on the key column. Errors:
+// statement and needs a unique constraint on the key column. Values made
+// with [Add] are refused: a new row has nothing to add to. Errors:
 // fence.ErrStale (the row has a higher token; nothing changed), an error
 // wrapping fence.ErrInvalid (as Update), or the database's error.
 func (g *Guard) Upsert(ctx context.Context, h fence.Holder, key any, values Values) error {
@@ -169,6 +206,9 @@ func (g *Guard) Upsert(ctx context.Context, h fence.Holder, key any, values Valu
 	args := make([]any, 0, len(names))
 	args = append(args, key)
 	for _, c := range cols {
+		if _, ok := values[c].(Delta); ok {
+			return fmt.Errorf("%w: sqlfence: Upsert sets %s to a value, not by Add: use Update on an existing row", fence.ErrInvalid, c)
+		}
 		args = append(args, values[c])
 	}
 	args = append(args, int64(t))
@@ -222,11 +262,16 @@ func (g *Guard) check(h fence.Holder, values Values) (uint64, []string, error) {
 		return 0, nil, err
 	}
 	if len(values) == 0 {
-		return 0, nil, fmt.Errorf("%w: sqlfence: no values to write", fence.ErrInvalid)
+		return 0, nil, fmt.Errorf("%w: sqlfence: no values to write (Claim raises the token alone)", fence.ErrInvalid)
 	}
 	cols, err := sqldialect.Columns(values, g.key, g.token)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: sqlfence: %w", fence.ErrInvalid, err)
+	}
+	for _, c := range cols {
+		if d, ok := values[c].(Delta); ok && d.by == nil {
+			return 0, nil, fmt.Errorf("%w: sqlfence: Add(nil) for column %s", fence.ErrInvalid, c)
+		}
 	}
 	return t, cols, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"reflect"
 	"slices"
 )
 
@@ -40,4 +41,30 @@ func Columns(values Values, reserved ...string) ([]string, error) {
 	}
 	slices.Sort(cols)
 	return cols, nil
+}
+
+// Into names the columns a read returns and where to put them: column name
+// -> pointer, as for sql.Row.Scan. fence/sqlfence re-exports it.
+type Into map[string]any
+
+// Dest returns the names of into sorted and their pointers in the same
+// order, or an error if a name is not a plain identifier or a destination is
+// not a non-nil pointer (caught here, before a statement runs).
+func Dest(into Into) ([]string, []any, error) {
+	cols := make([]string, 0, len(into))
+	for c, p := range into {
+		if err := Ident("column", c); err != nil {
+			return nil, nil, err
+		}
+		if v := reflect.ValueOf(p); v.Kind() != reflect.Pointer || v.IsNil() {
+			return nil, nil, fmt.Errorf("destination of column %q is %T, not a non-nil pointer", c, p)
+		}
+		cols = append(cols, c)
+	}
+	slices.Sort(cols)
+	dest := make([]any, len(cols))
+	for i, c := range cols {
+		dest[i] = into[c]
+	}
+	return cols, dest, nil
 }
