@@ -31,7 +31,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"demo", "run the seeds' experiments for real and explain what happened", demoCmd},
+		{"demo", "run the classic duplicate failures for real, unguarded and guarded", demoCmd},
 		{"run", "run a command while holding a distributed lock (cron on many hosts)", runCmd},
 		{"gateway", "an idempotency reverse proxy in front of any HTTP service", gatewayCmd},
 		{"version", "print the version", versionCmd},

@@ -56,8 +56,9 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: latchkey demo [--json] [--db URL] [--backend URL] [--only NAMES]
 
-Runs the seeds' experiments for real, with child processes on loopback, and
-shows each one without its guard (the damage, counted) and with it (none):
+Runs the classic duplicate failures for real, with child processes on
+loopback, and shows each one without its guard (the damage, counted) and with
+it (none):
 
   1. one payment arriving 3 times in 200 ms at two instances, then once more
      from a queue                            guard: Idempotency-Key + unique ledger
