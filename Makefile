@@ -1,6 +1,8 @@
 # latchkey — developer and CI entry points.
 #   make test       services + gofmt check + go vet + race tests (what .ci/run runs)
-#   make services   bring up Redis and PostgreSQL on loopback (reusing running ones)
+#   make services   install the race detector's C toolchain and the servers the tests
+#                   use, and bring up Redis, PostgreSQL, MariaDB, NATS and RabbitMQ on
+#                   loopback (reusing running ones): scripts/services.sh
 #   make demo       run the CLI's demo
 #   make bench      run the benchmarks module
 #   make fmt-check  fail if any file needs gofmt
@@ -9,12 +11,14 @@ GO ?= go
 
 .PHONY: test services demo bench fmt-check
 
+# -race needs cgo; Go turns it off when it finds no C compiler, and a
+# CGO_ENABLED=0 from the environment or "go env -w" would do the same.
 test: fmt-check services
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 20m ./...
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
 
 services:
-	bash scripts/services.sh
+	GO="$(GO)" bash scripts/services.sh
 
 demo:
 	$(GO) run ./cmd/latchkey demo

@@ -20,7 +20,7 @@ import (
 )
 
 // The idempotency benchmark puts latchkey's claim -> run -> record -> replay
-// cycle on Redis beside the seeds' hand-written guard: an aspect that does
+// cycle on Redis beside the usual hand-written guard: an aspect that does
 // SET NX EX on the request's key before the handler and rejects a duplicate.
 // The guard answers a duplicate with an error and nothing else; latchkey
 // replays the first answer in full. Both run on one go-redis client (default
@@ -29,8 +29,8 @@ import (
 // guardTTL is the guard's SET NX EX expiry and latchkey's retention.
 const guardTTL = 10 * time.Minute
 
-// errDuplicate is the guard's answer to a duplicate: the seeds throw
-// DuplicateRequestException, which their controller advice maps to 409.
+// errDuplicate is the guard's answer to a duplicate: such guards throw
+// DuplicateRequestException, which a controller advice maps to 409.
 var errDuplicate = errors.New("duplicate request")
 
 // payment is what the guarded operation returns, and latchkey replays.
@@ -53,7 +53,7 @@ var payHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(payResponse))
 })
 
-// guardDo is the seeds' guard around a function: SET NX EX, then the
+// guardDo is the hand-written guard around a function: SET NX EX, then the
 // operation, or errDuplicate.
 func guardDo(ctx context.Context, c *redis.Client, key string, fn func(context.Context) (payment, error)) (payment, error) {
 	ok, err := c.SetNX(ctx, "guard:"+key, "1", guardTTL).Result()

@@ -9,9 +9,10 @@ import (
 // DefaultTokenTTL is a reasonable lifetime for a form's submit token.
 const DefaultTokenTTL = 30 * time.Minute
 
-// TokenStore keeps one-time submit tokens: the seeds' token mechanism. A token
-// is issued when a form is shown and consumed by its submit; consuming is one
-// atomic step, so of two submits of one form exactly one succeeds.
+// TokenStore keeps one-time submit tokens, the classic guard against a form
+// submitted twice. A token is issued when a form is shown and consumed by its
+// submit; consuming is one atomic step, so of two submits of one form exactly
+// one succeeds.
 type TokenStore interface {
 	// PutToken stores token, bound to bind, for ttl.
 	PutToken(ctx context.Context, token, bind string, ttl time.Duration) error

@@ -52,8 +52,8 @@ func (s *faultyStore) Record(ctx context.Context, key, token string, result []by
 	return s.Store.Record(ctx, key, token, result, retention)
 }
 
-// TestIdemMetrics drives the middleware through every outcome the issue
-// names (executed, replayed, 409, 422, 400, store errors) and checks each
+// TestIdemMetrics drives the middleware through every outcome it counts
+// (executed, replayed, 409, 422, 400, store errors) and checks each
 // counter, that the keys appear nowhere in the exposition, and the lint.
 func TestIdemMetrics(t *testing.T) {
 	m, err := NewIdem()

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -28,7 +31,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"demo", "run the seeds' experiments for real and explain what happened", demoCmd},
+		{"demo", "run the classic duplicate failures for real, unguarded and guarded", demoCmd},
 		{"run", "run a command while holding a distributed lock (cron on many hosts)", runCmd},
 		{"gateway", "an idempotency reverse proxy in front of any HTTP service", gatewayCmd},
 		{"version", "print the version", versionCmd},
@@ -44,8 +47,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	name := args[0]
-	if name == "-h" || name == "-help" || name == "--help" {
+	switch name {
+	case "-h", "-help", "--help":
 		name = "help"
+	case "-version", "--version":
+		name = "version"
 	}
 	for _, c := range commands() {
 		if c.name == name {
@@ -79,22 +85,58 @@ Run "latchkey <command> -h" for a command's flags.
 }
 
 func helpCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		for _, c := range commands() {
-			if c.name == args[0] && c.summary != "" {
-				return c.run(context.Background(), []string{"-h"}, stdout, stdout)
-			}
-		}
-		fmt.Fprintf(stderr, "latchkey help: unknown command %q\n", args[0])
-		return exitUsage
+	if len(args) == 0 || isHelpFlag(args[0]) {
+		usage(stdout)
+		return exitOK
 	}
-	usage(stdout)
-	return exitOK
+	for _, c := range commands() {
+		if c.name == args[0] && c.summary != "" {
+			return c.run(context.Background(), []string{"-h"}, stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "latchkey help: unknown command %q\n", args[0])
+	return exitUsage
+}
+
+func isHelpFlag(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
+
+// parseFlags parses a command's flags, the same way for every command. Help
+// that was asked for (-h, -help, --help) goes to stdout with status 0, like
+// "latchkey -h"; a flag mistake and the usage after it go to stderr with
+// status 2. When ok is false the command returns code at once. The usage is
+// whatever fs.Usage writes to fs.Output().
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	var out bytes.Buffer
+	fs.SetOutput(&out)
+	err := fs.Parse(args)
+	fs.SetOutput(stderr)
+	switch {
+	case err == nil:
+		return exitOK, true
+	case errors.Is(err, flag.ErrHelp):
+		_, _ = out.WriteTo(stdout)
+		return exitOK, false
+	default:
+		_, _ = out.WriteTo(stderr)
+		return exitUsage, false
+	}
 }
 
 func versionCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		fmt.Fprintln(stderr, "usage: latchkey version")
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: latchkey version
+
+Prints latchkey's version (the module version, or "(devel)" for a build from
+a checkout, and the VCS revision it was built from), the Go version, and the
+platform. "latchkey --version" is the same.
+`)
+	}
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
 		return exitUsage
 	}
 	fmt.Fprintln(stdout, versionString())

@@ -33,8 +33,8 @@ import (
 var dataSchema = []string{
 	`CREATE TABLE IF NOT EXISTS demo_stock (item TEXT PRIMARY KEY, qty BIGINT NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS demo_sales (item TEXT NOT NULL, buyer BIGINT NOT NULL)`,
-	// A lock without a lease, the way the seeds' "forgot to unlock" story
-	// starts: a row that only its holder deletes.
+	// A lock without a lease, where "forgot to unlock" starts: a row that
+	// only its holder deletes.
 	`CREATE TABLE IF NOT EXISTS demo_naive_locks (name TEXT PRIMARY KEY, holder BIGINT NOT NULL)`,
 	// Accounts for the transfers (version: state.Optimistic) and the paused
 	// holder (fence_token: sqlfence).
@@ -42,13 +42,13 @@ var dataSchema = []string{
 		version BIGINT NOT NULL DEFAULT 0, fence_token BIGINT NOT NULL DEFAULT 0)`,
 	// The guarded service's books: a payment's row is written before the
 	// card is charged, and its primary key is the last gate behind the
-	// idempotency key (the seeds' "take the number first, then work").
+	// idempotency key ("take the number first, then work").
 	`CREATE TABLE IF NOT EXISTS demo_ledger (gate_key TEXT PRIMARY KEY, charge_id TEXT NOT NULL,
 		instance TEXT NOT NULL)`,
 	// What the card network charged: one row per charge, whatever our books say.
 	`CREATE TABLE IF NOT EXISTS demo_bank_charges (payment_id TEXT NOT NULL, charge_id TEXT NOT NULL,
 		amount BIGINT NOT NULL, instance TEXT NOT NULL)`,
-	// The seeds' naive consumer dedup, SET consumed:<id> NX, as a table.
+	// The naive consumer dedup, SET consumed:<id> NX, as a table.
 	`CREATE TABLE IF NOT EXISTS demo_consumed (message_id TEXT PRIMARY KEY)`,
 	// What a message handler did: one row per effect.
 	`CREATE TABLE IF NOT EXISTS demo_effects (message_id TEXT NOT NULL, consumer TEXT NOT NULL)`,
@@ -241,7 +241,7 @@ func openStores(ctx context.Context, storeURL string, data *dataDB) (*stores, er
 	return nil, fmt.Errorf("unsupported store %q", lockurl.Redact(storeURL))
 }
 
-// A naiveClaimer is the seeds' consumer dedup: mark the message consumed
+// A naiveClaimer is the naive consumer dedup: mark the message consumed
 // before handling it, and skip it when the mark is already there.
 type naiveClaimer interface {
 	// claim reports whether id was not marked yet, and marks it.

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -49,7 +48,6 @@ var scenarioNames = []string{"payment", "failed-handler", "transfers", "last-ite
 
 func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	jsonOut := fs.Bool("json", false, "print the report as one JSON document")
 	db := fs.String("db", "", "where the data and the idempotency keys live")
 	backend := fs.String("backend", "", "lock backend URL")
@@ -58,8 +56,9 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: latchkey demo [--json] [--db URL] [--backend URL] [--only NAMES]
 
-Runs the seeds' experiments for real, with child processes on loopback, and
-shows each one without its guard (the damage, counted) and with it (none):
+Runs the classic duplicate failures for real, with child processes on
+loopback, and shows each one without its guard (the damage, counted) and with
+it (none):
 
   1. one payment arriving 3 times in 200 ms at two instances, then once more
      from a queue                            guard: Idempotency-Key + unique ledger
@@ -88,11 +87,8 @@ Flags:
                  forgot-to-unlock
 `)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "latchkey demo: unexpected argument %q\n", fs.Arg(0))

@@ -105,10 +105,9 @@ func defaultGatewayStore() string {
 	return "sqlite://" + filepath.ToSlash(filepath.Join(dir, "latchkey", "gateway.db"))
 }
 
-func gatewayCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
+func gatewayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, gatewayUsage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), gatewayUsage); fs.PrintDefaults() }
 	listen := fs.String("listen", gatewayListen, "address to serve on, host:port (port 0: any free port)")
 	upstream := fs.String("upstream", "", "base URL of the service behind the gateway, http:// or https:// (required)")
 	store := fs.String("store", defaultGatewayStore(),
@@ -124,11 +123,8 @@ func gatewayCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
 		"bytes: a guarded request's body is read whole to fingerprint it; a larger one gets 413")
 	maxResponse := fs.Int64("max-response-body", idemhttp.DefaultMaxResponseBody,
 		"bytes: the response kept for replay; a larger one reaches its client, and copies get 500 response-not-retained, never a second run")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "latchkey gateway: unexpected argument %q\n", fs.Arg(0))

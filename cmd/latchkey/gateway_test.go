@@ -484,7 +484,6 @@ func TestGatewayUsageErrors(t *testing.T) {
 		code int
 		says string
 	}{
-		{"help", []string{"-h"}, exitOK, "--upstream"},
 		{"no upstream", []string{"--store", mem}, exitUsage, "--upstream is required"},
 		{"bad upstream scheme", []string{"--upstream", "ftp://x", "--store", mem}, exitUsage, "scheme must be http or https"},
 		{"upstream without host", []string{"--upstream", "http:///x", "--store", mem}, exitUsage, "no host"},

@@ -626,7 +626,7 @@ func TestCommands(t *testing.T) {
 		{args: []string{"help", "nope"}, code: exitUsage, stderr: "unknown command"},
 		{args: []string{"version"}, code: exitOK, stdout: "latchkey "},
 		{args: []string{"version", "x"}, code: exitUsage, stderr: "usage"},
-		{args: []string{"demo", "-h"}, code: exitOK, stderr: "--json"},
+		{args: []string{"demo", "-h"}, code: exitOK, stdout: "--json"},
 		{args: []string{"demo", "--bogus"}, code: exitUsage, stderr: "flag provided but not defined"},
 		{args: []string{"demo", "extra"}, code: exitUsage, stderr: `unexpected argument "extra"`},
 		{args: []string{"demo", "--only", "payment,nope"}, code: exitUsage, stderr: `no scenario "nope"`},

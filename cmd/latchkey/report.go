@@ -43,7 +43,7 @@ type scenario struct {
 }
 
 // damage is the harm each run did, counted in one unit per scenario. The
-// demo's promise is Guarded == 0; Unguarded > 0 is the seeds' point.
+// demo's promise is Guarded == 0; Unguarded > 0 shows why the guard is there.
 type damage struct {
 	Unit      string `json:"unit"`
 	Unguarded int    `json:"unguarded"`

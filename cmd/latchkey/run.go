@@ -51,6 +51,9 @@ If the lease is lost, the command gets SIGTERM, then SIGKILL after --grace.
 Signals sent to latchkey are forwarded to the command's process group. The
 lock is released when the command ends.
 
+Without --backend (or $LATCHKEY_BACKEND) the lock is a SQLite file on this
+host: it excludes only commands on this host, not the same job on others.
+
 Exit status: the command's own; 128+N if it died of signal N; 75 if the lock
 was not acquired (held elsewhere and --wait ran out); 76 if the lease was lost
 while the command ran; 69 if the backend failed; 127 if the command could not
@@ -59,21 +62,18 @@ be started; 2 for usage errors; 130 if interrupted while waiting.
 Flags:
 `
 
-func runCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, runUsage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), runUsage); fs.PrintDefaults() }
 	key := fs.String("key", "", "the lock's key (required)")
 	ttl := fs.Duration("ttl", lock.DefaultTTL, "lease length; renewed every ttl/3 while the command runs")
-	wait := fs.Duration("wait", -1, "how long to wait for a held lock: 0 tries once, negative waits until interrupted")
+	wait := waitForever
+	fs.Var(&wait, "wait", "how long to wait for a held lock, a `duration`: 0 tries once, forever waits until interrupted")
 	grace := fs.Duration("grace", 10*time.Second, "after a lost lease, time between SIGTERM and SIGKILL")
 	backend := fs.String("backend", defaultRunBackend(),
 		"lock backend URL: sqlite:///path, postgres://..., redis://host:port, ... ($"+envBackend+")")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	argv := fs.Args()
 	switch {
@@ -87,6 +87,9 @@ func runCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "latchkey run: --grace must not be negative")
 		return exitUsage
 	}
+	if !flagSet(fs, "backend") && os.Getenv(envBackend) == "" {
+		fmt.Fprintln(stderr, "latchkey run: no --backend: the lock is a SQLite file on this host and excludes only commands on this host")
+	}
 
 	locker, err := lockurl.Open(ctx, *backend)
 	if err != nil {
@@ -99,8 +102,8 @@ func runCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
 	defer locker.Close()
 
 	opts := []lock.Option{lock.WithTTL(*ttl)}
-	if *wait >= 0 {
-		opts = append(opts, lock.WithWait(*wait))
+	if wait != waitForever {
+		opts = append(opts, lock.WithWait(time.Duration(wait)))
 	}
 	lease, err := locker.Acquire(ctx, *key, opts...)
 	switch {
@@ -126,6 +129,39 @@ func runCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "latchkey run: release: %v (the lock expires after its TTL)\n", err)
 	}
 	return code
+}
+
+// waitFlag is --wait: a duration, or forever. A negative duration also means
+// forever, as it did before the word was accepted.
+type waitFlag time.Duration
+
+const waitForever waitFlag = -1
+
+func (w *waitFlag) String() string {
+	if *w < 0 {
+		return "forever"
+	}
+	return time.Duration(*w).String()
+}
+
+func (w *waitFlag) Set(s string) error {
+	if s == "forever" {
+		*w = waitForever
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New("want a duration such as 30s, or forever")
+	}
+	*w = max(waitFlag(d), waitForever)
+	return nil
+}
+
+// flagSet reports whether the flag was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // supervise runs argv under lease and returns the exit status to report.

@@ -228,3 +228,63 @@ func waitFile(t *testing.T, path string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestRunWaitDefault: the help says how long run waits by default in words,
+// not as the sentinel duration behind it.
+func TestRunWaitDefault(t *testing.T) {
+	_, out, _ := latchkey(t, "run", "-h")
+	if !strings.Contains(out, "(default forever)") || strings.Contains(out, "-1ns") {
+		t.Fatalf("--wait's default is not shown as forever:\n%s", out)
+	}
+}
+
+// TestWaitFlag: --wait takes a duration or "forever"; a negative duration
+// still means forever, as it did before the word existed.
+func TestWaitFlag(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+	}{{"forever", "forever"}, {"-1s", "forever"}, {"0", "0s"}, {"1m30s", "1m30s"}} {
+		var w waitFlag
+		if err := w.Set(tc.in); err != nil || w.String() != tc.want {
+			t.Errorf("Set(%q): %q, %v; want %q", tc.in, w.String(), err, tc.want)
+		}
+	}
+	var w waitFlag
+	if err := w.Set("soon"); err == nil {
+		t.Error(`Set("soon") accepted`)
+	}
+}
+
+// TestRunWarnsLocalLock: a cron job installed on many hosts that forgets
+// --backend gets a lock file on each host, so every host runs the job at
+// once. run says so on stderr, and says nothing once a backend is named.
+func TestRunWarnsLocalLock(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TMPDIR", dir) // the default lock file goes here
+	const warning = "no --backend: the lock is a SQLite file on this host and excludes only commands on this host"
+	for _, tc := range []struct {
+		name string
+		env  string // $LATCHKEY_BACKEND
+		args []string
+		warn bool
+	}{
+		{"no backend", "", nil, true},
+		{"--backend", "", []string{"--backend", sqliteURL(dir)}, false},
+		{"$" + envBackend, sqliteURL(dir), nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(envBackend, tc.env)
+			args := append(append([]string{"run", "--key", "k"}, tc.args...), "--", "true")
+			code, _, errOut := latchkey(t, args...)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			if got := strings.Contains(errOut, warning); got != tc.warn {
+				t.Fatalf("warning shown: %v, want %v; stderr:\n%s", got, tc.warn, errOut)
+			}
+			if tc.warn && strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+				t.Fatalf("warning is more than one line:\n%s", errOut)
+			}
+		})
+	}
+}

@@ -10,9 +10,9 @@ import (
 	"github.com/latchkey-go/latchkey/lock"
 )
 
-// The seeds' third experiment, "forgot to unlock": a holder dies without
-// releasing. Here it is a process killed with SIGKILL mid-lease. A lock
-// without a lease stays taken forever; a lease runs out.
+// "Forgot to unlock": a holder dies without releasing. Here it is a process
+// killed with SIGKILL mid-lease. A lock without a lease stays taken forever; a
+// lease runs out.
 const (
 	crashTTL = 1500 * time.Millisecond
 	// crashKillAfter is how long the holder lives with the lock: past one

@@ -11,9 +11,9 @@ import (
 	"github.com/latchkey-go/latchkey/dedup"
 )
 
-// The seeds' consumer dedup: "SET consumed:<id> NX, then handle". A handler
-// that fails after the SET loses the message: the broker redelivers it, and
-// every redelivery finds the mark and is skipped. The demo plays an
+// The usual hand-written consumer dedup: "SET consumed:<id> NX, then
+// handle". A handler that fails after the SET loses the message: the broker
+// redelivers it, and every redelivery finds the mark and is skipped. The demo plays an
 // at-least-once broker for two consumer processes: the first delivery fails
 // (the merchant's service times out), the broker redelivers it to the other
 // consumer, and once more after that consumer's ack was lost.
@@ -158,7 +158,7 @@ func (d *demo) messageRun(ctx context.Context, guarded bool, consumers []*proc, 
 // consumerRole is a message consumer. The demo, playing the broker, writes
 // "deliver N ID FAIL MODE" lines; the consumer answers each with an "outcome"
 // event: processed or duplicate or skipped (it acks), failed (it nacks).
-// MODE "naive" is the seeds' SET NX before the handler; "dedup" is
+// MODE "naive" is SET NX before the handler; "dedup" is
 // dedup.Deduper on the shared store.
 func consumerRole(ctx context.Context, w *workerEnv, ready func(event)) error {
 	st, err := openStores(ctx, w.c.store, w.data)

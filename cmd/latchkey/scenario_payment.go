@@ -20,7 +20,7 @@ import (
 	"github.com/latchkey-go/latchkey/idem/idemhttp"
 )
 
-// The seeds' opening story: one click on "Pay", and within 200 ms the request
+// The double charge: one click on "Pay", and within 200 ms the request
 // arrives three times (the click, a double click, the gateway's retry after
 // its timeout), then once more because the order service's message was
 // redelivered by the queue. Two instances of the payment service, child

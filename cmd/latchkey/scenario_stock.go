@@ -12,10 +12,10 @@ import (
 	"github.com/latchkey-go/latchkey/lock"
 )
 
-// The seeds' overselling example: many buyers, one item left. Each buyer
-// reads the stock, checks it, and writes it back minus one, then records
-// the sale. The buyers are goroutines of the demo, served by a pool of
-// request workers, each with its own connection to the data database.
+// Overselling: many buyers, one item left. Each buyer reads the stock, checks
+// it, and writes it back minus one, then records the sale. The buyers are
+// goroutines of the demo, served by a pool of request workers, each with its
+// own connection to the data database.
 const (
 	stockBuyers = 100
 	stockItems  = 1
@@ -150,8 +150,8 @@ func (d *demo) stockRun(ctx context.Context, guarded bool, tl *timeline) (*stock
 	return r, nil
 }
 
-// buyOne is the seeds' deductStock: read the stock, check it, write it back
-// minus one, record the sale. It reports whether it sold.
+// buyOne is the usual hand-written deductStock: read the stock, check it,
+// write it back minus one, record the sale. It reports whether it sold.
 func buyOne(ctx context.Context, db *dataDB, item string, buyer int) (bool, error) {
 	var qty int64
 	if err := db.row(ctx, `SELECT qty FROM demo_stock WHERE item = $1`, item).Scan(&qty); err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/latchkey-go/latchkey/state"
 )
 
-// The seeds' lost update: A sends B 100 while C sends B 200, each by reading
+// The lost update: A sends B 100 while C sends B 200, each by reading
 // B's balance, adding, and writing it back. Two processes (two instances of
 // the service) do one transfer each, at the same moment. Idempotency cannot
 // help: these are two different operations. A lock makes them take turns;

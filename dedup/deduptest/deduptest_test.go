@@ -17,8 +17,9 @@ func TestSuiteOnMemstore(t *testing.T) {
 	Run(t, func(*testing.T) dedup.Store { return s })
 }
 
-// naiveSetFirst is the seeds' recipe: SET consumed:<id> NX before the handler,
-// acknowledge when it was set already, nothing undone on failure.
+// naiveSetFirst is the usual hand-written consumer dedup: SET consumed:<id> NX
+// before the handler, acknowledge when it was set already, nothing undone on
+// failure.
 func naiveSetFirst(*testing.T, dedup.Handler) func(dedup.Handler) dedup.Handler {
 	var mu sync.Mutex
 	seen := map[string]bool{}

@@ -1,5 +1,5 @@
-// Command payment is the seeds' payment service with every layer of the
-// processing skeleton in place (seed 000, section 9):
+// Command payment is a payment service with every layer of the processing
+// skeleton in place:
 //
 //	validate -> claim (Redis, then PostgreSQL) -> lock the account -> fence
 //	-> state check -> deduct -> UNPAID->PAID -> ledger (unique index, the

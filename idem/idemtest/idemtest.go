@@ -375,10 +375,10 @@ func testDoFailureReleases(t *testing.T, s idem.Store) {
 	}
 }
 
-// testNaiveLostRequest is the seeds' first naive guard: SET NX before the
-// handler, handler fails, and every retry is refused as a duplicate, so the
-// payment is never made. With the claim cycle the failed run releases its
-// claim and the retry is made.
+// testNaiveLostRequest is the first naive guard people write: SET NX before
+// the handler; the handler fails, and every retry is refused as a duplicate,
+// so the payment is never made. With the claim cycle the failed run releases
+// its claim and the retry is made.
 func testNaiveLostRequest(t *testing.T, s idem.Store) {
 	ctx, key := ctxT(t), UniqueKey(t)
 	charged := 0
@@ -400,8 +400,8 @@ func testNaiveLostRequest(t *testing.T, s idem.Store) {
 	}
 }
 
-// testNaiveCheckThenSet is the seeds' second naive guard: GET the key, run if
-// absent, then SET. Copies that GET before the first SET all run. The claim
+// testNaiveCheckThenSet is the second naive guard: GET the key, run if absent,
+// then SET. Copies that GET before the first SET all run. The claim
 // is one atomic step, so copies released at the same instant run it once.
 func testNaiveCheckThenSet(t *testing.T, s idem.Store) {
 	ctx, key := ctxT(t), UniqueKey(t)

@@ -15,7 +15,7 @@ import (
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
 
-// The seeds' hand-written guard: SET NX EX before the handler, duplicates
+// The guard people write by hand: SET NX EX before the handler, duplicates
 // rejected, no replay, failures lost. The baseline for the real cycle.
 func BenchmarkHandWrittenGuard(b *testing.B) {
 	c, prefix := benchClient(b)

@@ -81,8 +81,8 @@ func (t Target) Role() Role {
 	return Role{Name: "dedupdrill-" + t.Name, Run: func(ctx context.Context, arg string) error { return runChild(ctx, t, arg) }}
 }
 
-// Options shape one drill. The zero value is the drill: 10,000 ids,
-// 1 s claims, 10% failures.
+// Options shape one drill. The zero value is the full drill: 10,000 ids, 1 s
+// claims, 10% failures.
 type Options struct {
 	// IDs is the number of distinct message ids; about half are published
 	// twice. Default: 10,000.
