@@ -108,7 +108,7 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-// The first must-have: 50 copies of one request at once run the
+// A double click seen fifty times: 50 copies of one request at once run the
 // handler once; each copy gets the replay or 409 (or, waiting, the replay).
 func TestFiftyConcurrentCopies(t *testing.T) {
 	t.Parallel()
