@@ -97,12 +97,13 @@ func (a *attempt) unreachable() error {
 	var held, failed int
 	var first error
 	for i, err := range a.set {
-		if errors.Is(err, lock.ErrNotAcquired) {
+		switch f := a.failure(i); {
+		case errors.Is(err, lock.ErrNotAcquired):
 			held++
-		} else if err := a.failure(i); err != nil {
+		case f != nil:
 			failed++
 			if first == nil {
-				first = err
+				first = f
 			}
 		}
 	}
