@@ -89,9 +89,9 @@ func (a *attempt) failure(i int) error {
 }
 
 // unreachable returns the error of an attempt that took no lease because too
-// many nodes failed: more than N-Q of them, while no quorum answered that
-// another owner holds the key. It returns nil when the attempt was refused
-// (others hold the key, or the votes split).
+// many nodes failed: more than N-Q of them, in either round, while at most
+// N-Q answered that another owner holds the key. It returns nil when the
+// attempt was refused (another owner holds the key, or the votes split).
 func (a *attempt) unreachable() error {
 	n := len(a.set)
 	var held, failed int
