@@ -197,7 +197,7 @@ func (b *backend) close() error {
 // the attempt, and the lock is held only once that keep-alive confirmed a
 // full TTL.
 func (b *backend) TryAcquire(ctx context.Context, name, owner string, ttl time.Duration) (uint64, time.Duration, error) {
-	token, _, holderTTL, err := b.tryAcquire(ctx, name, owner, ttl, false)
+	token, _, holderTTL, err := b.tryAcquire(ctx, owner, b.request(name, ttl, wholeTTL))
 	return token, holderTTL, err
 }
 
@@ -207,157 +207,248 @@ func (b *backend) TryAcquire(ctx context.Context, name, owner string, ttl time.D
 // is left of that lease. A renewed lease is in that state just before each
 // renewal; the Manager renews this one when it is due, in the background.
 func (b *backend) TryAcquirePartial(ctx context.Context, name, owner string, ttl time.Duration) (uint64, time.Duration, time.Duration, error) {
-	return b.tryAcquire(ctx, name, owner, ttl, true)
+	return b.tryAcquire(ctx, owner, b.request(name, ttl, partialTTL))
 }
 
-// tryAcquire is TryAcquire, and TryAcquirePartial if partial is set.
-func (b *backend) tryAcquire(ctx context.Context, name, owner string, ttl time.Duration, partial bool) (uint64, time.Duration, time.Duration, error) {
+// A leaseNeed says for how much of the lock's TTL the lease an attempt takes
+// must be certain to live.
+type leaseNeed int
+
+const (
+	wholeTTL   leaseNeed = iota // the whole TTL from the attempt's start (TryAcquire)
+	partialTTL                  // what is left of a lease confirmed at most TTL/3 ago will do (TryAcquirePartial)
+)
+
+// A request is what the attempts of one TryAcquire or TryAcquirePartial
+// call ask for.
+type request struct {
+	pfx   string        // the lock's queue: <prefix><name>/
+	ttl   time.Duration // the lock's TTL
+	secs  int64         // ttl as a lease TTL (ttlSeconds)
+	need  leaseNeed
+	reuse bool // an idle lease may serve: not once a lease was found gone
+}
+
+func (b *backend) request(name string, ttl time.Duration, need leaseNeed) request {
+	return request{pfx: b.prefix + name + "/", ttl: ttl, secs: ttlSeconds(ttl), need: need, reuse: true}
+}
+
+// A place is where an attempt found a contender's key in its lock's queue;
+// it means nothing when the attempt failed.
+type place int
+
+const (
+	keyGone   place = iota + 1 // not in the queue: its lease expired or an operator deleted it
+	keyBehind                  // in the queue, behind another key
+	keyFirst                   // at the head: the contender holds the lock
+)
+
+// tryAcquire is TryAcquire and TryAcquirePartial: an attempt, made once more
+// on a new lease if the first found its lease gone; then the lock, or for an
+// Acquire that waits a place in the queue, or nothing.
+func (b *backend) tryAcquire(ctx context.Context, owner string, r request) (uint64, time.Duration, time.Duration, error) {
 	c := b.contender(owner, true)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	pfx := b.prefix + name + "/"
-	secs := ttlSeconds(ttl)
-	for attempt := 0; ; attempt++ {
-		first, valid, err := b.attempt(ctx, c, pfx, secs, ttl, attempt == 0, partial)
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
-			// The key's lease expired (a queued key while the server was
-			// unreachable for longer than its TTL, an idle lease revoked
-			// by an operator) and its key with it: queue again with a new
-			// lease.
-			c.stopQueueLocked()
-			c.lease, c.rev = 0, 0
-			continue
-		}
-		if err != nil {
-			if !c.queued {
-				b.withdraw(ctx, c)
-				b.forget(owner)
-			}
-			return 0, 0, 0, err
-		}
-		if first {
-			c.stopQueueLocked()
-			c.held = true
-			return uint64(c.rev), valid, 0, nil
-		}
-		break
+	at, valid, err := b.attempt(ctx, c, r)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// The key's lease expired (a queued key while the server was
+		// unreachable for longer than its TTL, an idle lease revoked by an
+		// operator) and its key with it: queue again with a new lease.
+		c.stopQueueLocked()
+		c.lease, c.rev = 0, 0
+		r.reuse = false
+		at, valid, err = b.attempt(ctx, c, r)
 	}
+	switch {
+	case err != nil:
+		if !c.queued {
+			b.withdraw(ctx, c)
+			b.forget(owner)
+		}
+		return 0, 0, 0, err
+	case at == keyFirst:
+		c.stopQueueLocked()
+		c.held = true
+		return uint64(c.rev), valid, 0, nil
+	}
+	return 0, 0, 0, b.wait(ctx, c, owner, r.pfx)
+}
+
+// wait leaves c, whose key is behind another, in the queue if its Acquire
+// waits, watching its predecessor with its lease kept alive, and otherwise
+// withdraws it. It returns lock.ErrNotAcquired, or the error of the
+// predecessor's read.
+func (b *backend) wait(ctx context.Context, c *contender, owner, pfx string) error {
 	if !c.queued {
 		b.withdraw(ctx, c)
 		b.forget(owner)
-		return 0, 0, 0, lock.ErrNotAcquired
+		return lock.ErrNotAcquired
 	}
 	if err := b.watchPredecessor(ctx, c, pfx); err != nil {
-		return 0, 0, 0, err
+		return err
 	}
 	b.keepQueued(c)
-	return 0, 0, 0, lock.ErrNotAcquired
+	return lock.ErrNotAcquired
 }
 
-// attempt makes sure c has a lease and a key under pfx and reports whether
-// that key is the first under pfx, and for how long from now its lease is
-// certain to live: ttl, confirmed by a keep-alive if need be, or with partial
-// set, what is left of a lease confirmed at most ttl/3 ago. An error wrapping
+// attempt makes sure c has a lease and a key in r's queue and reports where
+// that key stands, and for how long from now its lease is certain to live:
+// r.ttl, confirmed by a keep-alive if need be, or for a partial request, what
+// is left of a lease confirmed at most r.ttl/3 ago. An error wrapping
 // rpctypes.ErrLeaseNotFound means the lease is gone, and its key with it.
-func (b *backend) attempt(ctx context.Context, c *contender, pfx string, secs int64, ttl time.Duration, pooled, partial bool) (bool, time.Duration, error) {
+func (b *backend) attempt(ctx context.Context, c *contender, r request) (place, time.Duration, error) {
 	start := time.Now()
 	if c.lease == 0 {
-		l, ok := idleLease{}, false
-		if pooled {
-			l, ok = b.takeIdle(secs, start)
+		l, err := b.lease(ctx, r, start)
+		if err != nil {
+			return 0, 0, err
 		}
-		if !ok {
-			g, err := b.c.Grant(ctx, secs)
-			if err != nil {
-				return false, 0, err
-			}
-			l = idleLease{id: g.ID, granted: time.Duration(g.TTL) * time.Second, until: start.Add(time.Duration(g.TTL) * time.Second)}
-		}
-		c.lease, c.secs, c.leaseTTL, c.until = l.id, secs, l.granted, l.until
-		c.key, c.rev = fmt.Sprintf("%s%x", pfx, int64(l.id)), 0
+		c.attach(l, r)
 	}
+	valid := c.validity(start, r.ttl)
+	var ka *refresh
+	if r.needsRefresh(valid) {
+		valid, ka = r.ttl, b.startRefresh(ctx, c.lease)
+	}
+	at, err := b.enqueue(ctx, c, r.pfx)
+	kaErr := ka.confirm(c, start, r.ttl)
+	switch {
+	case err != nil:
+		return at, 0, err
+	case at == keyGone:
+		// Our key is gone (its lease expired, or an operator deleted
+		// it): queue again.
+		err = fmt.Errorf("etcdlock: queued key %q is gone: %w", c.key, rpctypes.ErrLeaseNotFound)
+		b.drop(ctx, c)
+		return at, 0, err
+	case kaErr != nil:
+		return at, 0, kaErr
+	}
+	return at, valid, nil
+}
 
-	// Refresh the lease alongside the attempt unless it already outlives
-	// the lock, or, if partial, unless it was confirmed at most ttl/3 ago.
-	// A keep-alive is served by the leader without a raft write.
-	var (
-		kaTTL int64
-		kaErr error
-		kaCh  chan struct{}
-	)
+// lease returns a lease for r's lock, known at now to live on the server
+// until its until: an idle one if r.reuse and one may still live, else a new
+// grant.
+func (b *backend) lease(ctx context.Context, r request, now time.Time) (idleLease, error) {
+	if r.reuse {
+		if l, ok := b.takeIdle(r.secs, now); ok {
+			return l, nil
+		}
+	}
+	g, err := b.c.Grant(ctx, r.secs)
+	if err != nil {
+		return idleLease{}, err
+	}
+	granted := time.Duration(g.TTL) * time.Second
+	return idleLease{id: g.ID, granted: granted, until: now.Add(granted)}, nil
+}
+
+// attach makes l c's lease, for a key in r's queue not written yet.
+func (c *contender) attach(l idleLease, r request) {
+	c.lease, c.secs, c.leaseTTL, c.until = l.id, r.secs, l.granted, l.until
+	c.key, c.rev = fmt.Sprintf("%s%x", r.pfx, int64(l.id)), 0
+}
+
+// validity returns how long from start c's lease is certain to live, as far
+// as a lock of ttl is concerned: ttl when the lease outlives the lock, else
+// what is left of it less the clock-rate allowance.
+func (c *contender) validity(start time.Time, ttl time.Duration) time.Duration {
 	valid := ttl
 	if !covers(c.until, c.leaseTTL, start, ttl) {
 		valid = c.until.Sub(start) - driftMargin(c.leaseTTL)
 	}
-	if valid < ttl && (!partial || valid < 2*ttl/3) {
-		valid = ttl
-		kaCh = make(chan struct{})
-		id := c.lease
-		go func() {
-			defer close(kaCh)
-			kaTTL, kaErr = b.ka.keepAliveOnce(ctx, id)
-		}()
-	}
+	return valid
+}
 
-	var first []*mvccpb.KeyValue
-	var err error
-	if c.rev == 0 {
-		// Not queued yet: put the key unless it exists, and read the head.
-		var resp *clientv3.TxnResponse
-		resp, err = b.c.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0)).
-			Then(clientv3.OpPut(c.key, "", clientv3.WithLease(c.lease)), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
-			Else(clientv3.OpGet(c.key), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
-			Commit()
-		if err == nil {
-			if resp.Succeeded {
-				c.rev = resp.Header.Revision
-			} else {
-				c.rev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
-			}
-			first = resp.Responses[1].GetResponseRange().Kvs
+// needsRefresh reports whether a lease certain to live for valid needs a
+// keep-alive to serve r: it does not outlive the lock and, for a partial
+// request, was not confirmed at most r.ttl/3 ago.
+func (r request) needsRefresh(valid time.Duration) bool {
+	return valid < r.ttl && (r.need == wholeTTL || valid < 2*r.ttl/3)
+}
+
+// enqueue makes sure c's key is in the queue under pfx and reports where it
+// stands. A key not queued yet (c.rev == 0) is put, unless it exists, in the
+// transaction that reads the head, and c.rev becomes its create revision; a
+// queued key is only compared with the head, which costs no raft write.
+func (b *backend) enqueue(ctx context.Context, c *contender, pfx string) (place, error) {
+	if c.rev != 0 {
+		g, err := b.c.Get(ctx, pfx, clientv3.WithFirstCreate()...)
+		if err != nil {
+			return 0, err
 		}
-	} else {
-		// Queued: the key is in place; a read of the head is enough, no
-		// raft write.
-		var g *clientv3.GetResponse
-		g, err = b.c.Get(ctx, pfx, clientv3.WithFirstCreate()...)
-		if err == nil {
-			first = g.Kvs
-			if len(first) == 0 || first[0].CreateRevision > c.rev {
-				// Our key is gone (its lease expired, or an operator
-				// deleted it): queue again.
-				err = fmt.Errorf("etcdlock: queued key %q is gone: %w", c.key, rpctypes.ErrLeaseNotFound)
-				if kaCh != nil {
-					<-kaCh
-				}
-				b.drop(ctx, c)
-				return false, 0, err
-			}
-		}
+		return c.placeIn(g.Kvs), nil
 	}
-	if kaCh != nil {
-		<-kaCh
-		switch {
-		case kaErr != nil:
-			if errors.Is(kaErr, rpctypes.ErrLeaseNotFound) {
-				c.rev = 0 // deleted with the lease
-			}
-			if err == nil {
-				err = kaErr
-			}
-		case time.Duration(kaTTL)*time.Second < ttl:
-			if err == nil {
-				err = fmt.Errorf("etcdlock: server granted a %d s lease for a %v lock", kaTTL, ttl)
-			}
-		default:
-			c.until = start.Add(time.Duration(kaTTL) * time.Second)
-		}
-	}
+	resp, err := b.c.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0)).
+		Then(clientv3.OpPut(c.key, "", clientv3.WithLease(c.lease)), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
+		Else(clientv3.OpGet(c.key), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
+		Commit()
 	if err != nil {
-		return false, 0, err
+		return 0, err
 	}
-	return len(first) == 1 && first[0].CreateRevision == c.rev, valid, nil
+	if resp.Succeeded {
+		c.rev = resp.Header.Revision
+	} else {
+		c.rev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
+	}
+	return c.placeIn(resp.Responses[1].GetResponseRange().Kvs), nil
+}
+
+// placeIn returns where c's key stands in a queue whose head is the one key
+// of head, if any: a head created after c's key means c's key is gone.
+func (c *contender) placeIn(head []*mvccpb.KeyValue) place {
+	switch {
+	case len(head) == 0 || head[0].CreateRevision > c.rev:
+		return keyGone
+	case head[0].CreateRevision == c.rev:
+		return keyFirst
+	default:
+		return keyBehind
+	}
+}
+
+// A refresh is a keep-alive of a contender's lease, sent alongside an
+// attempt's transaction or read.
+type refresh struct {
+	done chan struct{} // closed once ttl and err are set
+	ttl  int64         // the TTL the server granted, in seconds
+	err  error
+}
+
+// startRefresh sends a keep-alive of lease id on a goroutine of its own;
+// confirm waits for its answer.
+func (b *backend) startRefresh(ctx context.Context, id clientv3.LeaseID) *refresh {
+	ka := &refresh{done: make(chan struct{})}
+	go func() {
+		defer close(ka.done)
+		ka.ttl, ka.err = b.ka.keepAliveOnce(ctx, id)
+	}()
+	return ka
+}
+
+// confirm waits for the keep-alive, if one was sent (ka is not nil), and
+// applies its answer to c: a lease confirmed for at least ttl lives until
+// start plus the TTL granted; a lease found gone took c's key with it. It
+// returns the error that fails the attempt, nil if the lease serves the lock.
+func (ka *refresh) confirm(c *contender, start time.Time, ttl time.Duration) error {
+	if ka == nil {
+		return nil
+	}
+	<-ka.done
+	switch {
+	case ka.err != nil:
+		if errors.Is(ka.err, rpctypes.ErrLeaseNotFound) {
+			c.rev = 0 // deleted with the lease
+		}
+		return ka.err
+	case time.Duration(ka.ttl)*time.Second < ttl:
+		return fmt.Errorf("etcdlock: server granted a %d s lease for a %v lock", ka.ttl, ttl)
+	}
+	c.until = start.Add(time.Duration(ka.ttl) * time.Second)
+	return nil
 }
 
 // withdraw removes c's key, if it wrote one, with a compare-and-delete, and

@@ -1,6 +1,7 @@
 package etcdlock
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 
@@ -9,15 +10,26 @@ import (
 	"github.com/latchkey-go/latchkey/lock"
 )
 
-// Client is what a Locker needs from an etcd client: keys, leases and
-// watches. *clientv3.Client satisfies it. When the Client also has
-// ActiveConnection (a *clientv3.Client, or a type that embeds one), the
-// Locker sends its lease keep-alives on long-lived streams of that
-// connection rather than through the Client's KeepAliveOnce.
+// Client is what a Locker needs from an etcd client: the seven calls it
+// makes, with the meaning clientv3 gives them. *clientv3.Client satisfies it.
+// When the Client also has ActiveConnection (a *clientv3.Client, or a type
+// that embeds one), the Locker sends its lease keep-alives on long-lived
+// streams of that connection rather than through the Client's KeepAliveOnce.
 type Client interface {
-	clientv3.KV
-	clientv3.Lease
-	clientv3.Watcher
+	// Txn puts a contender's key unless it exists, and reads the head.
+	Txn(ctx context.Context) clientv3.Txn
+	// Get reads a queue's head, a predecessor, and a held key at renewal.
+	Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error)
+	// Delete deletes a contender's key at release or withdrawal.
+	Delete(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.DeleteResponse, error)
+	// Grant grants a contender's lease.
+	Grant(ctx context.Context, ttl int64) (*clientv3.LeaseGrantResponse, error)
+	// KeepAliveOnce renews a lease, when the Client has no ActiveConnection.
+	KeepAliveOnce(ctx context.Context, id clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error)
+	// Revoke revokes a lease no key needs any more.
+	Revoke(ctx context.Context, id clientv3.LeaseID) (*clientv3.LeaseRevokeResponse, error)
+	// Watch watches a waiting contender's predecessor.
+	Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan
 }
 
 var _ Client = (*clientv3.Client)(nil)

@@ -59,7 +59,7 @@ var (
 // renewed, and sends the keep-alive again on a new stream.
 type keeper struct {
 	lc       pb.LeaseClient // nil: every keep-alive goes through fallback
-	fallback clientv3.Lease
+	fallback Client
 	ctx      context.Context // parent of the streams' contexts
 	cancel   context.CancelFunc
 	closed   atomic.Bool

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -85,9 +84,6 @@ func (b *backend) each(ctx context.Context, timeout time.Duration, f func(ctx co
 	return errs
 }
 
-// errSkipped marks a node left out of a round.
-var errSkipped = errors.New("redlock: node not in this round")
-
 // TryAcquire implements lock.Backend: SET NX on every node at once, the
 // choice of the token among the quorum's and, only where the nodes' counters
 // do not already fence it, its write-back (see the package doc). It succeeds
@@ -100,117 +96,72 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 		return 0, 0, lock.ErrNotAcquired
 	}
 	start := time.Now()
-	timeout := b.nodeTimeout(ttl)
-	n := len(b.nodes)
-	tokens := make([]uint64, n)
-	holds := make([]time.Duration, n)
-	errs := b.each(ctx, timeout, func(ctx context.Context, i int) error {
-		var err error
-		tokens[i], holds[i], err = b.nodes[i].TryAcquire(ctx, key, owner, ttl)
-		return err
-	})
-	var taken, held int
-	var holderTTL time.Duration
-	for i, err := range errs {
-		switch {
-		case err == nil:
-			taken++
-		case errors.Is(err, lock.ErrNotAcquired):
-			held++
-			if h := holds[i]; h > 0 && (holderTTL == 0 || h < holderTTL) {
-				holderTTL = h
-			}
-		}
+	a := attempt{key: key, owner: owner, ttl: ttl, timeout: b.nodeTimeout(ttl), quorum: b.quorum}
+	b.take(ctx, &a)
+	token, fenced := b.fence(ctx, &a)
+	elapsed := time.Since(start)
+	if fenced && elapsed < ttl-drift(ttl) {
+		b.local.acquired(key, owner)
+		return token, 0, nil
 	}
-	if taken >= b.quorum {
-		token, fenced := b.choose(tokens, errs)
-		if fenced < n-b.quorum+1 {
-			// Too few nodes' counters are at the token already: raise
-			// the counters of the nodes taken below it.
-			raised := b.each(ctx, timeout, func(ctx context.Context, i int) error {
-				if errs[i] != nil || tokens[i] >= token {
-					return errSkipped
-				}
-				return b.raise(ctx, i, key, owner, token)
-			})
-			for i, err := range raised {
-				switch {
-				case err == nil:
-					fenced++
-				case errors.Is(err, lock.ErrNotHeld):
-					// The node lost our lock (a restart): it is no
-					// longer taken, which may break the choice.
-					errs[i] = err
-					taken--
-				}
-			}
-			if taken >= b.quorum {
-				if t, _ := b.choose(tokens, errs); t > token {
-					fenced = 0 // the token no longer has a quorum at or below it
-				}
-			}
-			for i, err := range raised {
-				if err != nil && !errors.Is(err, errSkipped) {
-					// Not fenced there; still taken, its key lives
-					// (kept for the failure report and the give-back).
-					errs[i] = err
-				}
-			}
-		}
-		elapsed := time.Since(start)
-		if taken >= b.quorum && fenced >= n-b.quorum+1 && elapsed < ttl-drift(ttl) {
-			b.local.acquired(key, owner)
-			return token, 0, nil
-		}
-		b.giveBack(ctx, key, owner, errs)
-		if taken >= b.quorum && fenced >= n-b.quorum+1 {
-			return 0, 0, fmt.Errorf("redlock: acquire took %v, leaving no validity of the %v TTL", elapsed, ttl)
-		}
-	} else {
-		b.giveBack(ctx, key, owner, errs)
+	b.giveBack(ctx, key, owner, a.set)
+	if fenced {
+		return 0, 0, fmt.Errorf("redlock: acquire took %v, leaving no validity of the %v TTL", elapsed, ttl)
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, 0, err
 	}
-	if held <= n-b.quorum {
-		// Not held by anyone on a quorum: count the failures.
-		var failed int
-		var first error
-		for _, err := range errs {
-			if err != nil && !errors.Is(err, lock.ErrNotAcquired) {
-				failed++
-				if first == nil {
-					first = err
-				}
-			}
-		}
-		if failed > n-b.quorum {
-			return 0, 0, fmt.Errorf("redlock: acquire: %d of %d nodes failed, quorum is %d: %w", failed, n, b.quorum, first)
-		}
+	if err := a.unreachable(); err != nil {
+		return 0, 0, err
 	}
-	return 0, holderTTL, lock.ErrNotAcquired
+	return 0, a.shortestHold(), lock.ErrNotAcquired
 }
 
-// choose returns the token of an acquisition from the tokens of the nodes
-// taken (errs[i] == nil): the quorum-th smallest, the least value that a
-// quorum of them issued at or below. It also returns how many of them issued
-// at least that value, whose counters therefore already fence it.
-func (b *backend) choose(tokens []uint64, errs []error) (token uint64, fenced int) {
-	var buf [16]uint64
-	vals := buf[:0]
-	for i, err := range errs {
-		if err == nil {
-			vals = append(vals, tokens[i])
-		}
+// take runs SET NX on every node at once and records their answers in a:
+// afterwards a.set[i] is nil exactly where node i took the key for us.
+func (b *backend) take(ctx context.Context, a *attempt) {
+	key, owner, ttl := a.key, a.owner, a.ttl
+	tokens := make([]uint64, len(b.nodes))
+	holds := make([]time.Duration, len(b.nodes))
+	a.set = b.each(ctx, a.timeout, func(ctx context.Context, i int) error {
+		var err error
+		tokens[i], holds[i], err = b.nodes[i].TryAcquire(ctx, key, owner, ttl)
+		return err
+	})
+	a.tokens, a.holds = tokens, holds
+}
+
+// fence chooses a's token and, when too few nodes' counters are at it
+// already, writes it back to the nodes taken below it. It reports true only
+// if a quorum of nodes still holds our lock with the token the quorum-th
+// smallest of theirs, and N-Q+1 of them have counters at or above it: the two
+// sets the package doc's proof rests on.
+func (b *backend) fence(ctx context.Context, a *attempt) (uint64, bool) {
+	token, ok := a.choose()
+	if !ok {
+		return 0, false
 	}
-	slices.Sort(vals)
-	token = vals[b.quorum-1]
-	for _, v := range vals {
-		if v >= token {
-			fenced++
-		}
+	if a.enough(a.fenced(token)) {
+		return token, true
 	}
-	return token, fenced
+	b.raiseAll(ctx, a, token)
+	// A node whose raise found our lock gone (a restart) no longer counts
+	// as taken, which may break the choice.
+	again, ok := a.choose()
+	return token, ok && again == token && a.enough(a.fenced(token))
+}
+
+// raiseAll writes token back, at once, to every node that took the key for
+// us with a token below it, and records their answers in a.raised: nil where
+// the node's counter is now at least token, errSkipped where not asked.
+func (b *backend) raiseAll(ctx context.Context, a *attempt, token uint64) {
+	key, owner, set, tokens := a.key, a.owner, a.set, a.tokens
+	a.raised = b.each(ctx, a.timeout, func(ctx context.Context, i int) error {
+		if set[i] != nil || tokens[i] >= token {
+			return errSkipped
+		}
+		return b.raise(ctx, i, key, owner, token)
+	})
 }
 
 // raise runs the write-back on node i.
@@ -227,16 +178,17 @@ func (b *backend) raise(ctx context.Context, i int, key, owner string, token uin
 }
 
 // giveBack undoes a failed attempt on every node that may have been taken
-// (all but those that said another owner holds the key). It shortens our
+// (all but those whose answer in set says another owner holds the key). It
+// shortens our
 // lock there to 1 ms with the compare-and-pexpire of renewal instead of
 // deleting it with the compare-and-delete of release: the effect is the same
 // (only our own lock is touched), but release would wake this Locker's
 // waiters, the attempting one included, which would then retry at once, in a
 // loop, for as long as the holder keeps its quorum.
-func (b *backend) giveBack(ctx context.Context, key, owner string, errs []error) {
+func (b *backend) giveBack(ctx context.Context, key, owner string, set []error) {
 	ctx = context.WithoutCancel(ctx)
 	b.each(ctx, b.nodeTimeout(lock.MaxTTL), func(ctx context.Context, i int) error {
-		if errors.Is(errs[i], lock.ErrNotAcquired) {
+		if errors.Is(set[i], lock.ErrNotAcquired) {
 			return nil
 		}
 		return b.nodes[i].Renew(ctx, key, owner, time.Millisecond)

@@ -365,10 +365,9 @@ func TestTokenPartialWriteBack(t *testing.T) {
 func TestChoose(t *testing.T) {
 	t.Parallel()
 	held := fmt.Errorf("held: %w", lock.ErrNotAcquired)
-	b := &backend{quorum: 3}
 	for _, c := range []struct {
 		tokens      []uint64
-		errs        []error
+		set         []error
 		token       uint64
 		fenced      int
 		noWriteBack bool // fenced >= N-Q+1: no write-back
@@ -379,12 +378,81 @@ func TestChoose(t *testing.T) {
 		{[]uint64{7, 7, 7, 7, 7}, make([]error, 5), 7, 5, true},
 		{[]uint64{1, 9, 9, 0, 2}, []error{nil, nil, nil, held, nil}, 9, 2, false},
 	} {
-		token, fenced := b.choose(c.tokens, c.errs)
-		if token != c.token || fenced != c.fenced {
-			t.Errorf("choose(%v, %v) = %d, %d; want %d, %d", c.tokens, c.errs, token, fenced, c.token, c.fenced)
+		a := attempt{quorum: 3, tokens: c.tokens, set: c.set}
+		token, ok := a.choose()
+		fenced := a.fenced(token)
+		if !ok || token != c.token || fenced != c.fenced {
+			t.Errorf("choose(%v, %v) = %d, %v, fenced %d; want %d, true, fenced %d", c.tokens, c.set, token, ok, fenced, c.token, c.fenced)
 		}
-		if got := fenced >= len(c.tokens)-b.quorum+1; got != c.noWriteBack {
+		if got := a.enough(fenced); got != c.noWriteBack {
 			t.Errorf("choose(%v): write-back skipped = %v, want %v", c.tokens, got, c.noWriteBack)
+		}
+	}
+}
+
+// TestChooseAfterWriteBack checks what the write-back's answers do to the
+// choice: a raised node fences the token, a node that lost our lock (a
+// restart) no longer counts as taken, and a node that failed to answer still
+// counts as taken but does not fence it.
+func TestChooseAfterWriteBack(t *testing.T) {
+	t.Parallel()
+	held := fmt.Errorf("held: %w", lock.ErrNotAcquired)
+	lost := fmt.Errorf("raise: %w", lock.ErrNotHeld)
+	timeout := errors.New("i/o timeout")
+	tokens := []uint64{50, 10, 40, 20, 0} // token 40, fenced by nodes 0 and 2
+	set := []error{nil, nil, nil, nil, held}
+	for _, c := range []struct {
+		name   string
+		raised []error
+		ok     bool
+		token  uint64
+		fenced int
+	}{
+		{"both raised", []error{errSkipped, nil, errSkipped, nil, errSkipped}, true, 40, 4},
+		{"one raised", []error{errSkipped, nil, errSkipped, timeout, errSkipped}, true, 40, 3},
+		{"one lost, the choice moves up", []error{errSkipped, lost, errSkipped, nil, errSkipped}, true, 50, 3},
+		{"two lost, no quorum", []error{errSkipped, lost, errSkipped, lost, errSkipped}, false, 0, 0},
+	} {
+		a := attempt{quorum: 3, tokens: tokens, set: set, raised: c.raised}
+		token, ok := a.choose()
+		if ok != c.ok || token != c.token {
+			t.Errorf("%s: choose = %d, %v; want %d, %v", c.name, token, ok, c.token, c.ok)
+		}
+		if got := a.fenced(40); got != c.fenced && ok {
+			t.Errorf("%s: fenced(40) = %d, want %d", c.name, got, c.fenced)
+		}
+	}
+}
+
+// TestUnreachable checks when an attempt that took no lease names a failure
+// instead of lock.ErrNotAcquired: more than N-Q nodes failed, in either
+// round, while no quorum said another owner holds the key.
+func TestUnreachable(t *testing.T) {
+	t.Parallel()
+	held := fmt.Errorf("held: %w", lock.ErrNotAcquired)
+	down := errors.New("connection refused")
+	lost := fmt.Errorf("raise: %w", lock.ErrNotHeld)
+	for _, c := range []struct {
+		name        string
+		quorum      int
+		set, raised []error
+		unreachable bool
+	}{
+		{"votes split", 3, []error{nil, nil, held, held, down}, nil, false},
+		{"held on a quorum", 3, []error{held, held, held, down, down}, nil, false},
+		{"three down", 3, []error{nil, held, down, down, down}, nil, true},
+		{"two down, one lost in the write-back", 3, []error{nil, nil, nil, down, down}, []error{errSkipped, lost, errSkipped, errSkipped, errSkipped}, true},
+		{"two down, one write-back timed out", 3, []error{nil, nil, nil, down, down}, []error{errSkipped, down, errSkipped, errSkipped, errSkipped}, true},
+		{"two down, raised", 3, []error{nil, nil, nil, down, down}, []error{errSkipped, nil, nil, errSkipped, errSkipped}, false},
+		{"quorum 4: two held, two down", 4, []error{nil, held, held, down, down}, nil, false},
+	} {
+		a := attempt{quorum: c.quorum, set: c.set, raised: c.raised}
+		err := a.unreachable()
+		if (err != nil) != c.unreachable {
+			t.Errorf("%s: unreachable() = %v, want an error: %v", c.name, err, c.unreachable)
+		}
+		if err != nil && !errors.Is(err, down) && !errors.Is(err, lost) {
+			t.Errorf("%s: unreachable() = %v, does not wrap a node's failure", c.name, err)
 		}
 	}
 }
