@@ -134,8 +134,8 @@ func New(db *sql.DB, opts ...Option) (*Inbox, error) {
 // idempotent. It fails with an error wrapping dedup.ErrInvalid on a server
 // older than latchkey supports.
 func (in *Inbox) Migrate(ctx context.Context) error {
-	if err := in.dialect.Check(ctx, in.db); err != nil {
-		return fmt.Errorf("%w: sqlinbox: %w", dedup.ErrInvalid, err)
+	if err := in.dialect.Check(ctx, in.db, dedup.ErrInvalid); err != nil {
+		return fmt.Errorf("sqlinbox: %w", err)
 	}
 	tx, err := in.db.BeginTx(ctx, nil)
 	if err != nil {

@@ -114,8 +114,8 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 // holds a transaction-scoped advisory lock while it runs). It fails with an
 // error wrapping idem.ErrInvalid on a server older than latchkey supports.
 func (s *Store) Migrate(ctx context.Context) error {
-	if err := s.dialect.Check(ctx, s.db); err != nil {
-		return fmt.Errorf("%w: sqlstore: %w", idem.ErrInvalid, err)
+	if err := s.dialect.Check(ctx, s.db, idem.ErrInvalid); err != nil {
+		return fmt.Errorf("sqlstore: %w", err)
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {

@@ -2,6 +2,7 @@ package sqldialect_test
 
 import (
 	"database/sql"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
+
+var errInvalid = errors.New("invalid")
 
 // TestServers runs each dialect's fragments and version check on a real
 // server: the clock is in the units it claims, and the servers here are new
@@ -33,8 +36,11 @@ func TestServers(t *testing.T) {
 			if got := sqldialect.Detect(db); got != c.d {
 				t.Errorf("Detect = %v", got)
 			}
-			if err := c.d.Check(t.Context(), db); err != nil {
+			if err := c.d.Check(t.Context(), db, errInvalid); err != nil {
 				t.Fatalf("Check: %v", err)
+			}
+			if err := sqldialect.Dialect(99).Check(t.Context(), db, errInvalid); !errors.Is(err, errInvalid) {
+				t.Errorf("Check of an unknown dialect = %v, want the caller's invalid", err)
 			}
 			before := time.Now()
 			var ms, us, most int64
@@ -54,5 +60,18 @@ func TestServers(t *testing.T) {
 				t.Errorf("{greatest}(3, 7) = %d", most)
 			}
 		})
+	}
+}
+
+// TestCheckUnreachable: a server that cannot be asked is the database's
+// error, not the caller's invalid argument.
+func TestCheckUnreachable(t *testing.T) {
+	db, err := sql.Open("pgx", "postgres://127.0.0.1:1/none?connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := sqldialect.Postgres.Check(t.Context(), db, errInvalid); err == nil || errors.Is(err, errInvalid) {
+		t.Errorf("Check on no server = %v, want the connection's error", err)
 	}
 }

@@ -56,16 +56,21 @@ func (d Dialect) CheckVersion(reported string) error {
 	return nil
 }
 
-// Check runs VersionQuery on db and CheckVersion on its answer.
-func (d Dialect) Check(ctx context.Context, db DB) error {
+// Check runs VersionQuery on db and CheckVersion on its answer. A server
+// older than MinVersion gives an error wrapping invalid (the calling
+// package's ErrInvalid); a failed query, the database's error.
+func (d Dialect) Check(ctx context.Context, db DB, invalid error) error {
 	if !d.Supported() {
-		return fmt.Errorf("unsupported SQL dialect %v", d)
+		return fmt.Errorf("%w: unsupported SQL dialect %v", invalid, d)
 	}
 	var v string
 	if err := db.QueryRowContext(ctx, d.VersionQuery()).Scan(&v); err != nil {
 		return fmt.Errorf("reading the server version: %w", err)
 	}
-	return d.CheckVersion(v)
+	if err := d.CheckVersion(v); err != nil {
+		return fmt.Errorf("%w: %w", invalid, err)
+	}
+	return nil
 }
 
 // postgresVersion reads server_version_num: major*10000 + minor since
