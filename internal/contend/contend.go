@@ -90,20 +90,33 @@ func (r *Registry[C]) Forget(owner string, c C) {
 	}
 }
 
+// Take removes owner's contender and returns it, or the zero C (nil) if it
+// has none.
+func (r *Registry[C]) Take(owner string) C {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.m[owner]
+	delete(r.m, owner)
+	return c
+}
+
 // Wait makes c, a new contender, owner's contender for a waiting Acquire,
 // for lock.OwnerWatcher's WatchReleaseOwner: it returns the channel Signal
-// wakes, and the stop that ends the wait. stop calls leave, which stops c's
-// watches and withdraws its place unless it holds the lock, and reports
-// whether it does; a contender that does not hold is forgotten. stop
-// returns once c's goroutines have.
-func (r *Registry[C]) Wait(owner string, c C, leave func() (held bool)) (<-chan struct{}, func()) {
+// wakes, and the stop that ends the wait. stop calls leave with mu, c's own
+// mutex, held: leave stops c's watches and withdraws its place unless it
+// holds the lock, and reports whether it does. A contender that does not
+// hold is forgotten. stop returns once c's goroutines have.
+func (r *Registry[C]) Wait(owner string, c C, mu sync.Locker, leave func() (held bool)) (<-chan struct{}, func()) {
 	w := c.waiter()
 	w.wake = make(chan struct{}, 1)
 	r.mu.Lock()
 	r.put(owner, c)
 	r.mu.Unlock()
 	stop := func() {
-		if !leave() {
+		mu.Lock()
+		held := leave()
+		mu.Unlock()
+		if !held {
 			r.Forget(owner, c)
 		}
 		w.wg.Wait()

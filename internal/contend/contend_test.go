@@ -1,12 +1,14 @@
 package contend
 
 import (
+	"sync"
 	"sync/atomic"
 	"testing"
 )
 
 type contender struct {
 	Waiter
+	mu   sync.Mutex
 	name string
 }
 
@@ -31,13 +33,22 @@ func TestRegistry(t *testing.T) {
 	if r.Get("a") != nil {
 		t.Fatal("Forget kept the contender")
 	}
+	b := r.GetOrAdd("b", func() *contender { return &contender{name: "b"} })
+	if got := r.Take("b"); got != b || r.Get("b") != nil || r.Take("b") != nil {
+		t.Fatal("Take did not remove the contender exactly once")
+	}
 }
 
 func TestWait(t *testing.T) {
 	var r Registry[*contender]
 	for _, held := range []bool{false, true} {
 		c := &contender{}
-		wake, stop := r.Wait("o", c, func() bool { return held })
+		wake, stop := r.Wait("o", c, &c.mu, func() bool {
+			if c.mu.TryLock() {
+				t.Error("leave called without the contender's mutex")
+			}
+			return held
+		})
 		if !c.Queued() || r.Get("o") != c {
 			t.Fatal("Wait did not register a queued contender")
 		}

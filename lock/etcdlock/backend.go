@@ -448,11 +448,10 @@ func (b *backend) lost(ctx context.Context, c *contender, owner string) {
 // whether the key was still there. The lease, now without a key, is kept for the Locker's next lock; if the
 // key was already gone, or the outcome is unknown, the lease is revoked.
 func (b *backend) Release(ctx context.Context, name, owner string) error {
-	c := b.owners.Get(owner)
+	c := b.owners.Take(owner)
 	if c == nil {
 		return fmt.Errorf("%w: etcdlock: no lease for this owner", lock.ErrNotHeld)
 	}
-	b.owners.Forget(owner, c)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stopQueueLocked()

@@ -14,15 +14,7 @@ import (
 // key unless the Acquire got the lock.
 func (b *backend) WatchReleaseOwner(ctx context.Context, key, owner string) (<-chan struct{}, func(), error) {
 	c := newContender()
-	wake, stop := b.owners.Wait(owner, c, func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.stopQueueLocked()
-		if !c.held {
-			b.withdraw(ctx, c)
-		}
-		return c.held
-	})
+	wake, stop := b.owners.Wait(owner, c, &c.mu, func() bool { return b.leaveLocked(ctx, c) })
 	return wake, stop, nil
 }
 
@@ -126,4 +118,14 @@ func (b *backend) keepQueued(c *contender) {
 			}
 		}
 	})
+}
+
+// leaveLocked ends c's wait: it stops c's watches and withdraws its place in
+// the queue unless it holds the lock, and reports whether it does.
+func (b *backend) leaveLocked(ctx context.Context, c *contender) bool {
+	c.stopQueueLocked()
+	if !c.held {
+		b.withdraw(ctx, c)
+	}
+	return c.held
 }

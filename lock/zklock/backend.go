@@ -509,11 +509,10 @@ func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duratio
 // whose name (GUID and sequence number) no other contender can have; it never
 // deletes the next holder's node.
 func (b *backend) Release(ctx context.Context, key, owner string) error {
-	c := b.owners.Get(owner)
+	c := b.owners.Take(owner)
 	if c == nil {
 		return fmt.Errorf("%w: zklock: no node for this owner", lock.ErrNotHeld)
 	}
-	b.owners.Forget(owner, c)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stopPredLocked()

@@ -12,16 +12,18 @@ import (
 // unless the Acquire got the lock.
 func (b *backend) WatchReleaseOwner(ctx context.Context, key, owner string) (<-chan struct{}, func(), error) {
 	c := newContender()
-	wake, stop := b.owners.Wait(owner, c, func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.stopPredLocked()
-		if !c.held {
-			b.withdraw(ctx, c)
-		}
-		return c.held
-	})
+	wake, stop := b.owners.Wait(owner, c, &c.mu, func() bool { return b.leaveLocked(ctx, c) })
 	return wake, stop, nil
+}
+
+// leaveLocked ends c's wait: it stops c's watches and withdraws its place in
+// the queue unless it holds the lock, and reports whether it does.
+func (b *backend) leaveLocked(ctx context.Context, c *contender) bool {
+	c.stopPredLocked()
+	if !c.held {
+		b.withdraw(ctx, c)
+	}
+	return c.held
 }
 
 func (c *contender) stopPredLocked() {
