@@ -134,25 +134,10 @@ func New(db *sql.DB, opts ...Option) (*Inbox, error) {
 // idempotent. It fails with an error wrapping dedup.ErrInvalid on a server
 // older than latchkey supports.
 func (in *Inbox) Migrate(ctx context.Context) error {
-	if err := in.dialect.Check(ctx, in.db, dedup.ErrInvalid); err != nil {
+	if err := in.dialect.Migrate(ctx, in.db, "latchkey/dedup/sqlinbox:"+in.table, in.migrations, dedup.ErrInvalid); err != nil {
 		return fmt.Errorf("sqlinbox: %w", err)
 	}
-	tx, err := in.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	if in.dialect == sqldialect.Postgres {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "latchkey/dedup/sqlinbox:"+in.table); err != nil {
-			return err
-		}
-	}
-	for _, m := range in.migrations {
-		if _, err := tx.ExecContext(ctx, m); err != nil {
-			return fmt.Errorf("sqlinbox: migrate: %w", err)
-		}
-	}
-	return tx.Commit()
+	return nil
 }
 
 // Claim inserts id into the inbox inside tx and reports whether it is new.

@@ -18,6 +18,3 @@ const (
 	Postgres = sqldialect.Postgres
 	SQLite   = sqldialect.SQLite
 )
-
-// indexSuffix names each table's expiry index, after the table.
-const indexSuffix = "_expires"

@@ -1,5 +1,8 @@
 package sqlstore
 
+// indexSuffix names each table's expiry index ({x}), after the table.
+const indexSuffix = "_expires"
+
 // Records: state 1 is a claim in progress, owned by token until expires_ms;
 // state 2 is an outcome kept until expires_ms. A row is alive while
 // expires_ms >= now; a dead row is taken over by the next claim, in the same

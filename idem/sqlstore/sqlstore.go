@@ -114,25 +114,10 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 // holds a transaction-scoped advisory lock while it runs). It fails with an
 // error wrapping idem.ErrInvalid on a server older than latchkey supports.
 func (s *Store) Migrate(ctx context.Context) error {
-	if err := s.dialect.Check(ctx, s.db, idem.ErrInvalid); err != nil {
+	if err := s.dialect.Migrate(ctx, s.db, "latchkey/idem/sqlstore:"+s.table, s.q.migrations, idem.ErrInvalid); err != nil {
 		return fmt.Errorf("sqlstore: %w", err)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	if s.dialect == Postgres {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "latchkey/idem/sqlstore:"+s.table); err != nil {
-			return err
-		}
-	}
-	for _, m := range s.q.migrations {
-		if _, err := tx.ExecContext(ctx, m); err != nil {
-			return fmt.Errorf("sqlstore: migrate: %w", err)
-		}
-	}
-	return tx.Commit()
+	return nil
 }
 
 // Purge deletes expired records and tokens and reports how many rows went.
