@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/latchkey-go/latchkey/internal/finish"
 )
 
 // Defaults and limits of the options.
@@ -17,10 +19,11 @@ const (
 	// MinDuration and MaxDuration bound WithProcessingTTL and WithRetention.
 	MinDuration = time.Millisecond
 	MaxDuration = 366 * 24 * time.Hour
-	// FinishTimeout bounds the Done or Release that follows a handler. They
-	// run on a context detached from the caller's cancellation: a consumer
-	// shutting down must still record what its handler did.
-	FinishTimeout = 10 * time.Second
+	// FinishTimeout bounds the Done or Release that follows a handler, its
+	// retries included. They run on a context detached from the caller's
+	// cancellation: a consumer shutting down must still record what its
+	// handler did.
+	FinishTimeout = finish.Timeout
 )
 
 // An Option configures New.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/latchkey-go/latchkey/internal/finish"
 )
 
 // Replay is a recorded outcome found by Begin.
@@ -111,9 +113,11 @@ func (r *Run) Context(ctx context.Context) (context.Context, context.CancelFunc)
 var errFinished = errors.New("idem: run already recorded or released")
 
 // Record keeps result as the key's outcome, replayed to later callers for the
-// retention set by WithRetention. It returns ErrClaimLost when the claim was
-// taken over, or the store's error; a second Record or Release on one Run
-// fails.
+// retention set by WithRetention. A store error is retried twice, after 50
+// and 100 ms, while ctx lasts: a lost record would turn every copy into
+// ErrInProgress until the deadline. It returns ErrClaimLost when the claim
+// was taken over (not retried), or the store's last error; a second Record
+// or Release on one Run fails.
 func (r *Run) Record(ctx context.Context, result []byte) error {
 	if !r.finished.CompareAndSwap(false, true) {
 		return errFinished
@@ -121,24 +125,31 @@ func (r *Run) Record(ctx context.Context, result []byte) error {
 	if result == nil {
 		result = []byte{}
 	}
-	return r.store.Record(ctx, r.key, r.token, result, r.retention)
+	return finish.Retry(ctx, func(ctx context.Context) error {
+		return r.store.Record(ctx, r.key, r.token, result, r.retention)
+	}, claimLost)
 }
 
 // Release gives the key up without an outcome, so the next copy runs the
-// operation. Use it when the run failed and changed nothing. It returns
-// ErrClaimLost when the claim was taken over, or the store's error.
+// operation. Use it when the run failed and changed nothing. It retries as
+// Record does, and returns ErrClaimLost when the claim was taken over, or
+// the store's last error.
 func (r *Run) Release(ctx context.Context) error {
 	if !r.finished.CompareAndSwap(false, true) {
 		return errFinished
 	}
-	return r.store.Release(ctx, r.key, r.token)
+	return finish.Retry(ctx, func(ctx context.Context) error {
+		return r.store.Release(ctx, r.key, r.token)
+	}, claimLost)
 }
+
+func claimLost(err error) bool { return errors.Is(err, ErrClaimLost) }
 
 // Finish runs fn with a context detached from ctx's cancellation and bounded by
 // FinishTimeout: recording an outcome must not fail because the client that
 // asked for it went away.
 func Finish(ctx context.Context, fn func(context.Context) error) error {
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), FinishTimeout)
+	fctx, cancel := finish.Detached(ctx)
 	defer cancel()
 	return fn(fctx)
 }

@@ -3,6 +3,8 @@ package idem
 import (
 	"fmt"
 	"time"
+
+	"github.com/latchkey-go/latchkey/internal/finish"
 )
 
 // Defaults and limits of the options.
@@ -16,10 +18,11 @@ const (
 	// MinDuration and MaxDuration bound WithInProgress and WithRetention.
 	MinDuration = time.Millisecond
 	MaxDuration = 366 * 24 * time.Hour
-	// FinishTimeout bounds the Record or Release that follows a run; they use
-	// a context detached from the caller's cancellation, so a client that hangs
-	// up cannot make the outcome go unrecorded.
-	FinishTimeout = 10 * time.Second
+	// FinishTimeout bounds the Record or Release that follows a run, its
+	// retries included; they use a context detached from the caller's
+	// cancellation, so a client that hangs up cannot make the outcome go
+	// unrecorded.
+	FinishTimeout = finish.Timeout
 )
 
 // An Option configures Begin or Do.

@@ -83,11 +83,9 @@ func newTable(db *sql.DB, name string, c config) (table, error) {
 	if db == nil {
 		return t, fmt.Errorf("%w: nil *sql.DB", ErrInvalid)
 	}
-	if t.dialect = c.dialect; t.dialect == Detect {
-		t.dialect = sqldialect.Detect(db)
-	}
-	if t.dialect != Postgres && t.dialect != SQLite {
-		return t, fmt.Errorf("%w: cannot tell the SQL dialect (%v) of driver %T; use WithDialect", ErrInvalid, t.dialect, db.Driver())
+	var err error
+	if t.dialect, err = sqldialect.Resolve(c.dialect, db); err != nil {
+		return t, fmt.Errorf("%w: %w; use WithDialect", ErrInvalid, err)
 	}
 	if err := errors.Join(sqldialect.Table(name), sqldialect.Ident("key column", c.key)); err != nil {
 		return t, fmt.Errorf("%w: %w", ErrInvalid, err)

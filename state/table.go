@@ -14,21 +14,17 @@ type DB = sqldialect.DB
 // identifiers; values are passed as statement parameters.
 type Values = sqldialect.Values
 
-// Dialect is the SQL flavour of the database. It is one type across
-// latchkey's SQL packages: sqllock.Postgres, sqlstore.Postgres,
-// sqlfence.Postgres and state.Postgres are the same value.
+// Dialect is the SQL flavour of the database: Detect, Postgres or SQLite.
+// It is one type across latchkey's SQL packages (state.Postgres and
+// sqlfence.Postgres are the same value).
 type Dialect = sqldialect.Dialect
 
-// The dialects.
+// The dialects. Detect tells PostgreSQL (pgx's stdlib driver, lib/pq) from
+// SQLite (modernc.org/sqlite qualifies) by the *sql.DB's driver.
 const (
-	// Detect picks the dialect from the *sql.DB's driver: pgx's stdlib
-	// driver and lib/pq mean Postgres, a driver type mentioning sqlite means
-	// SQLite.
-	Detect = sqldialect.Unknown
-	// Postgres is PostgreSQL 12 or later.
+	Detect   = sqldialect.Unknown
 	Postgres = sqldialect.Postgres
-	// SQLite is SQLite 3.42 or later (modernc.org/sqlite qualifies).
-	SQLite = sqldialect.SQLite
+	SQLite   = sqldialect.SQLite
 )
 
 // table is what both kinds of update know about their table.

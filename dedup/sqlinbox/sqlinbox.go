@@ -25,7 +25,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/latchkey-go/latchkey/dedup"
@@ -69,7 +68,9 @@ type Inbox struct {
 type Option func(*Inbox)
 
 // WithTable sets the inbox table. Default: "dedup_inbox" ([DefaultTable]). It
-// must be a plain identifier, optionally schema-qualified. Give each consumer
+// must be a plain identifier, optionally schema-qualified, of at most 53
+// bytes without the schema, so that its index, <table>_processed, fits the
+// 63 bytes of an identifier too. Give each consumer
 // group, or each purpose a message is processed for, its own table.
 func WithTable(name string) Option { return func(in *Inbox) { in.table = name } }
 
@@ -109,7 +110,7 @@ func New(db *sql.DB, opts ...Option) (*Inbox, error) {
 			o(in)
 		}
 	}
-	if err := sqldialect.Table(in.table); err != nil {
+	if err := sqldialect.Table(in.table, indexSuffix); err != nil {
 		return nil, fmt.Errorf("%w: sqlinbox: %w", dedup.ErrInvalid, err)
 	}
 	for what, d := range map[string]time.Duration{"retention": in.retention, "timeout": in.timeout} {
@@ -117,9 +118,9 @@ func New(db *sql.DB, opts ...Option) (*Inbox, error) {
 			return nil, fmt.Errorf("%w: sqlinbox: %s %v outside [%v, %v]", dedup.ErrInvalid, what, d, dedup.MinDuration, dedup.MaxDuration)
 		}
 	}
-	in.dialect = sqldialect.Detect(db)
-	if in.dialect == sqldialect.Unknown {
-		return nil, fmt.Errorf("%w: sqlinbox: cannot tell the SQL dialect of driver %T", dedup.ErrInvalid, db.Driver())
+	var err error
+	if in.dialect, err = sqldialect.Resolve(sqldialect.Unknown, db); err != nil {
+		return nil, fmt.Errorf("%w: sqlinbox: %w", dedup.ErrInvalid, err)
 	}
 	in.claimQ = in.sql(claimSQL)
 	in.purgeQ = in.sql(purgeSQL)
@@ -130,24 +131,13 @@ func New(db *sql.DB, opts ...Option) (*Inbox, error) {
 }
 
 // Migrate creates the table and its index if they do not exist. It is
-// idempotent.
+// idempotent. It fails with an error wrapping dedup.ErrInvalid on a server
+// older than latchkey supports.
 func (in *Inbox) Migrate(ctx context.Context) error {
-	tx, err := in.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
+	if err := in.dialect.Migrate(ctx, in.db, "latchkey/dedup/sqlinbox:"+in.table, in.migrations, dedup.ErrInvalid); err != nil {
+		return fmt.Errorf("sqlinbox: %w", err)
 	}
-	defer func() { _ = tx.Rollback() }()
-	if in.dialect == sqldialect.Postgres {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "latchkey/dedup/sqlinbox:"+in.table); err != nil {
-			return err
-		}
-	}
-	for _, m := range in.migrations {
-		if _, err := tx.ExecContext(ctx, m); err != nil {
-			return fmt.Errorf("sqlinbox: migrate: %w", err)
-		}
-	}
-	return tx.Commit()
+	return nil
 }
 
 // Claim inserts id into the inbox inside tx and reports whether it is new.
@@ -242,15 +232,12 @@ func (in *Inbox) Purge(ctx context.Context) (int64, error) {
 	return r.RowsAffected()
 }
 
-// sql fills in a statement template: {t} the table, {i} its index name,
-// {now} the database clock in Unix milliseconds.
+// indexSuffix names the table's purge index, after the table.
+const indexSuffix = "_processed"
+
+// sql fills in a statement template: {t} the table, {i} its index name.
 func (in *Inbox) sql(q string) string {
-	now := "FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT"
-	if in.dialect == sqldialect.SQLite {
-		now = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
-	}
-	q = strings.NewReplacer("{t}", in.table, "{i}", sqldialect.Bare(in.table)+"_processed", "{now}", now).Replace(q)
-	return in.dialect.Rebind(q)
+	return in.dialect.Fill(q, "{t}", in.table, "{i}", sqldialect.Bare(in.table)+indexSuffix)
 }
 
 var migrations = []string{
@@ -262,6 +249,6 @@ var migrations = []string{
 }
 
 const (
-	claimSQL = `INSERT INTO {t} (msg_id, processed_ms) VALUES ($1, {now}) ON CONFLICT (msg_id) DO NOTHING`
-	purgeSQL = `DELETE FROM {t} WHERE processed_ms < {now} - $1`
+	claimSQL = `INSERT INTO {t} (msg_id, processed_ms) VALUES ($1, {now_ms}) ON CONFLICT (msg_id) DO NOTHING`
+	purgeSQL = `DELETE FROM {t} WHERE processed_ms < {now_ms} - $1`
 )

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -378,4 +379,47 @@ func TestObserver(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLongTablesKeepTheirOwnIndex: the purge index is named after the table
+// (<table>_processed). On PostgreSQL an identifier longer than 63 bytes is
+// cut short, so two long tables that differ only at the end would share one
+// index name, and the second Migrate would skip its index. A table that
+// leaves no room for the suffix is refused instead.
+func TestLongTablesKeepTheirOwnIndex(t *testing.T) {
+	t.Parallel()
+	db, err := sql.Open("pgx", testsvc.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	base := "inbox_" + hex.EncodeToString(r[:]) + "_"
+	base += strings.Repeat("x", 62-len(base))
+	for _, table := range []string{base + "a", base + "b"} { // 63 bytes each
+		t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + table) })
+		in, err := sqlinbox.New(db, sqlinbox.WithTable(table))
+		if errors.Is(err, dedup.ErrInvalid) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := in.Migrate(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := db.QueryRow(`SELECT COUNT(*) FROM pg_indexes WHERE tablename = $1 AND indexdef LIKE '%processed_ms%'`, table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			t.Errorf("table %s has %d purge indexes, want 1", table, n)
+		}
+	}
+	short := base[:63-len("_processed")]
+	t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + short) })
+	if _, err := sqlinbox.New(db, sqlinbox.WithTable(short)); err != nil {
+		t.Errorf("New(%d-byte table): %v", len(short), err)
+	}
 }

@@ -53,21 +53,17 @@ func WithKeyColumn(name string) Option { return func(g *Guard) { g.key = name } 
 // BIGINT; NULL counts as 0. Default: "fence_token" ([DefaultTokenColumn]).
 func WithTokenColumn(name string) Option { return func(g *Guard) { g.token = name } }
 
-// Dialect is the SQL flavour of the database. It is one type across
-// latchkey's SQL packages: sqllock.Postgres, sqlstore.Postgres,
-// sqlfence.Postgres and state.Postgres are the same value.
+// Dialect is the SQL flavour of the database: Detect, Postgres or SQLite.
+// It is one type across latchkey's SQL packages (sqlfence.Postgres and
+// state.Postgres are the same value).
 type Dialect = sqldialect.Dialect
 
-// The dialects.
+// The dialects. Detect tells PostgreSQL (pgx's stdlib driver, lib/pq) from
+// SQLite (modernc.org/sqlite qualifies) by the *sql.DB's driver.
 const (
-	// Detect picks the dialect from the *sql.DB's driver: pgx's stdlib
-	// driver and lib/pq mean Postgres, a driver type mentioning sqlite means
-	// SQLite.
-	Detect = sqldialect.Unknown
-	// Postgres is PostgreSQL 12 or later.
+	Detect   = sqldialect.Unknown
 	Postgres = sqldialect.Postgres
-	// SQLite is SQLite 3.42 or later (modernc.org/sqlite qualifies).
-	SQLite = sqldialect.SQLite
+	SQLite   = sqldialect.SQLite
 )
 
 // WithDialect sets the dialect. Default: Detect.
@@ -87,13 +83,11 @@ func New(db *sql.DB, table string, opts ...Option) (*Guard, error) {
 			o(g)
 		}
 	}
-	if g.dialect == Detect {
-		g.dialect = sqldialect.Detect(db)
+	var err error
+	if g.dialect, err = sqldialect.Resolve(g.dialect, db); err != nil {
+		return nil, fmt.Errorf("%w: sqlfence: %w; use WithDialect", fence.ErrInvalid, err)
 	}
-	if g.dialect != Postgres && g.dialect != SQLite {
-		return nil, fmt.Errorf("%w: sqlfence: cannot tell the SQL dialect (%v) of driver %T; use WithDialect", fence.ErrInvalid, g.dialect, db.Driver())
-	}
-	err := errors.Join(sqldialect.Table(table), sqldialect.Ident("key column", g.key), sqldialect.Ident("token column", g.token))
+	err = errors.Join(sqldialect.Table(table), sqldialect.Ident("key column", g.key), sqldialect.Ident("token column", g.token))
 	if err == nil && g.key == g.token {
 		err = fmt.Errorf("key and token column are both %q", g.key)
 	}

@@ -57,8 +57,9 @@ type Option func(*Store)
 func WithDialect(d Dialect) Option { return func(s *Store) { s.dialect = d } }
 
 // WithTable sets the records table. Default: "idem_records" ([DefaultTable]).
-// It must be a plain identifier: letters, digits and underscores, at most 48
-// characters, not starting with a digit.
+// It must be a plain identifier: letters, digits and underscores, not
+// starting with a digit, and at most 55 bytes, so that its index,
+// <table>_expires, fits the 63 bytes of an identifier too.
 func WithTable(name string) Option { return func(s *Store) { s.table = name } }
 
 // WithTokenTable sets the submit tokens table. Default: "idem_tokens"
@@ -78,34 +79,29 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 			o(s)
 		}
 	}
-	if err := checkIdent("table", s.table); err != nil {
-		return nil, fmt.Errorf("%w: %w", idem.ErrInvalid, err)
-	}
-	if err := checkIdent("token table", s.tokens); err != nil {
-		return nil, fmt.Errorf("%w: %w", idem.ErrInvalid, err)
+	if err := errors.Join(sqldialect.Ident("table", s.table, indexSuffix), sqldialect.Ident("token table", s.tokens, indexSuffix)); err != nil {
+		return nil, fmt.Errorf("%w: sqlstore: %w", idem.ErrInvalid, err)
 	}
 	if s.table == s.tokens {
 		return nil, fmt.Errorf("%w: sqlstore: records and tokens need two tables", idem.ErrInvalid)
 	}
-	if s.dialect == Detect {
-		s.dialect = sqldialect.Detect(db)
+	var err error
+	if s.dialect, err = sqldialect.Resolve(s.dialect, db); err != nil {
+		return nil, fmt.Errorf("%w: sqlstore: %w; use WithDialect", idem.ErrInvalid, err)
 	}
-	if s.dialect != Postgres && s.dialect != SQLite {
-		return nil, fmt.Errorf("%w: sqlstore: cannot tell the SQL dialect of driver %T; use WithDialect", idem.ErrInvalid, db.Driver())
-	}
-	d, t, tt := s.dialect, s.table, s.tokens
+	fill := func(q string) string { return s.dialect.Fill(q, "{tt}", s.tokens, "{t}", s.table, "{x}", indexSuffix) }
 	s.q = queries{
-		claim:        fill(d, claimSQL, t, tt),
-		lookup:       fill(d, lookupSQL, t, tt),
-		record:       fill(d, recordSQL, t, tt),
-		release:      fill(d, releaseSQL, t, tt),
-		purge:        fill(d, purgeSQL, t, tt),
-		putToken:     fill(d, putTokenSQL, t, tt),
-		consumeToken: fill(d, consumeTokenSQL, t, tt),
-		purgeTokens:  fill(d, purgeTokensSQL, t, tt),
+		claim:        fill(claimSQL),
+		lookup:       fill(lookupSQL),
+		record:       fill(recordSQL),
+		release:      fill(releaseSQL),
+		purge:        fill(purgeSQL),
+		putToken:     fill(putTokenSQL),
+		consumeToken: fill(consumeTokenSQL),
+		purgeTokens:  fill(purgeTokensSQL),
 	}
 	for _, m := range migrations {
-		s.q.migrations = append(s.q.migrations, fill(d, m, t, tt))
+		s.q.migrations = append(s.q.migrations, fill(m))
 	}
 	return s, nil
 }
@@ -115,24 +111,13 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 
 // Migrate creates the tables and indexes if they do not exist. It is
 // idempotent and safe to run from many instances at once (on PostgreSQL it
-// holds a transaction-scoped advisory lock while it runs).
+// holds a transaction-scoped advisory lock while it runs). It fails with an
+// error wrapping idem.ErrInvalid on a server older than latchkey supports.
 func (s *Store) Migrate(ctx context.Context) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
+	if err := s.dialect.Migrate(ctx, s.db, "latchkey/idem/sqlstore:"+s.table, s.q.migrations, idem.ErrInvalid); err != nil {
+		return fmt.Errorf("sqlstore: %w", err)
 	}
-	defer func() { _ = tx.Rollback() }()
-	if s.dialect == Postgres {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "latchkey/idem/sqlstore:"+s.table); err != nil {
-			return err
-		}
-	}
-	for _, m := range s.q.migrations {
-		if _, err := tx.ExecContext(ctx, m); err != nil {
-			return fmt.Errorf("sqlstore: migrate: %w", err)
-		}
-	}
-	return tx.Commit()
+	return nil
 }
 
 // Purge deletes expired records and tokens and reports how many rows went.

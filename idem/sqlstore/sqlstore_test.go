@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -207,6 +208,16 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		if _, err := sqlstore.New(db, sqlstore.WithTable(name)); !errors.Is(err, idem.ErrInvalid) {
 			t.Errorf("WithTable(%q) = %v, want ErrInvalid", name, err)
 		}
+	}
+	// <table>_expires names the table's index, and must fit 63 bytes too.
+	if _, err := sqlstore.New(db, sqlstore.WithTable(strings.Repeat("t", 56))); !errors.Is(err, idem.ErrInvalid) {
+		t.Errorf("a 56-byte table = %v, want ErrInvalid", err)
+	}
+	if _, err := sqlstore.New(db, sqlstore.WithTokenTable(strings.Repeat("t", 56))); !errors.Is(err, idem.ErrInvalid) {
+		t.Errorf("a 56-byte token table = %v, want ErrInvalid", err)
+	}
+	if _, err := sqlstore.New(db, sqlstore.WithTable(strings.Repeat("t", 55))); err != nil {
+		t.Errorf("a 55-byte table: %v", err)
 	}
 	if _, err := sqlstore.New(db, sqlstore.WithTable("same"), sqlstore.WithTokenTable("same")); !errors.Is(err, idem.ErrInvalid) {
 		t.Errorf("one table for both = %v, want ErrInvalid", err)

@@ -1,6 +1,9 @@
 package sqldialect
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestFromDriverType(t *testing.T) {
 	for name, want := range map[string]Dialect{
@@ -49,5 +52,74 @@ func TestIdentifiers(t *testing.T) {
 	}
 	if Bare("billing.orders") != "orders" || Bare("orders") != "orders" {
 		t.Error("Bare")
+	}
+	max := strings.Repeat("a", MaxIdent)
+	if Ident("column", max) != nil || Table(max) != nil || Table("s."+max) != nil {
+		t.Errorf("a %d-byte name refused", MaxIdent)
+	}
+	if Ident("column", max+"a") == nil || Table(max+"a") == nil {
+		t.Errorf("a %d-byte name accepted", MaxIdent+1)
+	}
+}
+
+// TestDerivedNamesFit: a name made from a caller's by a suffix (an index, a
+// channel) must fit MaxIdent too, or PostgreSQL cuts it short.
+func TestDerivedNamesFit(t *testing.T) {
+	room := strings.Repeat("t", MaxIdent-len("_expires"))
+	if err := Table(room, "_expires"); err != nil {
+		t.Errorf("Table(%d bytes, _expires): %v", len(room), err)
+	}
+	if err := Table("billing."+room, "_expires"); err != nil {
+		t.Errorf("the schema does not count: %v", err)
+	}
+	if err := Table(room+"t", "_expires"); err == nil {
+		t.Errorf("Table(%d bytes, _expires) accepted", len(room)+1)
+	}
+	if err := Ident("table", room+"t", "_x", "_expires"); err == nil || !strings.Contains(err.Error(), "_expires") {
+		t.Errorf("Ident(%d bytes, _expires) = %v, want an error naming the longest suffix", len(room)+1, err)
+	}
+}
+
+func TestFill(t *testing.T) {
+	q := "SELECT {now_ms}, {greatest}(a, $1) FROM {t} WHERE b = $2 -- {blob}"
+	if got, want := Postgres.Fill(q, "{t}", "x"),
+		"SELECT FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, GREATEST(a, $1) FROM x WHERE b = $2 -- BYTEA"; got != want {
+		t.Errorf("postgres:\n%s\nwant\n%s", got, want)
+	}
+	if got := SQLite.Fill(q, "{t}", "x"); !strings.Contains(got, "MAX(a, ?1) FROM x WHERE b = ?2 -- BLOB") || !strings.Contains(got, "julianday") {
+		t.Errorf("sqlite: %s", got)
+	}
+}
+
+func TestCheckVersion(t *testing.T) {
+	for _, c := range []struct {
+		d        Dialect
+		reported string
+		ok       bool
+	}{
+		{Postgres, "120000", true},
+		{Postgres, "160002", true},
+		{Postgres, " 170000\n", true},
+		{Postgres, "110022", false},
+		{Postgres, "90624", false}, // 9.6.24
+		{Postgres, "16.2", false},  // not server_version_num
+		{SQLite, "3.35.0", true},
+		{SQLite, "3.35", true},
+		{SQLite, "3.46.1", true},
+		{SQLite, "4.0.0", true},
+		{SQLite, "3.34.1", false},
+		{SQLite, "2.8.17", false},
+		{SQLite, "3.x", false},
+		{Unknown, "1", false},
+	} {
+		if err := c.d.CheckVersion(c.reported); (err == nil) != c.ok {
+			t.Errorf("%v.CheckVersion(%q) = %v, want ok %v", c.d, c.reported, err, c.ok)
+		}
+	}
+	if err := SQLite.CheckVersion("3.34.1"); err == nil || !strings.Contains(err.Error(), "3.35") {
+		t.Errorf("the error names the version needed: %v", err)
+	}
+	if Postgres.MinVersion() != "12.0" || SQLite.MinVersion() != "3.35" || Unknown.MinVersion() != "" {
+		t.Errorf("MinVersion: %q %q %q", Postgres.MinVersion(), SQLite.MinVersion(), Unknown.MinVersion())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/latchkey-go/latchkey/internal/contend"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -30,8 +31,9 @@ type backend struct {
 	prefix string
 	ka     *keeper
 
+	owners contend.Registry[*contender] // by Manager owner
+
 	mu     sync.Mutex
-	owners map[string]*contender // by Manager owner; guarded by mu
 	idle   map[int64][]idleLease // by requested lease TTL in seconds; guarded by mu
 	closed bool                  // Close was called: no more pooling; guarded by mu
 }
@@ -43,7 +45,7 @@ var (
 )
 
 func newBackend(c Client, o options) *backend {
-	return &backend{c: c, prefix: o.prefix, ka: newKeeper(c), owners: map[string]*contender{}, idle: map[int64][]idleLease{}}
+	return &backend{c: c, prefix: o.prefix, ka: newKeeper(c), idle: map[int64][]idleLease{}}
 }
 
 // An idleLease is a granted lease with no key attached, kept for the next
@@ -57,11 +59,9 @@ type idleLease struct {
 // A contender is one Acquire's key in a lock's queue, from its first attempt
 // until it is released, lost or withdrawn.
 type contender struct {
-	// queued is set for an Acquire that waits (it called WatchReleaseOwner):
-	// its key stays in the queue between attempts, kept alive and watching its
-	// predecessor. Otherwise a failed attempt withdraws the key at once.
-	queued bool
-	wake   chan struct{} // queued only; buffered, coalescing
+	// A queued contender (its Acquire waits) keeps its key in the queue
+	// between attempts, kept alive and watching its predecessor.
+	contend.Waiter
 
 	mu       sync.Mutex // serialises the calls for this owner, guards the rest
 	lease    clientv3.LeaseID
@@ -79,25 +79,9 @@ type contender struct {
 	predRev   int64
 	stopPred  context.CancelFunc // stops the predecessor watch
 	stopAlive context.CancelFunc // stops the queued keep-alive
-	wg        sync.WaitGroup     // the contender's goroutines
 }
 
-func (b *backend) contender(owner string, create bool) *contender {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	c := b.owners[owner]
-	if c == nil && create {
-		c = &contender{}
-		b.owners[owner] = c
-	}
-	return c
-}
-
-func (b *backend) forget(owner string) {
-	b.mu.Lock()
-	delete(b.owners, owner)
-	b.mu.Unlock()
-}
+func newContender() *contender { return &contender{} }
 
 // ttlSeconds rounds a lock TTL up to etcd's whole-second lease TTL. The
 // server may grant more (its minimum is 1.5 election timeouts, 2 s by
@@ -247,7 +231,7 @@ const (
 // on a new lease if the first found its lease gone; then the lock, or for an
 // Acquire that waits a place in the queue, or nothing.
 func (b *backend) tryAcquire(ctx context.Context, owner string, r request) (uint64, time.Duration, time.Duration, error) {
-	c := b.contender(owner, true)
+	c := b.owners.GetOrAdd(owner, newContender)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	at, valid, err := b.attempt(ctx, c, r)
@@ -262,9 +246,9 @@ func (b *backend) tryAcquire(ctx context.Context, owner string, r request) (uint
 	}
 	switch {
 	case err != nil:
-		if !c.queued {
+		if !c.Queued() {
 			b.withdraw(ctx, c)
-			b.forget(owner)
+			b.owners.Forget(owner, c)
 		}
 		return 0, 0, 0, err
 	case at == keyFirst:
@@ -280,9 +264,9 @@ func (b *backend) tryAcquire(ctx context.Context, owner string, r request) (uint
 // withdraws it. It returns lock.ErrNotAcquired, or the error of the
 // predecessor's read.
 func (b *backend) wait(ctx context.Context, c *contender, owner, pfx string) error {
-	if !c.queued {
+	if !c.Queued() {
 		b.withdraw(ctx, c)
-		b.forget(owner)
+		b.owners.Forget(owner, c)
 		return lock.ErrNotAcquired
 	}
 	if err := b.watchPredecessor(ctx, c, pfx); err != nil {
@@ -500,7 +484,7 @@ func (b *backend) drop(ctx context.Context, c *contender) {
 // in parallel, a read that the key is still there with our create revision
 // (an operator may have deleted it: etcd #6127, #10811).
 func (b *backend) Renew(ctx context.Context, name, owner string, ttl time.Duration) error {
-	c := b.contender(owner, false)
+	c := b.owners.Get(owner)
 	if c == nil {
 		return fmt.Errorf("%w: etcdlock: no lease for this owner", lock.ErrNotHeld)
 	}
@@ -547,7 +531,7 @@ func (b *backend) Renew(ctx context.Context, name, owner string, ttl time.Durati
 func (b *backend) lost(ctx context.Context, c *contender, owner string) {
 	c.held = false
 	b.drop(ctx, c)
-	b.forget(owner)
+	b.owners.Forget(owner, c)
 }
 
 // Release implements lock.Backend: it deletes the key, which only this
@@ -555,11 +539,10 @@ func (b *backend) lost(ctx context.Context, c *contender, owner string) {
 // whether the key was still there. The lease, now without a key, is kept for the Locker's next lock; if the
 // key was already gone, or the outcome is unknown, the lease is revoked.
 func (b *backend) Release(ctx context.Context, name, owner string) error {
-	c := b.contender(owner, false)
+	c := b.owners.Take(owner)
 	if c == nil {
 		return fmt.Errorf("%w: etcdlock: no lease for this owner", lock.ErrNotHeld)
 	}
-	b.forget(owner)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stopQueueLocked()

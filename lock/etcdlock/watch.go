@@ -13,28 +13,9 @@ import (
 // alive and watch only the key just ahead of it (no herd). stop withdraws the
 // key unless the Acquire got the lock.
 func (b *backend) WatchReleaseOwner(ctx context.Context, key, owner string) (<-chan struct{}, func(), error) {
-	c := &contender{queued: true, wake: make(chan struct{}, 1)}
-	b.mu.Lock()
-	b.owners[owner] = c
-	b.mu.Unlock()
-	stop := func() {
-		c.mu.Lock()
-		c.stopQueueLocked()
-		held := c.held
-		if !held {
-			b.withdraw(ctx, c)
-		}
-		c.mu.Unlock()
-		if !held {
-			b.mu.Lock()
-			if b.owners[owner] == c {
-				delete(b.owners, owner)
-			}
-			b.mu.Unlock()
-		}
-		c.wg.Wait()
-	}
-	return c.wake, stop, nil
+	c := newContender()
+	wake, stop := b.owners.Wait(owner, c, &c.mu, func() bool { return b.leaveLocked(ctx, c) })
+	return wake, stop, nil
 }
 
 // stopQueueLocked stops the predecessor watch and the queued keep-alive.
@@ -49,13 +30,6 @@ func (c *contender) stopQueueLocked() {
 	}
 }
 
-func (c *contender) signal() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
-
 // watchPredecessor makes sure c watches for the deletion of the key just
 // ahead of its own.
 func (b *backend) watchPredecessor(ctx context.Context, c *contender, pfx string) error {
@@ -65,7 +39,7 @@ func (b *backend) watchPredecessor(ctx context.Context, c *contender, pfx string
 	}
 	if len(g.Kvs) == 0 {
 		// The keys ahead left between the two reads: try again now.
-		c.signal()
+		c.Signal()
 		return nil
 	}
 	pred, rev := string(g.Kvs[0].Key), g.Kvs[0].CreateRevision
@@ -77,11 +51,7 @@ func (b *backend) watchPredecessor(ctx context.Context, c *contender, pfx string
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	c.stopPred, c.pred, c.predRev = cancel, pred, rev
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		b.waitDelete(wctx, c, pred, rev)
-	}()
+	c.Go(func() { b.waitDelete(wctx, c, pred, rev) })
 	return nil
 }
 
@@ -97,7 +67,7 @@ func (b *backend) watchPredecessor(ctx context.Context, c *contender, pfx string
 func (b *backend) waitDelete(ctx context.Context, c *contender, key string, rev int64) {
 	defer func() {
 		if ctx.Err() == nil {
-			c.signal()
+			c.Signal()
 		}
 	}()
 	wch := b.c.Watch(clientv3.WithRequireLeader(ctx), key, clientv3.WithCreatedNotify())
@@ -129,9 +99,7 @@ func (b *backend) keepQueued(c *contender) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stopAlive = cancel
 	lease, every := c.lease, max(c.leaseTTL/3, 100*time.Millisecond)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.Go(func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
@@ -146,8 +114,18 @@ func (b *backend) keepQueued(c *contender) {
 			if err != nil && ctx.Err() == nil {
 				// Possibly expired: let the Acquire try, which queues
 				// again with a new lease if so.
-				c.signal()
+				c.Signal()
 			}
 		}
-	}()
+	})
+}
+
+// leaveLocked ends c's wait: it stops c's watches and withdraws its place in
+// the queue unless it holds the lock, and reports whether it does.
+func (b *backend) leaveLocked(ctx context.Context, c *contender) bool {
+	c.stopQueueLocked()
+	if !c.held {
+		b.withdraw(ctx, c)
+	}
+	return c.held
 }

@@ -34,20 +34,23 @@ type options struct {
 }
 
 // WithTable sets the lease table's name, a plain SQL identifier (letters,
-// digits, underscores). Default: "latchkey_locks" ([DefaultTable]).
+// digits, underscores) short enough that the PostgreSQL channel named after
+// it, <table>_released, fits an identifier too: at most 54 bytes. Default:
+// "latchkey_locks" ([DefaultTable]).
 func WithTable(name string) Option { return func(o *options) { o.table = name } }
 
 // New returns a Locker on db, a database/sql handle for dialect d (Detect
 // tells it from the driver), and creates the lease table if it does not
 // exist. On PostgreSQL through database/sql,
 // waiters poll; use NewPgx for LISTEN/NOTIFY wake-ups. Errors wrap
-// lock.ErrInvalid for a nil db, an unknown dialect or a bad table name.
+// lock.ErrInvalid for a nil db, an unknown dialect, a bad table name or a
+// server older than latchkey supports.
 func New(ctx context.Context, db *sql.DB, d Dialect, opts ...Option) (*Locker, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: sqllock: nil *sql.DB", lock.ErrInvalid)
 	}
 	if d == Detect {
-		d = sqldialect.Detect(db)
+		d = sqldialect.Detect(db) // newQueries refuses what it cannot tell
 	}
 	return newLocker(ctx, sqlConn{db}, d, nil, opts)
 }
@@ -55,7 +58,8 @@ func New(ctx context.Context, db *sql.DB, d Dialect, opts ...Option) (*Locker, e
 // NewPgx returns a Locker on a pgx pool for PostgreSQL and creates the lease
 // table if it does not exist. Waiters are woken by NOTIFY on release through
 // one LISTEN connection per Locker, taken from the pool while anyone waits.
-// Errors wrap lock.ErrInvalid for a nil pool or a bad table name.
+// Errors wrap lock.ErrInvalid for a nil pool, a bad table name or a server
+// older than latchkey supports.
 func NewPgx(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Locker, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: sqllock: nil *pgxpool.Pool", lock.ErrInvalid)
@@ -70,9 +74,15 @@ func newLocker(ctx context.Context, db conn, d Dialect, pool *pgxpool.Pool, opts
 			opt(&o)
 		}
 	}
-	channel := o.table + "_released"
-	q, err := newQueries(d, o.table, channel)
+	q, err := newQueries(d, o.table)
 	if err != nil {
+		return nil, fmt.Errorf("%w: sqllock: %w", lock.ErrInvalid, err)
+	}
+	var version string
+	if _, err := db.queryRow(ctx, d.VersionQuery(), nil, &version); err != nil {
+		return nil, fmt.Errorf("sqllock: %w", err)
+	}
+	if err := d.CheckVersion(version); err != nil {
 		return nil, fmt.Errorf("%w: sqllock: %w", lock.ErrInvalid, err)
 	}
 	for _, stmt := range q.migrate {
@@ -84,7 +94,7 @@ func newLocker(ctx context.Context, db conn, d Dialect, pool *pgxpool.Pool, opts
 	l := &Locker{backend: b}
 	var lb lock.Backend = b
 	if pool != nil {
-		l.listener = newListener(pool, channel)
+		l.listener = newListener(pool, o.table+channelSuffix)
 		lb = watchingBackend{b, l.listener}
 	}
 	l.Manager, _ = lock.NewManager(lb) // lb is not nil

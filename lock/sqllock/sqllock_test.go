@@ -417,3 +417,43 @@ func hostPort(t *testing.T, url string) string {
 	}
 	return fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port)
 }
+
+// TestTableNameLeavesRoomForTheChannel: on PostgreSQL a release notifies
+// waiters on the channel <table>_released, itself an identifier of at most
+// 63 bytes. A table name that fits but leaves no room for the suffix must be
+// refused up front, not accepted and then fail every release.
+func TestTableNameLeavesRoomForTheChannel(t *testing.T) {
+	ctx := t.Context()
+	db, err := sql.Open("pgx", testsvc.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	long := "locks_" + strings.Repeat("x", 57) // 63 bytes: a valid table name
+	t.Cleanup(func() { _, _ = db.Exec(`DROP TABLE IF EXISTS ` + long) })
+	l, err := sqllock.New(ctx, db, sqllock.Postgres, sqllock.WithTable(long))
+	if err == nil {
+		lease, aerr := l.Acquire(ctx, "k")
+		if aerr != nil {
+			t.Fatalf("Acquire on a %d-byte table: %v", len(long), aerr)
+		}
+		t.Fatalf("New accepted a %d-byte table, whose release channel has %d bytes; Release = %v",
+			len(long), len(long+"_released"), lease.Release(ctx))
+	}
+	if !errors.Is(err, lock.ErrInvalid) {
+		t.Fatalf("New(%d-byte table) = %v, want ErrInvalid", len(long), err)
+	}
+	short := long[:63-len("_released")]
+	t.Cleanup(func() { _, _ = db.Exec(`DROP TABLE IF EXISTS ` + short) })
+	l, err = sqllock.New(ctx, db, sqllock.Postgres, sqllock.WithTable(short))
+	if err != nil {
+		t.Fatalf("New(%d-byte table): %v", len(short), err)
+	}
+	lease, err := l.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatalf("Release on a %d-byte table: %v", len(short), err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/latchkey-go/latchkey/internal/contend"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -34,11 +35,12 @@ type backend struct {
 	names  NodeNames
 	acl    []zk.ACL
 
+	owners contend.Registry[*contender] // by Manager owner
+
 	mu      sync.Mutex
-	owners  map[string]*contender // by Manager owner; guarded by mu
-	orphans map[string]string     // GUID -> lock dir of nodes to delete; guarded by mu
-	closed  bool                  // guarded by mu
-	sweeps  sync.WaitGroup        // background sweeps after a reconnect
+	orphans map[string]string // GUID -> lock dir of nodes to delete; guarded by mu
+	closed  bool              // guarded by mu
+	sweeps  sync.WaitGroup    // background sweeps after a reconnect
 }
 
 var (
@@ -49,8 +51,8 @@ var (
 func newBackend(conn *zk.Conn, log *sessionLog, o options) *backend {
 	return &backend{
 		conn: conn, log: log, prefix: o.prefix, names: o.names,
-		acl:    zk.WorldACL(zk.PermAll),
-		owners: map[string]*contender{}, orphans: map[string]string{},
+		acl:     zk.WorldACL(zk.PermAll),
+		orphans: map[string]string{},
 	}
 }
 
@@ -94,11 +96,9 @@ func (b *backend) isClosed() bool {
 // A contender is one Acquire's node in a lock's queue, from its first
 // attempt until it is released, lost or withdrawn.
 type contender struct {
-	// queued is set for an Acquire that waits (it called WatchReleaseOwner):
-	// its node stays in the queue between attempts, watching its predecessor.
-	// Otherwise a failed attempt withdraws the node at once.
-	queued bool
-	wake   chan struct{} // queued only; buffered, coalescing
+	// A queued contender (its Acquire waits) keeps its node in the queue
+	// between attempts, watching its predecessor.
+	contend.Waiter
 
 	mu       sync.Mutex // serialises the calls for this owner, guards the rest
 	dir      string     // the lock's znode, parent of the contenders
@@ -109,27 +109,9 @@ type contender struct {
 	held     bool
 	pred     string        // predecessor being watched ("" if none)
 	stopPred chan struct{} // closed to stop the predecessor watch
-	wg       sync.WaitGroup
 }
 
-func (b *backend) contender(owner string, create bool) *contender {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	c := b.owners[owner]
-	if c == nil && create {
-		c = &contender{}
-		b.owners[owner] = c
-	}
-	return c
-}
-
-func (b *backend) forget(owner string, c *contender) {
-	b.mu.Lock()
-	if b.owners[owner] == c {
-		delete(b.owners, owner)
-	}
-	b.mu.Unlock()
-}
+func newContender() *contender { return &contender{} }
 
 // call runs one ZooKeeper request, bounded by ctx: go-zookeeper's calls take
 // no context and wait for the answer or the loss of the connection. A call
@@ -276,15 +258,15 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 		return 0, 0, fmt.Errorf("%w: zklock: TTL %v is longer than the session timeout %v the server granted", lock.ErrInvalid, ttl, st)
 	}
 	b.sweep(ctx)
-	c := b.contender(owner, true)
+	c := b.owners.GetOrAdd(owner, newContender)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dir = dir
 	for attempt := 0; ; attempt++ {
 		if c.node == "" {
 			if err := b.create(ctx, c); err != nil {
-				if !c.queued {
-					b.forget(owner, c)
+				if !c.Queued() {
+					b.owners.Forget(owner, c)
 				}
 				return 0, 0, err
 			}
@@ -313,9 +295,9 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 			c.held = true
 			return uint64(c.czxid), 0, nil
 		}
-		if !c.queued {
+		if !c.Queued() {
 			b.withdraw(ctx, c)
-			b.forget(owner, c)
+			b.owners.Forget(owner, c)
 			return 0, 0, lock.ErrNotAcquired
 		}
 		if err := b.watchPredecessor(ctx, c, pred); err != nil {
@@ -489,7 +471,7 @@ func (b *backend) sweep(ctx context.Context) {
 // session at or after the renewal was sent, which is what the Manager's local
 // deadline is counted from.
 func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
-	c := b.contender(owner, false)
+	c := b.owners.Get(owner)
 	if c == nil {
 		return fmt.Errorf("%w: zklock: no node for this owner", lock.ErrNotHeld)
 	}
@@ -514,7 +496,7 @@ func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duratio
 	if st == nil || st.Czxid != c.czxid {
 		node := c.node
 		c.held, c.node = false, ""
-		b.forget(owner, c)
+		b.owners.Forget(owner, c)
 		return fmt.Errorf("%w: zklock: node %s is gone (session expired or deleted)", lock.ErrNotHeld, node)
 	}
 	if st.EphemeralOwner != b.conn.SessionID() {
@@ -527,11 +509,10 @@ func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duratio
 // whose name (GUID and sequence number) no other contender can have; it never
 // deletes the next holder's node.
 func (b *backend) Release(ctx context.Context, key, owner string) error {
-	c := b.contender(owner, false)
+	c := b.owners.Take(owner)
 	if c == nil {
 		return fmt.Errorf("%w: zklock: no node for this owner", lock.ErrNotHeld)
 	}
-	b.forget(owner, c)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stopPredLocked()

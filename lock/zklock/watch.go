@@ -11,31 +11,19 @@ import (
 // only the contender just ahead of it (no herd). stop withdraws the node
 // unless the Acquire got the lock.
 func (b *backend) WatchReleaseOwner(ctx context.Context, key, owner string) (<-chan struct{}, func(), error) {
-	c := &contender{queued: true, wake: make(chan struct{}, 1)}
-	b.mu.Lock()
-	b.owners[owner] = c
-	b.mu.Unlock()
-	stop := func() {
-		c.mu.Lock()
-		c.stopPredLocked()
-		held := c.held
-		if !held {
-			b.withdraw(ctx, c)
-		}
-		c.mu.Unlock()
-		if !held {
-			b.forget(owner, c)
-		}
-		c.wg.Wait()
-	}
-	return c.wake, stop, nil
+	c := newContender()
+	wake, stop := b.owners.Wait(owner, c, &c.mu, func() bool { return b.leaveLocked(ctx, c) })
+	return wake, stop, nil
 }
 
-func (c *contender) signal() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
+// leaveLocked ends c's wait: it stops c's watches and withdraws its place in
+// the queue unless it holds the lock, and reports whether it does.
+func (b *backend) leaveLocked(ctx context.Context, c *contender) bool {
+	c.stopPredLocked()
+	if !c.held {
+		b.withdraw(ctx, c)
 	}
+	return c.held
 }
 
 func (c *contender) stopPredLocked() {
@@ -66,19 +54,17 @@ func (b *backend) watchPredecessor(ctx context.Context, c *contender, pred strin
 	if !w.ok {
 		// Gone between the listing and the watch (the watch, set on a
 		// missing node, fires only if it is created again): try now.
-		c.signal()
+		c.Signal()
 		return nil
 	}
 	stop := make(chan struct{})
 	c.stopPred, c.pred = stop, pred
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.Go(func() {
 		select {
 		case <-w.ev: // deleted, or the session ended: either way, try again
-			c.signal()
+			c.Signal()
 		case <-stop:
 		}
-	}()
+	})
 	return nil
 }

@@ -1,0 +1,76 @@
+package contend
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+type contender struct {
+	Waiter
+	mu   sync.Mutex
+	name string
+}
+
+func TestRegistry(t *testing.T) {
+	var r Registry[*contender]
+	if r.Get("a") != nil {
+		t.Fatal("an empty registry has a contender")
+	}
+	a := r.GetOrAdd("a", func() *contender { return &contender{name: "a"} })
+	if again := r.GetOrAdd("a", func() *contender { t.Fatal("fresh called twice"); return nil }); again != a || r.Get("a") != a {
+		t.Fatal("GetOrAdd did not keep the contender")
+	}
+	if a.Queued() {
+		t.Error("a contender of GetOrAdd is queued")
+	}
+	a.Signal() // ignored: nobody waits
+	r.Forget("a", &contender{})
+	if r.Get("a") != a {
+		t.Fatal("Forget removed another's place")
+	}
+	r.Forget("a", a)
+	if r.Get("a") != nil {
+		t.Fatal("Forget kept the contender")
+	}
+	b := r.GetOrAdd("b", func() *contender { return &contender{name: "b"} })
+	if got := r.Take("b"); got != b || r.Get("b") != nil || r.Take("b") != nil {
+		t.Fatal("Take did not remove the contender exactly once")
+	}
+}
+
+func TestWait(t *testing.T) {
+	var r Registry[*contender]
+	for _, held := range []bool{false, true} {
+		c := &contender{}
+		wake, stop := r.Wait("o", c, &c.mu, func() bool {
+			if c.mu.TryLock() {
+				t.Error("leave called without the contender's mutex")
+			}
+			return held
+		})
+		if !c.Queued() || r.Get("o") != c {
+			t.Fatal("Wait did not register a queued contender")
+		}
+		c.Signal()
+		c.Signal() // coalesces
+		<-wake
+		select {
+		case <-wake:
+			t.Fatal("two signals woke twice")
+		default:
+		}
+		quit := make(chan struct{})
+		var ended atomic.Bool
+		c.Go(func() { <-quit; ended.Store(true) })
+		close(quit)
+		stop()
+		if !ended.Load() {
+			t.Fatal("stop returned before the contender's goroutine")
+		}
+		if got := r.Get("o"); (got == c) != held {
+			t.Fatalf("held %v: after stop the registry has %v", held, got)
+		}
+		r.Forget("o", c)
+	}
+}

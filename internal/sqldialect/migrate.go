@@ -1,0 +1,34 @@
+package sqldialect
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// Migrate checks the server's version (see Check), then runs stmts, each
+// idempotent (CREATE ... IF NOT EXISTS), in one transaction. On PostgreSQL
+// the transaction first takes an advisory lock on name, since two concurrent
+// CREATE TABLE IF NOT EXISTS of one table can collide there; SQLite's single
+// writer serialises them already.
+func (d Dialect) Migrate(ctx context.Context, db *sql.DB, name string, stmts []string, invalid error) error {
+	if err := d.Check(ctx, db, invalid); err != nil {
+		return err
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if d == Postgres {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, name); err != nil {
+			return err
+		}
+	}
+	for _, m := range stmts {
+		if _, err := tx.ExecContext(ctx, m); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	return tx.Commit()
+}

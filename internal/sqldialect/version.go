@@ -1,0 +1,104 @@
+package sqldialect
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// A version is a server's major, minor and patch number.
+type version [3]int
+
+func (v version) less(w version) bool {
+	for i := range v {
+		if v[i] != w[i] {
+			return v[i] < w[i]
+		}
+	}
+	return false
+}
+
+func (v version) String() string {
+	if v[2] == 0 {
+		return fmt.Sprintf("%d.%d", v[0], v[1])
+	}
+	return fmt.Sprintf("%d.%d.%d", v[0], v[1], v[2])
+}
+
+// MinVersion is the oldest server version of d that latchkey supports, such
+// as "3.35" (empty for an unsupported dialect).
+func (d Dialect) MinVersion() string {
+	if !d.Supported() {
+		return ""
+	}
+	return specs[d].minVersion.String()
+}
+
+// VersionQuery is the statement that reports the server's version in one
+// text column, for CheckVersion.
+func (d Dialect) VersionQuery() string { return specs[d].versionQuery }
+
+// CheckVersion reports an error unless reported, the answer to VersionQuery,
+// is at least MinVersion.
+func (d Dialect) CheckVersion(reported string) error {
+	s, ok := specs[d]
+	if !ok {
+		return fmt.Errorf("unsupported SQL dialect %v", d)
+	}
+	v, err := s.parseVersion(strings.TrimSpace(reported))
+	if err != nil {
+		return fmt.Errorf("%s reported version %q: %w", s.name, reported, err)
+	}
+	if v.less(s.minVersion) {
+		return fmt.Errorf("%s %v is older than %v, the oldest latchkey supports", s.name, v, s.minVersion)
+	}
+	return nil
+}
+
+// Check runs VersionQuery on db and CheckVersion on its answer. A server
+// older than MinVersion gives an error wrapping invalid (the calling
+// package's ErrInvalid); a failed query, the database's error.
+func (d Dialect) Check(ctx context.Context, db DB, invalid error) error {
+	if !d.Supported() {
+		return fmt.Errorf("%w: unsupported SQL dialect %v", invalid, d)
+	}
+	var v string
+	if err := db.QueryRowContext(ctx, d.VersionQuery()).Scan(&v); err != nil {
+		return fmt.Errorf("reading the server version: %w", err)
+	}
+	if err := d.CheckVersion(v); err != nil {
+		return fmt.Errorf("%w: %w", invalid, err)
+	}
+	return nil
+}
+
+// postgresVersion reads server_version_num: major*10000 + minor since
+// PostgreSQL 10, major*10000 + minor*100 + patch before.
+func postgresVersion(s string) (version, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return version{}, fmt.Errorf("not a server_version_num")
+	}
+	if n >= 100000 {
+		return version{n / 10000, n % 10000, 0}, nil
+	}
+	return version{n / 10000, n / 100 % 100, n % 100}, nil
+}
+
+// dottedVersion reads "3.45.1".
+func dottedVersion(s string) (version, error) {
+	var v version
+	parts := strings.Split(s, ".")
+	if len(parts) > len(v) {
+		return v, fmt.Errorf("not a version number")
+	}
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return v, fmt.Errorf("not a version number")
+		}
+		v[i] = n
+	}
+	return v, nil
+}
