@@ -9,6 +9,8 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/latchkey-go/latchkey/cmd/latchkey/internal/demo"
 )
 
 // Exit statuses.
@@ -36,7 +38,7 @@ func commands() []command {
 		{"gateway", "an idempotency reverse proxy in front of any HTTP service", gatewayCmd},
 		{"version", "print the version", versionCmd},
 		{"help", "show this help", helpCmd},
-		{workerCommand, "", workerCmd}, // the demo's child processes
+		{demo.WorkerCommand, "", workerCmd}, // the demo's child processes
 	}
 }
 
