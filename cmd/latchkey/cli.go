@@ -11,33 +11,15 @@ import (
 	"runtime/debug"
 )
 
-// Exit statuses.
-const (
-	exitOK          = 0
-	exitFail        = 1 // a guarded scenario was damaged, or the command failed
-	exitUsage       = 2
-	exitInterrupted = 130 // Ctrl-C, as a shell reports it
-)
-
 // version is set at release time with -ldflags "-X main.version=v1.2.3";
 // otherwise the module version and VCS revision of the build are shown.
 var version = ""
 
+// A command is one of latchkey's commands (see commands).
 type command struct {
 	name    string
 	summary string // empty: hidden from help
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
-}
-
-func commands() []command {
-	return []command{
-		{"demo", "run the classic duplicate failures for real, unguarded and guarded", demoCmd},
-		{"run", "run a command while holding a distributed lock (cron on many hosts)", runCmd},
-		{"gateway", "an idempotency reverse proxy in front of any HTTP service", gatewayCmd},
-		{"version", "print the version", versionCmd},
-		{"help", "show this help", helpCmd},
-		{workerCommand, "", workerCmd}, // the demo's child processes
-	}
 }
 
 // run dispatches args to a command and returns the exit status.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,9 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/latchkey-go/latchkey/idem/idemhttp"
 	"github.com/latchkey-go/latchkey/idem/idemhttp/idemhttptest"
-	"github.com/latchkey-go/latchkey/idem/idemurl"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
 
@@ -530,150 +527,16 @@ func TestGatewayUsageErrors(t *testing.T) {
 	}
 }
 
-// newTestGateway builds the gateway in this process on a memory store, with
-// the given rules, in front of up.
-func newTestGateway(t *testing.T, up http.Handler, rules ...ruleConfig) http.Handler {
-	t.Helper()
-	st, err := idemurl.Open(t.Context(), "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := upstreamServer(t, up)
-	target, err := checkUpstream(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rs []*rule
-	d := ruleDefaults{inProgress: time.Minute, retention: time.Hour,
-		maxRequestBody: idemhttp.DefaultMaxRequestBody, maxResponseBody: idemhttp.DefaultMaxResponseBody}
-	for i, rc := range rules {
-		r, err := buildRule("rules["+strconv.Itoa(i)+"]", rc, d, func(*http.Request, error) {})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs = append(rs, r)
-	}
-	return newGateway(st, target, rs, slog.New(slog.DiscardHandler), false)
-}
-
-// Rules apply in order, the first match wins; each sets where the key comes
-// from, whether it is required, and the principal.
-func TestGatewayRules(t *testing.T) {
+// A flag given on the command line wins over the file also when it turns a
+// setting off: with ready_upstream in the file and --ready-upstream=false,
+// readyz does not ask the upstream, so a gateway whose upstream is down
+// still reports ready.
+func TestGatewayFlagTurnsFileSettingOff(t *testing.T) {
 	t.Parallel()
-	up := idemhttptest.NewUpstream()
-	gw := newTestGateway(t, up,
-		ruleConfig{Methods: []string{"POST"}, Path: "/webhooks/", Key: "off"},
-		ruleConfig{Methods: []string{"POST"}, Path: "/orders/{id}/submit", BodyKey: "requestId", Wait: duration{set: true}},
-		ruleConfig{Methods: []string{"POST"}, Path: "/payments/", Header: "X-Request-Id", PrincipalHeader: "X-Account"},
-		ruleConfig{Methods: []string{"POST", "PUT"}, Path: "/", Key: "required"},
-	)
-	do := func(method, path, body string, hdr ...string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(method, path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		rec := httptest.NewRecorder()
-		gw.ServeHTTP(rec, req)
-		return rec
-	}
-	replayed := func(r *httptest.ResponseRecorder) bool { return r.Header().Get("Idempotent-Replayed") == "true" }
-
-	// "off": never guarded, even with a key.
-	do("POST", "/webhooks/stripe", "{}", "Idempotency-Key", "wh")
-	if r := do("POST", "/webhooks/stripe", "{}", "Idempotency-Key", "wh"); replayed(r) || up.Executions("wh") != 2 {
-		t.Errorf("key off: replayed=%v after %d runs", replayed(r), up.Executions("wh"))
-	}
-	// Body key on a wildcard route; a path the pattern does not match falls
-	// to the catch-all rule, which needs a header key.
-	do("POST", "/orders/7/submit", `{"requestId":"R-1"}`)
-	if r := do("POST", "/orders/7/submit", `{"requestId":"R-1"}`); !replayed(r) || r.Code != http.StatusCreated {
-		t.Errorf("body key: second = %d replayed=%v", r.Code, replayed(r))
-	}
-	if r := do("POST", "/orders/7/submit", `{"amount":1}`); r.Code != http.StatusBadRequest {
-		t.Errorf("body key missing = %d, want 400", r.Code)
-	}
-	if r := do("POST", "/orders/7/submit/extra", `{"requestId":"R-1"}`); r.Code != http.StatusBadRequest ||
-		!strings.Contains(r.Body.String(), idemhttp.CodeKeyMissing) {
-		t.Errorf("unmatched path = %d %s, want the catch-all's 400", r.Code, r.Body)
-	}
-	// Another header, scoped by the X-Account principal.
-	do("POST", "/payments/1", "{}", "X-Request-Id", "p-1", "X-Account", "acct-1")
-	if r := do("POST", "/payments/1", "{}", "X-Request-Id", "p-1", "X-Account", "acct-1"); !replayed(r) {
-		t.Error("X-Request-Id key: copy not replayed")
-	}
-	if r := do("POST", "/payments/1", "{}", "X-Request-Id", "p-1", "X-Account", "acct-2"); replayed(r) || r.Code != http.StatusCreated {
-		t.Errorf("another account got a replay: %d replayed=%v", r.Code, replayed(r))
-	}
-	// The catch-all guards PUT as configured; GET matches no rule.
-	do("PUT", "/items/1", "{}", "Idempotency-Key", "put-1")
-	if r := do("PUT", "/items/1", "{}", "Idempotency-Key", "put-1"); !replayed(r) || up.Executions("put-1") != 1 {
-		t.Error("PUT under the catch-all rule not guarded")
-	}
-	if r := do("GET", "/items/1", "", "Idempotency-Key", "get-1"); r.Code != http.StatusCreated {
-		t.Errorf("GET = %d", r.Code)
-	}
-}
-
-// The example config file in testdata is valid.
-func TestGatewayExampleConfig(t *testing.T) {
-	t.Parallel()
-	c, err := loadGatewayConfig(filepath.Join("testdata", "gateway.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := checkUpstream(c.Upstream); err != nil {
-		t.Fatal(err)
-	}
-	d := ruleDefaults{inProgress: c.InProgress.d, retention: c.Retention.d, wait: c.Wait.d,
-		maxRequestBody: *c.MaxRequestBody, maxResponseBody: *c.MaxResponseBody}
-	for i, rc := range c.Rules {
-		if _, err := buildRule("rules["+strconv.Itoa(i)+"]", rc, d, func(*http.Request, error) {}); err != nil {
-			t.Error(err)
-		}
-	}
-	if len(c.Rules) != 4 || c.Store == "" || !c.ReadyUpstream {
-		t.Errorf("example config: %+v", c)
-	}
-}
-
-// Body caps, per rule: a request body over the cap gets 413 and never runs;
-// a response over the cap reaches its client once, and a copy gets 500
-// response-not-retained instead of a second run.
-func TestGatewayBodyCaps(t *testing.T) {
-	t.Parallel()
-	up := idemhttptest.NewUpstream()
-	small := int64(16)
-	gw := newTestGateway(t, up,
-		ruleConfig{Path: "/small-request/", MaxRequestBody: &small},
-		ruleConfig{Path: "/small-response/", MaxResponseBody: &small},
-		ruleConfig{Path: "/"},
-	)
-	do := func(path, key, body string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest("POST", path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", key)
-		rec := httptest.NewRecorder()
-		gw.ServeHTTP(rec, req)
-		return rec
-	}
-	big := `{"amount":1000,"currency":"EUR","note":"more than sixteen bytes"}`
-	if r := do("/small-request/1", "req-big", big); r.Code != http.StatusRequestEntityTooLarge || up.Executions("req-big") != 0 {
-		t.Errorf("body over the rule's cap = %d after %d runs, want 413 and none", r.Code, up.Executions("req-big"))
-	}
-	if r := do("/small-request/1", "req-small", `{"amount":1}`); r.Code != http.StatusCreated {
-		t.Errorf("body under the rule's cap = %d, want 201", r.Code)
-	}
-	if r := do("/other", "req-default", big); r.Code != http.StatusCreated {
-		t.Errorf("the same body under the default 1 MiB cap = %d, want 201", r.Code)
-	}
-	first := do("/small-response/1", "resp-big", big)
-	if first.Code != http.StatusCreated || first.Body.Len() <= int(small) {
-		t.Fatalf("first request = %d with %d bytes, want 201 and the whole response", first.Code, first.Body.Len())
-	}
-	if r := do("/small-response/1", "resp-big", big); r.Code != http.StatusInternalServerError ||
-		!strings.Contains(r.Body.String(), idemhttp.CodeNotRetained) || up.Executions("resp-big") != 1 {
-		t.Errorf("copy of a response over the cap = %d %s after %d runs, want 500 %s and one run",
-			r.Code, r.Body, up.Executions("resp-big"), idemhttp.CodeNotRetained)
+	down := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(testsvc.FreePort(t)))
+	cfg := writeConfig(t, `{"ready_upstream": true}`)
+	g := startGateway(t, nil, "--upstream", down, "--store", "mem://", "--config", cfg, "--ready-upstream=false")
+	if r := send(t, "GET", g.url+"/_latchkey/readyz", ""); r.status != http.StatusOK {
+		t.Errorf("readyz = %d %q, want 200: --ready-upstream=false should win over the file", r.status, r.body)
 	}
 }

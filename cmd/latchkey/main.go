@@ -7,7 +7,36 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/latchkey-go/latchkey/cmd/latchkey/internal/demo"
 )
+
+// Exit statuses, of every command. A command run by "latchkey run" adds its
+// own, and 128+N when it dies of signal N, as a shell reports them.
+const (
+	exitOK          = 0
+	exitFail        = 1   // a guarded scenario was damaged, or the command failed
+	exitUsage       = 2   // bad flags, arguments or configuration: nothing was started
+	exitUnavailable = 69  // a lock backend or a store could not be opened, or an address bound
+	exitNotAcquired = 75  // run: the lock is held elsewhere (try-once or wait limit)
+	exitLeaseLost   = 76  // run: the lease was lost while the command ran; it was stopped
+	exitNoCommand   = 127 // run: the command could not be started, as a shell reports it
+	exitInterrupted = 130 // Ctrl-C, as a shell reports it
+)
+
+// commands are latchkey's commands, in the order the help lists them. A
+// command is one entry: its name, its line in the help (none: hidden) and
+// the function that runs it and returns its exit status.
+func commands() []command {
+	return []command{
+		{"demo", "run the classic duplicate failures for real, unguarded and guarded", demoCmd},
+		{"run", "run a command while holding a distributed lock (cron on many hosts)", runCmd},
+		{"gateway", "an idempotency reverse proxy in front of any HTTP service", gatewayCmd},
+		{"version", "print the version", versionCmd},
+		{"help", "show this help", helpCmd},
+		{demo.WorkerCommand, "", workerCmd}, // the demo's child processes
+	}
+}
 
 func main() { os.Exit(cliMain(os.Args[1:])) }
 

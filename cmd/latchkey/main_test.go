@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/latchkey-go/latchkey/cmd/latchkey/internal/demo"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
 
@@ -405,7 +406,7 @@ func TestDemoServers(t *testing.T) {
 			if slices.Contains(args, "--only") {
 				wantScenarios(t, rep, strings.Split(lockScenarios, ",")...)
 			} else {
-				wantScenarios(t, rep, scenarioNames...)
+				wantScenarios(t, rep, demo.Names()...)
 			}
 			if !strings.HasPrefix(rep.Backend, tc.prefix) {
 				t.Errorf("locks on %q, want %s", rep.Backend, tc.prefix)
@@ -449,7 +450,7 @@ func TestDemoDBFlagKeepsFile(t *testing.T) {
 func TestDemoSabotaged(t *testing.T) {
 	t.Parallel()
 	rep := demoJSON(t, exitFail, "--sabotage")
-	wantScenarios(t, rep, scenarioNames...)
+	wantScenarios(t, rep, demo.Names()...)
 	if rep.OK {
 		t.Error("report ok")
 	}
@@ -480,13 +481,8 @@ func TestDemoSabotaged(t *testing.T) {
 // report and, for the same run, the JSON one.
 func TestDemoDefaults(t *testing.T) {
 	t.Parallel()
-	d, cleanup, err := setUpDemo(t.Context(), "", "", false)
-	defer cleanup()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var text bytes.Buffer
-	rep, err := d.run(t.Context(), &text)
+	rep, err := demo.Run(t.Context(), demo.Options{}, &text)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -495,7 +491,7 @@ func TestDemoDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	jr := parseReport(t, string(js))
-	wantScenarios(t, jr, scenarioNames...)
+	wantScenarios(t, jr, demo.Names()...)
 	checkClean(t, jr)
 	out := text.String()
 	t.Logf("\n%s", out)
@@ -528,7 +524,7 @@ func TestDemoDefaults(t *testing.T) {
 		t.Errorf("%d lines: the report is not compact", n)
 	}
 	for _, l := range strings.Split(out, "\n") {
-		if n := utf8.RuneCountInString(l); n > textWidth || strings.ContainsAny(l, "\t\x1b") {
+		if n := utf8.RuneCountInString(l); n > 100 /* the text report's width */ || strings.ContainsAny(l, "\t\x1b") {
 			t.Errorf("line of %d characters (or tab, escape): %q", n, l)
 		}
 	}
@@ -599,7 +595,7 @@ func workersUnder(t *testing.T, dir string) []string {
 			continue
 		}
 		args := strings.Split(string(b), "\x00")
-		if len(args) < 2 || args[1] != workerCommand {
+		if len(args) < 2 || args[1] != demo.WorkerCommand {
 			continue
 		}
 		env, err := os.ReadFile(filepath.Join(filepath.Dir(p), "environ"))
@@ -620,7 +616,7 @@ func TestCommands(t *testing.T) {
 	}{
 		{args: nil, code: exitUsage, stderr: "Usage:"},
 		{args: []string{"frobnicate"}, code: exitUsage, stderr: `unknown command "frobnicate"`},
-		{args: []string{"help"}, code: exitOK, stdout: "demo ", notStdout: workerCommand},
+		{args: []string{"help"}, code: exitOK, stdout: "demo ", notStdout: demo.WorkerCommand},
 		{args: []string{"--help"}, code: exitOK, stdout: "Commands:"},
 		{args: []string{"help", "demo"}, code: exitOK, stdout: "--backend URL", notStdout: "sabotage"},
 		{args: []string{"help", "nope"}, code: exitUsage, stderr: "unknown command"},
@@ -648,68 +644,5 @@ func TestCommands(t *testing.T) {
 				t.Error("password printed")
 			}
 		})
-	}
-}
-
-func TestLostTransfers(t *testing.T) {
-	for _, tc := range []struct {
-		delta int64
-		lost  int
-	}{{300, 0}, {100, 1}, {200, 1}, {0, 2}, {150, 2}} {
-		if got := lostTransfers(tc.delta, []int64{100, 200}); got != tc.lost {
-			t.Errorf("lostTransfers(%d) = %d, want %d", tc.delta, got, tc.lost)
-		}
-	}
-}
-
-func TestWrap(t *testing.T) {
-	var b bytes.Buffer
-	long := strings.Repeat("word ", 40)
-	wrap(&b, "   why: ", "        ", long)
-	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
-	if len(lines) < 2 {
-		t.Fatalf("not wrapped: %q", b.String())
-	}
-	for i, l := range lines {
-		if utf8.RuneCountInString(l) > textWidth {
-			t.Errorf("line %d has %d runes", i, utf8.RuneCountInString(l))
-		}
-		if i > 0 && !strings.HasPrefix(l, "        word") {
-			t.Errorf("continuation %q", l)
-		}
-	}
-	if got := strings.Join(strings.Fields(b.String()), " "); got != "why: "+strings.TrimSpace(long) {
-		t.Errorf("words changed: %q", got)
-	}
-}
-
-func TestParseDataURL(t *testing.T) {
-	for _, tc := range []struct {
-		in, data string
-		redis    bool
-		err      string
-	}{
-		{in: "/tmp/x.db", data: "sqlite:///tmp/x.db"},
-		{in: "sqlite:///tmp/y.db", data: "sqlite:///tmp/y.db"},
-		{in: "postgres://u@h/db", data: "postgres://u@h/db"},
-		{in: "redis://127.0.0.1:6379/0", redis: true},
-		{in: "mysql://h/db", err: "unsupported scheme"},
-	} {
-		data, redis, err := parseDataURL(tc.in)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%s: error %v, want %q", tc.in, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || data != tc.data || redis != tc.redis {
-			t.Errorf("%s: %q %v %v", tc.in, data, redis, err)
-		}
-	}
-	if got := shortSessions("zk://h:2181/app"); got != "zk://h:2181/app?session=3s" {
-		t.Errorf("shortSessions: %q", got)
-	}
-	if got := shortSessions("zk://h:2181?session=9s"); got != "zk://h:2181?session=9s" {
-		t.Errorf("shortSessions kept no session: %q", got)
 	}
 }

@@ -18,14 +18,6 @@ import (
 	"github.com/latchkey-go/latchkey/lock/lockurl"
 )
 
-// Exit statuses of "latchkey run" besides the command's own.
-const (
-	exitUnavailable = 69  // the lock backend could not be opened or failed
-	exitNotAcquired = 75  // the lock is held elsewhere (try-once or wait limit)
-	exitLeaseLost   = 76  // the lease was lost while the command ran; it was stopped
-	exitNoCommand   = 127 // the command could not be started, as a shell reports it
-)
-
 // Environment variables "latchkey run" sets for the command.
 const (
 	envFencingToken = "LATCHKEY_FENCING_TOKEN"

@@ -1,11 +1,10 @@
-package main
+package demo
 
 import (
 	"cmp"
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/latchkey-go/latchkey/lock"
@@ -45,44 +44,53 @@ type transferGuarded struct {
 	Version *transferRun `json:"version"`
 }
 
-func (d *demo) transfers(ctx context.Context) *scenario {
-	s := &scenario{
-		Name:  "transfers",
-		Title: "Two concurrent transfers into one account: A sends B 100 while C sends B 200",
-		Guard: "a lock around read-modify-write; or a version column (state.Optimistic)",
-		Why: "both read 1000 before either writes, so the second write erases the first; " +
+func init() {
+	register(&scenario{
+		order:     3,
+		name:      "transfers",
+		title:     "Two concurrent transfers into one account: A sends B 100 while C sends B 200",
+		menu:      "two concurrent transfers into one account",
+		menuGuard: "lock; version column",
+		guard:     "a lock around read-modify-write; or a version column (state.Optimistic)",
+		why: "both read 1000 before either writes, so the second write erases the first; " +
 			"different operations, so no idempotency key can help",
-		Damage: damage{Unit: "lost transfers"},
-		OK:     true,
-	}
-	if d.skipInProcess(s) {
-		return s
-	}
+		unit:         "lost transfers",
+		crossProcess: true,
+		tables:       []string{accountsTable},
+		roles:        []*role{transferRole},
+		play:         playTransfers,
+	})
+}
+
+// transferRole is one instance doing its transfer.
+var transferRole = roleOf("transfer", transfer)
+
+// transferParams are one instance's transfer.
+type transferParams struct {
+	Key    string // the lock's
+	Amount int64
+	Hold   time.Duration // work between read and write
+	TTL    time.Duration
+}
+
+func playTransfers(ctx context.Context, d *demo, s *Result) error {
 	// Two processes, one per transfer, play every run: each run is a "go"
 	// with the mode and the account to use.
-	var procs []*proc
-	defer func() {
-		for _, p := range procs {
-			p.Kill()
-		}
-	}()
+	var parts []part
 	for i, amount := range transferAmounts {
-		p, err := d.start(ctx, fmt.Sprintf("instance %d", i+1), d.workerBackend(), "-role", "transfer",
-			"-id", strconv.Itoa(i+1), "-key", d.key("account/B"),
-			"-amount", strconv.FormatInt(amount, 10), "-hold", transferHold.String(), "-ttl", d.ttl(transferTTL).String())
-		if err != nil {
-			return s.failed(err)
-		}
-		procs = append(procs, p)
+		parts = append(parts, part{name: fmt.Sprintf("instance %d", i+1), role: transferRole, locks: d.workerBackend(),
+			params: transferParams{Key: d.key("account/B"), Amount: amount, Hold: transferHold, TTL: d.ttl(transferTTL)}})
 	}
-	if _, err := wantReady(ctx, procs...); err != nil {
-		return s.failed(err)
+	procs, err := d.cast(ctx, parts...)
+	if err != nil {
+		return err
 	}
+	defer procs.kill()
 
 	un := newTimeline()
 	r, err := d.transferRun(ctx, "unguarded", procs, un)
 	if err != nil {
-		return s.failed(fmt.Errorf("unguarded run: %w", err))
+		return fmt.Errorf("unguarded run: %w", err)
 	}
 	s.Unguarded, s.Timeline.Unguarded, s.Damage.Unguarded = r, un.sorted(), r.LostTransfers
 	s.say("unguarded: B should be %d + 100 + 200 = %d, is %d: %s lost %s", r.Start, r.Expected, r.Final,
@@ -91,11 +99,11 @@ func (d *demo) transfers(ctx context.Context) *scenario {
 	g := newTimeline()
 	lk, err := d.transferRun(ctx, "lock", procs, g)
 	if err != nil {
-		return s.failed(fmt.Errorf("guarded run (lock): %w", err))
+		return fmt.Errorf("guarded run (lock): %w", err)
 	}
 	ver, err := d.transferRun(ctx, "optimistic", procs, g)
 	if err != nil {
-		return s.failed(fmt.Errorf("guarded run (version): %w", err))
+		return fmt.Errorf("guarded run (version): %w", err)
 	}
 	s.Guarded = &transferGuarded{Lock: lk, Version: ver}
 	s.Timeline.Guarded = g.sorted()
@@ -108,12 +116,12 @@ func (d *demo) transfers(ctx context.Context) *scenario {
 	s.say("guarded:   with the lock, B is %d%s %s", lk.Final, turns, mark(!lk.Damaged))
 	s.say("%swith a version column, B is %d (%s, re-read and redone) %s", indent, ver.Final,
 		plural(ver.Conflicts, "version conflict", "version conflicts"), mark(!ver.Damaged))
-	return s
+	return nil
 }
 
 // transferRun lets two workers do their transfer at once and counts what the
 // account shows for it.
-func (d *demo) transferRun(ctx context.Context, mode string, procs []*proc, tl *timeline) (*transferRun, error) {
+func (d *demo) transferRun(ctx context.Context, mode string, procs group, tl *timeline) (*transferRun, error) {
 	account := d.key("B/" + mode)
 	if err := setBalance(ctx, d.data, account, transferStart); err != nil {
 		return nil, err
@@ -141,30 +149,30 @@ func (d *demo) transferRun(ctx context.Context, mode string, procs []*proc, tl *
 			if err != nil {
 				return nil, err
 			}
-			if ev.Ev == "done" {
+			if ev.Kind == kindDone {
 				break
 			}
 			prefix := ""
 			if mode != "unguarded" {
 				prefix = guard + ": "
 			}
-			switch ev.Ev {
-			case "acquired":
+			switch ev.Kind {
+			case kindAcquired:
 				acquired = append(acquired, acquisition{ev.At, ev.Token})
-				tl.addUnix(ev.At, p.name, "acquired", fmt.Sprintf("%sacquired token %d", prefix, ev.Token), ev.Token)
-			case "read":
+				tl.event(p.name, ev, fmt.Sprintf("%sacquired token %d", prefix, ev.Token))
+			case kindRead:
 				what := fmt.Sprintf("%sread B = %d (%s sends %d)", prefix, ev.Value, from, transferAmounts[i])
 				if mode == "optimistic" {
 					what = fmt.Sprintf("%sread B = %d at version %d (%s sends %d)", prefix, ev.Value, ev.Round-1, from, transferAmounts[i])
 				}
-				tl.addUnix(ev.At, p.name, "read", what, 0)
-			case "conflict":
+				tl.event(p.name, ev, what)
+			case kindRefused:
 				r.Conflicts++
-				tl.addUnix(ev.At, p.name, "refused", prefix+"write refused: the version moved on; read again", 0)
-			case "applied":
-				tl.addUnix(ev.At, p.name, "applied", fmt.Sprintf("%swrote B = %d", prefix, ev.Value), ev.Token)
-			case "released":
-				tl.addUnix(ev.At, p.name, "released", prefix+"released", 0)
+				tl.event(p.name, ev, prefix+"write refused: the version moved on; read again")
+			case kindApplied:
+				tl.event(p.name, ev, fmt.Sprintf("%swrote B = %d", prefix, ev.Value))
+			case kindReleased:
+				tl.event(p.name, ev, prefix+"released")
 			}
 		}
 	}
@@ -206,80 +214,84 @@ func lostTransfers(delta int64, amounts []int64) int {
 	return best
 }
 
-// transferRole is one instance doing its transfer into an account once per
+// transfer is one instance doing its transfer into an account once per
 // "go MODE ACCOUNT" line: read, work, write; under the lock, or with the
 // version check, or neither.
-func transferRole(ctx context.Context, w *workerEnv, ready func(event)) error {
-	ready(event{})
+func transfer(ctx context.Context, w *worker, p transferParams) error {
+	locker, err := w.locks(ctx)
+	if err != nil {
+		return err
+	}
+	w.ready(event{})
 	for {
 		f, err := w.order(ctx, "go", 3)
 		if f == nil {
 			return err
 		}
-		w.c.mode, w.c.row = f[1], f[2]
-		if err := w.transferOnce(ctx); err != nil {
+		if err := transferOnce(ctx, w, locker, p, f[1], f[2]); err != nil {
 			return err
 		}
-		w.emit(event{Ev: "done"})
+		w.emit(event{Kind: kindDone})
 	}
 }
 
-func (w *workerEnv) transferOnce(ctx context.Context) error {
-	var err error
-	switch w.c.mode {
+func transferOnce(ctx context.Context, w *worker, locker lock.Locker, p transferParams, mode, account string) error {
+	switch mode {
 	case "unguarded":
-		err = w.transfer(ctx, 0)
+		return transferRead(ctx, w, p, account, 0)
 	case "lock":
-		err = lock.Do(ctx, w.locker, w.c.key, func(ctx context.Context, lease *lock.Lease) error {
-			w.emit(event{Ev: "acquired", Token: lease.Token()})
-			return w.transfer(ctx, lease.Token())
-		}, lock.WithTTL(w.c.ttl))
+		err := lock.Do(ctx, locker, p.Key, func(ctx context.Context, lease *lock.Lease) error {
+			w.emit(event{Kind: kindAcquired, Token: lease.Token()})
+			return transferRead(ctx, w, p, account, lease.Token())
+		}, lock.WithTTL(p.TTL))
 		if err == nil {
-			w.emit(event{Ev: "released"})
+			w.emit(event{Kind: kindReleased})
 		}
+		return err
 	case "optimistic":
-		err = w.transferOptimistic(ctx)
-	default:
-		err = fmt.Errorf("unknown mode %q", w.c.mode)
+		return transferOptimistic(ctx, w, p, account)
 	}
-	return err
+	return fmt.Errorf("unknown mode %q", mode)
 }
 
-func (w *workerEnv) transfer(ctx context.Context, token uint64) error {
-	v, err := readBalance(ctx, w.data, w.c.row)
+// transferRead reads the balance, works, and writes it plus the amount.
+func transferRead(ctx context.Context, w *worker, p transferParams, account string, token uint64) error {
+	v, err := readBalance(ctx, w.data, account)
 	if err != nil {
 		return err
 	}
-	w.emit(event{Ev: "read", Value: v})
-	if err := sleep(ctx, w.c.hold); err != nil {
+	w.emit(event{Kind: kindRead, Value: v})
+	if err := sleep(ctx, p.Hold); err != nil {
 		return err
 	}
-	if err := writeBalance(ctx, w.data, w.c.row, v+w.c.amount); err != nil {
+	if err := writeBalance(ctx, w.data, account, v+p.Amount); err != nil {
 		return err
 	}
-	w.emit(event{Ev: "applied", Value: v + w.c.amount, Token: token})
+	w.emit(event{Kind: kindApplied, Value: v + p.Amount, Token: token})
 	return nil
 }
 
-func (w *workerEnv) transferOptimistic(ctx context.Context) error {
+// transferOptimistic is the transfer with a version check: a write after
+// another's is refused, and the transfer reads and works again.
+func transferOptimistic(ctx context.Context, w *worker, p transferParams, account string) error {
 	o, err := state.NewOptimistic(w.data.DB, "demo_accounts", state.WithDialect(w.data.dialect))
 	if err != nil {
 		return err
 	}
 	var balance, version int64
 	attempt := 0
-	err = o.Update(ctx, w.c.row, state.Into{"balance": &balance, "version": &version}, func() (state.Values, error) {
+	err = o.Update(ctx, account, state.Into{"balance": &balance, "version": &version}, func() (state.Values, error) {
 		attempt++
 		if attempt > 1 {
-			w.emit(event{Ev: "conflict", Round: attempt})
+			w.emit(event{Kind: kindRefused, Round: attempt}) // the version moved on
 		}
-		w.emit(event{Ev: "read", Value: balance, Round: int(version) + 1})
-		time.Sleep(w.c.hold) // the same work; fn must not touch anything else
-		return state.Values{"balance": balance + w.c.amount}, nil
+		w.emit(event{Kind: kindRead, Value: balance, Round: int(version) + 1})
+		time.Sleep(p.Hold) // the same work; fn must not touch anything else
+		return state.Values{"balance": balance + p.Amount}, nil
 	})
 	if err != nil {
 		return err
 	}
-	w.emit(event{Ev: "applied", Value: balance + w.c.amount})
+	w.emit(event{Kind: kindApplied, Value: balance + p.Amount})
 	return nil
 }

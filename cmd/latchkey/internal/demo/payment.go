@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -63,48 +63,65 @@ type paymentRun struct {
 	DurationM int64 `json:"duration_ms"`
 }
 
-func (d *demo) payment(ctx context.Context) *scenario {
-	s := &scenario{
-		Name:  "payment",
-		Title: "One payment arrives 3 times in 200 ms at two instances, then once more from the queue",
-		Guard: "Idempotency-Key (idemhttp) on a shared store + a unique ledger row before the charge",
-		Why: "the copies are the same operation: the key makes the first one run and every other " +
+func init() {
+	register(&scenario{
+		order:     1,
+		name:      "payment",
+		title:     "One payment arrives 3 times in 200 ms at two instances, then once more from the queue",
+		menu:      "one payment arriving 3 times in 200 ms at two instances, then once more from a queue",
+		menuGuard: "Idempotency-Key + unique ledger",
+		guard:     "Idempotency-Key (idemhttp) on a shared store + a unique ledger row before the charge",
+		why: "the copies are the same operation: the key makes the first one run and every other " +
 			"get its answer; the ledger's unique row is the last gate should the key store fail",
-		Damage: damage{Unit: "extra charges"},
-		OK:     true,
-	}
+		unit: "extra charges",
+		tables: []string{
+			// The guarded service's books: a payment's row is written
+			// before the card is charged, and its primary key is the last
+			// gate behind the idempotency key ("take the number first, then
+			// work").
+			`CREATE TABLE IF NOT EXISTS demo_ledger (gate_key TEXT PRIMARY KEY, charge_id TEXT NOT NULL,
+		instance TEXT NOT NULL)`,
+			// What the card network charged: one row per charge, whatever
+			// our books say.
+			`CREATE TABLE IF NOT EXISTS demo_bank_charges (payment_id TEXT NOT NULL, charge_id TEXT NOT NULL,
+		amount BIGINT NOT NULL, instance TEXT NOT NULL)`,
+		},
+		roles: []*role{payRole},
+		play:  playPayment,
+	})
+}
+
+// payRole is an instance of the payment service.
+var payRole = roleOf("pay", pay)
+
+// payParams are an instance's.
+type payParams struct {
+	Bank    time.Duration // how long the card network takes
+	Private bool          // sabotage: instance-private books
+}
+
+func playPayment(ctx context.Context, d *demo, s *Result) error {
 	// Two instances serve both runs: POST /unguarded/pay charges for every
 	// copy, POST /guarded/pay is behind the guards.
-	var servers []*proc
-	defer func() {
-		for _, p := range servers {
-			p.Kill()
-		}
-	}()
+	var parts []part
 	for _, inst := range []string{"A", "B"} {
-		args := []string{"-role", "pay", "-hold", payBank.String()}
-		if d.sabotage {
-			args = append(args, "-private")
-		}
-		p, err := d.start(ctx, "instance "+inst, "", args...)
-		if err != nil {
-			return s.failed(err)
-		}
-		servers = append(servers, p)
+		parts = append(parts, part{name: "instance " + inst, role: payRole,
+			params: payParams{Bank: payBank, Private: d.sabotage}})
 	}
-	evs, err := wantReady(ctx, servers...)
+	servers, err := d.cast(ctx, parts...)
 	if err != nil {
-		return s.failed(err)
+		return err
 	}
+	defer servers.kill()
 	var addrs []string
-	for _, ev := range evs {
-		addrs = append(addrs, ev.Addr)
+	for _, p := range servers {
+		addrs = append(addrs, p.ready.Addr)
 	}
 	for _, guarded := range []bool{false, true} {
 		tl := newTimeline()
 		r, err := d.paymentRun(ctx, guarded, servers, addrs, tl)
 		if err != nil {
-			return s.failed(fmt.Errorf("%s run: %w", runName(guarded), err))
+			return fmt.Errorf("%s run: %w", runName(guarded), err)
 		}
 		if guarded {
 			s.Guarded, s.Timeline.Guarded, s.Damage.Guarded = r, tl.sorted(), r.ExtraCharges
@@ -122,7 +139,7 @@ func (d *demo) payment(ctx context.Context) *scenario {
 			plural(r.Charges, "charge", "charges"), r.ExtraCharges, money(int64(r.Charges)*payAmount),
 			expected(r.Damaged))
 	}
-	return s
+	return nil
 }
 
 func runName(guarded bool) string {
@@ -134,7 +151,7 @@ func runName(guarded bool) string {
 
 func money(cents int64) string { return fmt.Sprintf("%d.%02d", cents/100, cents%100) }
 
-func (d *demo) paymentRun(ctx context.Context, guarded bool, servers []*proc, addrs []string, tl *timeline) (*paymentRun, error) {
+func (d *demo) paymentRun(ctx context.Context, guarded bool, servers group, addrs []string, tl *timeline) (*paymentRun, error) {
 	began := time.Now()
 	paymentID := fmt.Sprintf("R-1.%s.%s", d.runID, runName(guarded))
 	body, _ := json.Marshal(map[string]any{"payment_id": paymentID, "amount": payAmount})
@@ -171,7 +188,7 @@ func (d *demo) paymentRun(ctx context.Context, guarded bool, servers []*proc, ad
 	send := func(n int, via, actor string, timeout time.Duration) payCopy {
 		inst := (n - 1) % 2 // the balancer's round robin
 		c := payCopy{N: n, Via: via, Instance: names[inst]}
-		tl.add(time.Now(), actor, "sent", fmt.Sprintf("copy %d (%s) -> instance %s", n, via, names[inst]), 0)
+		tl.add(time.Now(), actor, kindSent, fmt.Sprintf("copy %d (%s) -> instance %s", n, via, names[inst]), 0)
 		rctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(rctx, http.MethodPost, "http://"+addrs[inst]+"/"+runName(guarded)+"/pay", bytes.NewReader(body))
@@ -179,7 +196,7 @@ func (d *demo) paymentRun(ctx context.Context, guarded bool, servers []*proc, ad
 		req.Header.Set("Authorization", "Bearer demo-customer")
 		resp, err := client.Do(req)
 		if err != nil {
-			tl.add(time.Now(), actor, "timeout", fmt.Sprintf("copy %d: no answer after %d ms, gave up", n, ms(timeout)), 0)
+			tl.add(time.Now(), actor, kindTimeout, fmt.Sprintf("copy %d: no answer after %d ms, gave up", n, ms(timeout)), 0)
 			return c
 		}
 		defer resp.Body.Close()
@@ -192,12 +209,12 @@ func (d *demo) paymentRun(ctx context.Context, guarded bool, servers []*proc, ad
 		_ = json.Unmarshal(c.body, &a)
 		c.ChargeID = a.ChargeID
 		what := fmt.Sprintf("copy %d <- %d, charge %s", n, c.Status, c.ChargeID)
-		kind := "answered"
+		kind := kindAnswered
 		switch {
 		case c.Status == http.StatusConflict:
-			what, kind = fmt.Sprintf("copy %d <- 409 Conflict: still in progress", n), "conflict"
+			what, kind = fmt.Sprintf("copy %d <- 409 Conflict: still in progress", n), kindConflict
 		case c.Replayed:
-			what, kind = fmt.Sprintf("copy %d <- %d replayed: charge %s, same answer", n, c.Status, c.ChargeID), "replayed"
+			what, kind = fmt.Sprintf("copy %d <- %d replayed: charge %s, same answer", n, c.Status, c.ChargeID), kindReplayed
 		}
 		tl.add(time.Now(), actor, kind, what, 0)
 		return c
@@ -238,15 +255,13 @@ func (d *demo) paymentRun(ctx context.Context, guarded bool, servers []*proc, ad
 	var chargeIDs []string
 	for i, evs := range charged {
 		for _, ev := range evs {
-			switch ev.Ev {
-			case "charged":
+			switch ev.Kind {
+			case kindCharged:
 				chargeIDs = append(chargeIDs, ev.ID)
-				tl.addUnix(ev.At, "instance "+names[i], "charged",
-					fmt.Sprintf("card charged %s, charge %s", money(payAmount), ev.ID), 0)
-			case "gate":
+				tl.event(servers[i].name, ev, fmt.Sprintf("card charged %s, charge %s", money(payAmount), ev.ID))
+			case kindRefused:
 				r.GateHits++
-				tl.addUnix(ev.At, "instance "+names[i], "refused",
-					"ledger row exists: duplicate stopped by the unique index", 0)
+				tl.event(servers[i].name, ev, "ledger row exists: duplicate stopped by the unique index")
 			}
 		}
 	}
@@ -277,14 +292,14 @@ func (d *demo) paymentRun(ctx context.Context, guarded bool, servers []*proc, ad
 	return r, nil
 }
 
-// payRole is an instance of the payment service: POST /unguarded/pay and
+// pay is an instance of the payment service: POST /unguarded/pay and
 // POST /guarded/pay charge the card for {"payment_id", "amount"}. Unguarded
 // it charges for every copy. Guarded, idemhttp runs the handler once per
 // payment_id and replays its answer, and the handler writes the payment's
 // ledger row (primary key: the payment) before it charges, so a copy that
 // slipped past the key is stopped there.
-func payRole(ctx context.Context, w *workerEnv, ready func(event)) error {
-	st, err := openStores(ctx, w.c.store, w.data)
+func pay(ctx context.Context, w *worker, p payParams) error {
+	st, err := w.stores(ctx)
 	if err != nil {
 		return err
 	}
@@ -295,8 +310,9 @@ func payRole(ctx context.Context, w *workerEnv, ready func(event)) error {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /unguarded/pay", w.payHandler(false))
-	mux.Handle("POST /guarded/pay", mw(w.payHandler(true)))
+	svc := &payService{w: w, p: p}
+	mux.Handle("POST /unguarded/pay", svc.handler(false))
+	mux.Handle("POST /guarded/pay", mw(svc.handler(true)))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -304,7 +320,7 @@ func payRole(ctx context.Context, w *workerEnv, ready func(event)) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	ready(event{Addr: ln.Addr().String()})
+	w.ready(event{Addr: ln.Addr().String()})
 	select {
 	case <-ctx.Done():
 	case err := <-served:
@@ -318,11 +334,18 @@ func payRole(ctx context.Context, w *workerEnv, ready func(event)) error {
 
 var errBadPayment = errors.New("payment_id and a positive amount are required")
 
-func (w *workerEnv) payHandler(guarded bool) http.Handler {
-	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { w.pay(rw, r, guarded) })
+// A payService is the payment service of one instance.
+type payService struct {
+	w *worker
+	p payParams
 }
 
-func (w *workerEnv) pay(rw http.ResponseWriter, r *http.Request, guarded bool) {
+func (svc *payService) handler(guarded bool) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { svc.pay(rw, r, guarded) })
+}
+
+func (svc *payService) pay(rw http.ResponseWriter, r *http.Request, guarded bool) {
+	w := svc.w
 	var req struct {
 		PaymentID string `json:"payment_id"`
 		Amount    int64  `json:"amount"`
@@ -336,11 +359,11 @@ func (w *workerEnv) pay(rw http.ResponseWriter, r *http.Request, guarded bool) {
 	chargeID := newChargeID()
 	if guarded {
 		gate := req.PaymentID
-		if w.c.private {
-			gate = w.c.name + "/" + gate // sabotage: each instance its own books
+		if svc.p.Private {
+			gate = w.name + "/" + gate // sabotage: each instance its own books
 		}
 		res, err := w.data.exec(ctx, `INSERT INTO demo_ledger (gate_key, charge_id, instance) VALUES ($1, $2, $3)
-			ON CONFLICT (gate_key) DO NOTHING`, gate, chargeID, w.c.name)
+			ON CONFLICT (gate_key) DO NOTHING`, gate, chargeID, w.name)
 		if err != nil {
 			http.Error(rw, "ledger unavailable", http.StatusServiceUnavailable)
 			return
@@ -352,20 +375,20 @@ func (w *workerEnv) pay(rw http.ResponseWriter, r *http.Request, guarded bool) {
 				http.Error(rw, "ledger unavailable", http.StatusServiceUnavailable)
 				return
 			}
-			w.emit(event{Ev: "gate", ID: chargeID})
+			w.emit(event{Kind: kindRefused, ID: chargeID}) // the ledger's gate
 			writePaid(rw, req.PaymentID, chargeID, req.Amount, inst)
 			return
 		}
 	}
 	// The card network: slow, and it charges whoever asks.
-	time.Sleep(w.c.hold)
+	time.Sleep(svc.p.Bank)
 	if _, err := w.data.exec(ctx, `INSERT INTO demo_bank_charges (payment_id, charge_id, amount, instance)
-		VALUES ($1, $2, $3, $4)`, req.PaymentID, chargeID, req.Amount, w.c.name); err != nil {
+		VALUES ($1, $2, $3, $4)`, req.PaymentID, chargeID, req.Amount, w.name); err != nil {
 		http.Error(rw, "card network unavailable", http.StatusBadGateway)
 		return
 	}
-	w.emit(event{Ev: "charged", ID: chargeID})
-	writePaid(rw, req.PaymentID, chargeID, req.Amount, w.c.name)
+	w.emit(event{Kind: kindCharged, ID: chargeID})
+	writePaid(rw, req.PaymentID, chargeID, req.Amount, w.name)
 }
 
 func writePaid(rw http.ResponseWriter, paymentID, chargeID string, amount int64, instance string) {

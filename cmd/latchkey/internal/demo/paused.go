@@ -1,10 +1,9 @@
-package main
+package demo
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -58,64 +57,70 @@ type pausedUnguarded struct {
 	FencedWrite *pausedRun `json:"fenced_writes"`
 }
 
-func (d *demo) paused(ctx context.Context) *scenario {
-	s := &scenario{
-		Name:  "paused-holder",
-		Title: fmt.Sprintf("A holder paused (SIGSTOP) past its %s lease writes late", seconds(pausedTTL)),
-		Guard: "the successor claims the row when it reads (sqlfence.Guard.Read puts its token on the row), " +
+func init() {
+	register(&scenario{
+		order:     5,
+		name:      "paused-holder",
+		title:     fmt.Sprintf("A holder paused (SIGSTOP) past its %s lease writes late", seconds(pausedTTL)),
+		menu:      "a holder paused past its lease writes late",
+		menuGuard: "fencing token",
+		guard: "the successor claims the row when it reads (sqlfence.Guard.Read puts its token on the row), " +
 			"then writes with its token; a write needs token >= the row's",
-		Why: "the paused holder cannot know its lease ended, and no lock can stop a write already " +
+		why: "the paused holder cannot know its lease ended, and no lock can stop a write already " +
 			"under way; fencing the writes alone refuses it only once a newer token is on the row, " +
 			"so the successor must claim the row before it reads",
-		Damage: damage{Unit: "lost updates (guarded: or stale writes applied)"},
-		OK:     true,
-	}
-	if d.skipInProcess(s) {
-		return s
-	}
+		unit:         "lost updates (guarded: or stale writes applied)",
+		crossProcess: true,
+		tables:       []string{accountsTable},
+		roles:        []*role{writerRole},
+		play:         playPaused,
+	})
+}
+
+// writerRole is a holder that writes whatever happens to its lease.
+var writerRole = roleOf("writer", write)
+
+// writerParams are a writer's.
+type writerParams struct {
+	Mode   string // unguarded, fence or claim
+	Key    string // the lock's
+	Row    string // the account
+	Amount int64  // its debit
+	Work   time.Duration
+	TTL    time.Duration
+	Wait   time.Duration // for the lock
+	Forge  bool          // sabotage: a token no lock issued
+	Step   bool          // wait for the demo's "write" between read and write
+}
+
+func playPaused(ctx context.Context, d *demo, s *Result) error {
 	if !canPause {
-		s.Skipped = "pausing a process needs SIGSTOP"
-		s.say("skipped: %s", s.Skipped)
-		return s
+		s.skip("pausing a process needs SIGSTOP")
+		return nil
 	}
-	var procs [3][2]*proc // pausedModes x [holder, successor]
-	defer func() {
-		for _, run := range procs {
-			for _, p := range run {
-				if p != nil {
-					p.Kill()
-				}
-			}
-		}
-	}()
-	for g, mode := range pausedModes {
-		key := d.key("paused/" + mode)
-		row := d.key("P/" + mode)
+	// For each of pausedModes a holder and a successor, all started at once.
+	var parts []part
+	for _, mode := range pausedModes {
 		for i, a := range []struct {
 			amount int64
 			work   time.Duration
 			wait   time.Duration
 		}{{pausedHolderAmt, pausedWork, 0}, {pausedSuccAmt, 0, scenarioTimeout}} {
-			args := []string{"-role", "writer", "-id", strconv.Itoa(i + 1), "-mode", mode, "-key", key, "-row", row,
-				"-amount", strconv.FormatInt(a.amount, 10), "-hold", a.work.String(),
-				"-ttl", pausedTTL.String(), "-wait", a.wait.String()}
-			if i == 1 {
-				args = append(args, "-step") // the demo says when it writes
-			}
-			if mode == "claim" && i == 0 && d.sabotage {
-				args = append(args, "-forge")
-			}
-			p, err := d.start(ctx, fmt.Sprintf("instance %d", i+1), d.backend, args...)
-			if err != nil {
-				return s.failed(err)
-			}
-			procs[g][i] = p
+			parts = append(parts, part{name: fmt.Sprintf("instance %d", i+1), role: writerRole, locks: d.backend,
+				params: writerParams{Mode: mode, Key: d.key("paused/" + mode), Row: d.key("P/" + mode),
+					Amount: a.amount, Work: a.work, TTL: pausedTTL, Wait: a.wait,
+					Step:  i == 1, // the demo says when the successor writes
+					Forge: mode == "claim" && i == 0 && d.sabotage}})
 		}
 	}
-	for _, run := range procs {
-		if _, err := wantReady(ctx, run[:]...); err != nil {
-			return s.failed(err)
-		}
+	all, err := d.cast(ctx, parts...)
+	if err != nil {
+		return err
+	}
+	defer all.kill()
+	var procs [3][2]*proc // pausedModes x [holder, successor]
+	for g := range procs {
+		procs[g] = [2]*proc{all[2*g], all[2*g+1]}
 	}
 	// The unguarded runs one after the other on one timeline, the guarded
 	// run beside them: each spends most of its time waiting for a lease to
@@ -138,7 +143,7 @@ func (d *demo) paused(ctx context.Context) *scenario {
 	wg.Wait()
 	for g, err := range errs {
 		if err != nil {
-			return s.failed(fmt.Errorf("%s run: %w", pausedRunNames[g], err))
+			return fmt.Errorf("%s run: %w", pausedRunNames[g], err)
 		}
 	}
 	un, fw, gd := results[0], results[1], results[2]
@@ -157,7 +162,7 @@ func (d *demo) paused(ctx context.Context) *scenario {
 		fw.Final, fw.Expected, expected(fw.Damaged))
 	s.say("guarded:   the successor's read claimed the row first; the late write (token %d < %d) was %s: "+
 		"balance %d %s", gd.HolderToken, gd.SuccessorToken, gd.LateWrite, gd.Final, mark(s.OK))
-	return s
+	return nil
 }
 
 // pausedRunNames name the runs of pausedModes in errors.
@@ -174,50 +179,48 @@ func (d *demo) pausedRun(ctx context.Context, mode string, holder, successor *pr
 	r := &pausedRun{Guard: map[string]string{"unguarded": "none", "fence": "fenced writes", "claim": "claim first"}[mode],
 		TTLMS: ms(pausedTTL)}
 	prefix := map[string]string{"unguarded": "no fence: ", "fence": "fenced writes: ", "claim": ""}[mode]
-	say := func(ns int64, p *proc, kind, event string, token uint64) {
-		tl.addUnix(ns, p.name, kind, prefix+event, token)
-	}
+	say := func(p *proc, ev event, text string) { tl.event(p.name, ev, prefix+text) }
 
 	if err := holder.Go(); err != nil {
 		return nil, err
 	}
-	ev, err := holder.Expect(ctx, "acquired", workerStartTimeout)
+	ev, err := holder.Expect(ctx, kindAcquired, workerStartTimeout)
 	if err != nil {
 		return nil, err
 	}
 	r.HolderToken = ev.Token
-	say(ev.At, holder, "acquired", fmt.Sprintf("acquired token %d (lease %s)", ev.Token, seconds(pausedTTL)), ev.Token)
-	if ev, err = holder.Expect(ctx, "read", workerStartTimeout); err != nil {
+	say(holder, ev, fmt.Sprintf("acquired token %d (lease %s)", ev.Token, seconds(pausedTTL)))
+	if ev, err = holder.Expect(ctx, kindRead, workerStartTimeout); err != nil {
 		return nil, err
 	}
-	say(ev.At, holder, "read", fmt.Sprintf("%s %d, will write %d", readVerb(mode), ev.Value, ev.Value-pausedHolderAmt), 0)
+	say(holder, ev, fmt.Sprintf("%s %d, will write %d", readVerb(mode), ev.Value, ev.Value-pausedHolderAmt))
 	// Freeze it mid-work, as a stop-the-world pause would.
 	if err := holder.Pause(); err != nil {
 		return nil, err
 	}
 	pausedAt := time.Now()
 	defer func() { _ = holder.Resume() }() // never leave it frozen
-	tl.add(pausedAt, "demo", "paused", prefix+"SIGSTOP "+holder.name+": frozen mid-work, its renewals stop", 0)
+	tl.add(pausedAt, "demo", kindPaused, prefix+"SIGSTOP "+holder.name+": frozen mid-work, its renewals stop", 0)
 
 	if err := successor.Go(); err != nil {
 		return nil, err
 	}
-	if ev, err = successor.Expect(ctx, "acquired", scenarioTimeout); err != nil {
+	if ev, err = successor.Expect(ctx, kindAcquired, scenarioTimeout); err != nil {
 		return nil, err
 	}
 	r.SuccessorToken = ev.Token
-	say(ev.At, successor, "acquired", fmt.Sprintf("acquired token %d: the frozen lease ran out", ev.Token), ev.Token)
-	if ev, err = successor.Expect(ctx, "read", scenarioTimeout); err != nil {
+	say(successor, ev, fmt.Sprintf("acquired token %d: the frozen lease ran out", ev.Token))
+	if ev, err = successor.Expect(ctx, kindRead, scenarioTimeout); err != nil {
 		return nil, err
 	}
-	say(ev.At, successor, "read", fmt.Sprintf("%s %d", readVerb(mode), ev.Value), 0)
+	say(successor, ev, fmt.Sprintf("%s %d", readVerb(mode), ev.Value))
 
 	resumed := time.Now()
 	if err := holder.Resume(); err != nil {
 		return nil, err
 	}
 	r.PausedMS = ms(resumed.Sub(pausedAt))
-	tl.add(resumed, "demo", "resumed", fmt.Sprintf("%sSIGCONT %s after %s: it goes on where it was", prefix,
+	tl.add(resumed, "demo", kindResumed, fmt.Sprintf("%sSIGCONT %s after %s: it goes on where it was", prefix,
 		holder.name, seconds(resumed.Sub(pausedAt))), 0)
 	expected := int64(pausedStart)
 	if r.LateWrite, err = d.pausedWrites(ctx, holder, pausedHolderAmt, r, say, &expected); err != nil {
@@ -255,59 +258,63 @@ func readVerb(mode string) string {
 // it says, and returns its write's outcome. An applied write lowers expected
 // by its debit, amount: the account acknowledged it.
 func (d *demo) pausedWrites(ctx context.Context, p *proc, amount int64, r *pausedRun,
-	say func(int64, *proc, string, string, uint64), expected *int64) (string, error) {
+	say func(*proc, event, string), expected *int64) (string, error) {
 	outcome := ""
 	for {
 		ev, err := p.Next(ctx, scenarioTimeout)
 		if err != nil {
 			return "", err
 		}
-		switch ev.Ev {
-		case "lease":
+		switch ev.Kind {
+		case kindLost:
 			r.HolderToldLost = true
-			say(ev.At, p, "lost", "told: lease lost (too late, the write is under way)", 0)
-		case "applied":
+			say(p, ev, "told: lease lost (too late, the write is under way)")
+		case kindApplied:
 			outcome = "applied"
 			*expected -= amount
-			say(ev.At, p, "applied", fmt.Sprintf("write applied with token %d: balance %d", ev.Token, ev.Value), ev.Token)
-		case "refused":
+			say(p, ev, fmt.Sprintf("write applied with token %d: balance %d", ev.Token, ev.Value))
+		case kindRefused:
 			outcome = "refused"
-			say(ev.At, p, "refused", fmt.Sprintf("write refused: stale token %d < %d, nothing changed", ev.Token,
-				r.SuccessorToken), ev.Token)
-		case "released":
-			say(ev.At, p, "released", "released", 0)
-		case "notheld":
-			say(ev.At, p, "released", "release: the lock was no longer its own", 0)
-		case "done":
+			say(p, ev, fmt.Sprintf("write refused: stale token %d < %d, nothing changed", ev.Token, r.SuccessorToken))
+		case kindReleased:
+			say(p, ev, "released")
+		case kindNotHeld:
+			ev.Kind = kindReleased
+			say(p, ev, "release: the lock was no longer its own")
+		case kindDone:
 			return outcome, p.Wait(ctx)
 		}
 	}
 }
 
-// writerRole takes the lock, reads the account, works, and writes the
+// write takes the lock, reads the account, works, and writes the
 // balance minus its amount: plainly (mode "unguarded"), with the fencing
 // token on the write (mode "fence"), or claiming the row with the read and
 // then writing with the token (mode "claim"). With -step it writes when the
 // demo says so. Once it has started working it writes whatever happens to
 // its lease, the way a process that was paused mid-work does: it made its
 // checks before the pause.
-func writerRole(ctx context.Context, w *workerEnv, ready func(event)) error {
-	ready(event{})
-	if err := w.awaitGo(ctx); err != nil {
-		return err
-	}
-	lease, err := w.locker.Acquire(ctx, w.c.key, lock.WithTTL(w.c.ttl), lock.WithWait(w.c.wait))
+func write(ctx context.Context, w *worker, p writerParams) error {
+	locker, err := w.locks(ctx)
 	if err != nil {
 		return err
 	}
-	w.emit(event{Ev: "acquired", Token: lease.Token()})
+	w.ready(event{})
+	if err := w.awaitGo(ctx); err != nil {
+		return err
+	}
+	lease, err := locker.Acquire(ctx, p.Key, lock.WithTTL(p.TTL), lock.WithWait(p.Wait))
+	if err != nil {
+		return err
+	}
+	w.emit(event{Kind: kindAcquired, Token: lease.Token()})
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
 		select {
 		case <-lease.Done():
 			if !errors.Is(lease.Err(), lock.ErrReleased) {
-				w.emit(event{Ev: "lease", Msg: lease.Err().Error()})
+				w.emit(event{Kind: kindLost, Msg: lease.Err().Error()})
 			}
 		case <-ctx.Done():
 		}
@@ -317,39 +324,39 @@ func writerRole(ctx context.Context, w *workerEnv, ready func(event)) error {
 		return err
 	}
 	var v int64
-	if w.c.mode == "claim" {
-		err = g.Read(ctx, lease, w.c.row, sqlfence.Into{"balance": &v})
+	if p.Mode == "claim" {
+		err = g.Read(ctx, lease, p.Row, sqlfence.Into{"balance": &v})
 	} else {
-		v, err = readBalance(ctx, w.data, w.c.row)
+		v, err = readBalance(ctx, w.data, p.Row)
 	}
 	if err != nil {
 		return err
 	}
-	w.emit(event{Ev: "read", Value: v})
-	if w.c.step {
+	w.emit(event{Kind: kindRead, Value: v})
+	if p.Step {
 		if _, err := w.order(ctx, "write", 1); err != nil {
 			return err
 		}
 	}
-	time.Sleep(w.c.hold)
-	v -= w.c.amount
+	time.Sleep(p.Work)
+	v -= p.Amount
 	wctx := context.WithoutCancel(ctx)
 	var h fence.Holder = lease
-	if w.c.forge {
+	if p.Forge {
 		h = fence.Token(fence.MaxToken) // sabotage: a token no lock issued
 	}
-	if w.c.mode == "unguarded" {
-		err = writeBalance(wctx, w.data, w.c.row, v)
+	if p.Mode == "unguarded" {
+		err = writeBalance(wctx, w.data, p.Row, v)
 	} else {
-		err = g.Update(wctx, h, w.c.row, sqlfence.Values{"balance": v})
+		err = g.Update(wctx, h, p.Row, sqlfence.Values{"balance": v})
 	}
 	switch {
 	case errors.Is(err, fence.ErrStale):
-		w.emit(event{Ev: "refused", Token: h.Token(), Value: v})
+		w.emit(event{Kind: kindRefused, Token: h.Token(), Value: v})
 	case err != nil:
 		return err
 	default:
-		w.emit(event{Ev: "applied", Token: h.Token(), Value: v})
+		w.emit(event{Kind: kindApplied, Token: h.Token(), Value: v})
 	}
 	// A holder whose lease is gone cannot release it: the backend says
 	// ErrNotHeld, or (ZooKeeper, whose session expired during the pause)
@@ -363,13 +370,13 @@ func writerRole(ctx context.Context, w *workerEnv, ready func(event)) error {
 	}
 	switch {
 	case errors.Is(err, lock.ErrNotHeld), err != nil && lost:
-		w.emit(event{Ev: "notheld"})
+		w.emit(event{Kind: kindNotHeld})
 	case err != nil:
 		return err
 	default:
-		w.emit(event{Ev: "released"})
+		w.emit(event{Kind: kindReleased})
 	}
 	<-watched
-	w.emit(event{Ev: "done"})
+	w.emit(event{Kind: kindDone})
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -40,20 +40,30 @@ type stockResult struct {
 	Damaged    bool  `json:"damaged"`
 }
 
-func (d *demo) lastItem(ctx context.Context) *scenario {
-	s := &scenario{
-		Name: "last-item",
-		Title: fmt.Sprintf("The last item: %d buyers at once for %s in stock, served %d at a time", stockBuyers,
+func init() {
+	register(&scenario{
+		order: 4,
+		name:  "last-item",
+		title: fmt.Sprintf("The last item: %d buyers at once for %s in stock, served %d at a time", stockBuyers,
 			plural(stockItems, "item", "items"), stockWorkers),
-		Guard:  "a lock around read, check, write",
-		Why:    "read, check, write is a race: unguarded, many buyers see 1 left before anyone writes 0",
-		Damage: damage{Unit: "items oversold"},
-		OK:     true,
-	}
+		menu:      fmt.Sprintf("%d buyers for the last item", stockBuyers),
+		menuGuard: "lock",
+		guard:     "a lock around read, check, write",
+		why:       "read, check, write is a race: unguarded, many buyers see 1 left before anyone writes 0",
+		unit:      "items oversold",
+		tables: []string{
+			`CREATE TABLE IF NOT EXISTS demo_stock (item TEXT PRIMARY KEY, qty BIGINT NOT NULL)`,
+			`CREATE TABLE IF NOT EXISTS demo_sales (item TEXT NOT NULL, buyer BIGINT NOT NULL)`,
+		},
+		play: playLastItem,
+	})
+}
+
+func playLastItem(ctx context.Context, d *demo, s *Result) error {
 	tlU := newTimeline()
 	un, err := d.stockRun(ctx, false, tlU)
 	if err != nil {
-		return s.failed(fmt.Errorf("unguarded run: %w", err))
+		return fmt.Errorf("unguarded run: %w", err)
 	}
 	s.Unguarded, s.Timeline.Unguarded, s.Damage.Unguarded = un, tlU.sorted(), un.Oversold
 	s.say("unguarded: %s, %d refused: oversold by %d, yet the stock says %d left %s",
@@ -61,14 +71,14 @@ func (d *demo) lastItem(ctx context.Context) *scenario {
 	tlG := newTimeline()
 	g, err := d.stockRun(ctx, true, tlG)
 	if err != nil {
-		return s.failed(fmt.Errorf("guarded run: %w", err))
+		return fmt.Errorf("guarded run: %w", err)
 	}
 	s.Guarded, s.Timeline.Guarded, s.Damage.Guarded = g, tlG.sorted(), g.Oversold
 	s.OK = !g.Damaged
 	s.say("guarded:   %s, %d refused, %d left %s (%d buyers served in %s)",
 		plural(g.Sales, "sale", "sales"), g.Refused, g.StockLeft, mark(s.OK),
 		g.Buyers, seconds(time.Duration(g.DurationMS)*time.Millisecond))
-	return s
+	return nil
 }
 
 // A purchase is one buyer's attempt, for the timeline.
@@ -194,7 +204,7 @@ func warmUp(ctx context.Context, db *sql.DB, n int) error {
 // the sales after it (oversold), the refusals.
 func stockTimeline(tl *timeline, ps []purchase, guarded bool) {
 	slices.SortFunc(ps, func(a, b purchase) int { return a.at.Compare(b.at) })
-	tl.addN(tl.began, fmt.Sprintf("buyers x%d", len(ps)), "sent", "all start at once", 0, len(ps))
+	tl.addN(tl.began, fmt.Sprintf("buyers x%d", len(ps)), kindSent, "all start at once", 0, len(ps))
 	var sold, refused []purchase
 	for _, p := range ps {
 		if p.sold {
@@ -218,15 +228,15 @@ func stockTimeline(tl *timeline, ps []purchase, guarded bool) {
 	}
 	if len(sold) > 0 {
 		first := sold[0]
-		tl.add(first.at, fmt.Sprintf("buyer %d", first.buyer), "sold", tokens(sold[:1])+"read 1 left, sold the last item", first.token)
+		tl.add(first.at, fmt.Sprintf("buyer %d", first.buyer), kindSold, tokens(sold[:1])+"read 1 left, sold the last item", first.token)
 	}
 	if len(sold) > 1 {
 		last := sold[len(sold)-1]
-		tl.addN(last.at, fmt.Sprintf("buyers x%d", len(sold)-1), "sold",
+		tl.addN(last.at, fmt.Sprintf("buyers x%d", len(sold)-1), kindSold,
 			fmt.Sprintf("read 1 left before anyone wrote 0: sold too, oversold by %d", len(sold)-1), 0, len(sold)-1)
 	}
 	if len(refused) > 0 {
 		last := refused[len(refused)-1]
-		tl.addN(last.at, fmt.Sprintf("buyers x%d", len(refused)), "sold-out", tokens(refused)+"read 0 left, refused", 0, len(refused))
+		tl.addN(last.at, fmt.Sprintf("buyers x%d", len(refused)), kindSoldOut, tokens(refused)+"read 0 left, refused", 0, len(refused))
 	}
 }

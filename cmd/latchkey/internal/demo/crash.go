@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -45,22 +45,41 @@ type crashGuarded struct {
 	Damaged        bool   `json:"damaged"`
 }
 
-func (d *demo) crash(ctx context.Context) *scenario {
-	s := &scenario{
-		Name:   "forgot-to-unlock",
-		Title:  fmt.Sprintf("Forgot to unlock: the holder is killed (SIGKILL) mid-lease; lease TTL %s", seconds(crashTTL)),
-		Guard:  "a lease: renewed while its holder lives, expiring after the TTL when it dies",
-		Why:    "a dead process cannot renew its lease, so the lock frees itself after the TTL, never before",
-		Damage: damage{Unit: "locks stuck forever or taken too early"},
-		OK:     true,
-	}
-	if d.skipInProcess(s) {
-		return s
-	}
+func init() {
+	register(&scenario{
+		order:     6,
+		name:      "forgot-to-unlock",
+		title:     fmt.Sprintf("Forgot to unlock: the holder is killed (SIGKILL) mid-lease; lease TTL %s", seconds(crashTTL)),
+		menu:      "a holder killed without unlocking",
+		menuGuard: "lease TTL",
+		guard:     "a lease: renewed while its holder lives, expiring after the TTL when it dies",
+		why:       "a dead process cannot renew its lease, so the lock frees itself after the TTL, never before",
+		unit:      "locks stuck forever or taken too early",
+		// A lock without a lease, where "forgot to unlock" starts: a row
+		// that only its holder deletes.
+		tables:       []string{`CREATE TABLE IF NOT EXISTS demo_naive_locks (name TEXT PRIMARY KEY, holder BIGINT NOT NULL)`},
+		crossProcess: true,
+		roles:        []*role{holdRole},
+		play:         playCrash,
+	})
+}
+
+// holdRole is a holder that never unlocks.
+var holdRole = roleOf("hold", hold)
+
+// holdParams are a holder's.
+type holdParams struct {
+	Lease bool   // a lease on Key; otherwise the lease-less lock row Row
+	Key   string // the lock's
+	Row   string // the lock row's name
+	TTL   time.Duration
+}
+
+func playCrash(ctx context.Context, d *demo, s *Result) error {
 	tlU, tlG := newTimeline(), newTimeline()
 	un, g, err := d.crashRun(ctx, tlU, tlG)
 	if err != nil {
-		return s.failed(err)
+		return err
 	}
 	s.Unguarded, s.Guarded = un, g
 	s.Timeline.Unguarded, s.Timeline.Guarded = tlU.sorted(), tlG.sorted()
@@ -92,7 +111,7 @@ func (d *demo) crash(ctx context.Context) *scenario {
 		s.say("%snot acquired within %s of the kill: the lock is stuck %s", indent,
 			seconds(crashTTL+crashGrace), cross)
 	}
-	return s
+	return nil
 }
 
 func b2i(b bool) int {
@@ -104,41 +123,35 @@ func b2i(b bool) int {
 
 func (d *demo) crashRun(ctx context.Context, tlU, tlG *timeline) (*crashUnguarded, *crashGuarded, error) {
 	key, naive := d.key("job"), d.key("job")
-	common := []string{"-role", "hold", "-key", key, "-row", naive, "-ttl", crashTTL.String()}
-	holder, err := d.start(ctx, "instance 1", d.workerBackend(), append(common, "-id", "1", "-mode", "lease")...)
+	workers, err := d.cast(ctx,
+		part{name: "instance 1", role: holdRole, locks: d.workerBackend(),
+			params: holdParams{Lease: true, Key: key, TTL: crashTTL}},
+		part{name: "instance 1", role: holdRole, params: holdParams{Row: naive}})
 	if err != nil {
 		return nil, nil, err
 	}
-	defer holder.Kill()
-	naiveHolder, err := d.start(ctx, "instance 1", "", append(common, "-id", "2", "-mode", "unguarded")...)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer naiveHolder.Kill()
-
+	defer workers.kill()
+	holder, naiveHolder := workers[0], workers[1]
 	g := &crashGuarded{TTLMS: ms(crashTTL)}
 	un := &crashUnguarded{}
-	for _, p := range []*proc{holder, naiveHolder} {
-		if _, err := p.Expect(ctx, "ready", 15*time.Second); err != nil {
-			return nil, nil, err
-		}
+	for _, p := range workers {
 		if err := p.Go(); err != nil {
 			return nil, nil, err
 		}
 	}
-	ev, err := holder.Expect(ctx, "holding", 10*time.Second)
+	ev, err := holder.Expect(ctx, kindAcquired, 10*time.Second)
 	if err != nil {
 		return nil, nil, err
 	}
 	held := time.Now()
 	g.HolderPID, g.HolderToken = ev.PID, ev.Token
-	tlG.addUnix(ev.At, holder.name, "acquired", fmt.Sprintf("acquired token %d (lease %s, renewed every %s)",
-		ev.Token, seconds(crashTTL), seconds(crashTTL/3)), ev.Token)
-	if ev, err = naiveHolder.Expect(ctx, "holding", 10*time.Second); err != nil {
+	tlG.event(holder.name, ev, fmt.Sprintf("acquired token %d (lease %s, renewed every %s)",
+		ev.Token, seconds(crashTTL), seconds(crashTTL/3)))
+	if ev, err = naiveHolder.Expect(ctx, kindAcquired, 10*time.Second); err != nil {
 		return nil, nil, err
 	}
 	un.HolderPID = ev.PID
-	tlU.addUnix(ev.At, naiveHolder.name, "acquired", "inserted the lock row (no lease)", 0)
+	tlU.event(naiveHolder.name, ev, "inserted the lock row (no lease)")
 
 	if err := sleep(ctx, crashKillAfter); err != nil {
 		return nil, nil, err
@@ -147,8 +160,8 @@ func (d *demo) crashRun(ctx context.Context, tlU, tlG *timeline) (*crashUnguarde
 	naiveHolder.Kill()
 	killed := time.Now()
 	g.KilledAfterMS = ms(killed.Sub(held))
-	tlG.add(killed, "demo", "killed", "SIGKILL "+holder.name+": it never unlocks", 0)
-	tlU.add(killed, "demo", "killed", "SIGKILL "+naiveHolder.name+": it never unlocks", 0)
+	tlG.add(killed, "demo", kindKilled, "SIGKILL "+holder.name+": it never unlocks", 0)
+	tlU.add(killed, "demo", kindKilled, "SIGKILL "+naiveHolder.name+": it never unlocks", 0)
 
 	locker := d.lockFor()
 	g.ImmediateTry = "refused"
@@ -157,9 +170,9 @@ func (d *demo) crashRun(ctx context.Context, tlU, tlG *timeline) (*crashUnguarde
 	switch {
 	case err == nil:
 		g.ImmediateTry = "acquired"
-		tlG.add(tried, "instance 2", "acquired", "try: ACQUIRED while the dead holder's lease should run", lease.Token())
+		tlG.add(tried, "instance 2", kindAcquired, "try: ACQUIRED while the dead holder's lease should run", lease.Token())
 	case errors.Is(err, lock.ErrNotAcquired):
-		tlG.add(tried, "instance 2", "refused", "try: refused, the dead holder's lease still runs", 0)
+		tlG.add(tried, "instance 2", kindRefused, "try: refused, the dead holder's lease still runs", 0)
 	}
 	switch {
 	case err == nil:
@@ -177,12 +190,12 @@ func (d *demo) crashRun(ctx context.Context, tlU, tlG *timeline) (*crashUnguarde
 		g.SuccessorToken = lease.Token()
 		g.TokenHigher = lease.Token() > g.HolderToken
 		if g.ImmediateTry == "refused" {
-			tlG.add(time.Now(), "instance 2", "acquired", fmt.Sprintf("acquired token %d: the lease ran out", lease.Token()), lease.Token())
+			tlG.add(time.Now(), "instance 2", kindAcquired, fmt.Sprintf("acquired token %d: the lease ran out", lease.Token()), lease.Token())
 		}
 		if err := lease.Release(ctx); err != nil {
 			return nil, nil, err
 		}
-		tlG.add(time.Now(), "instance 2", "released", "released", 0)
+		tlG.add(time.Now(), "instance 2", kindReleased, "released", 0)
 	}
 	g.Damaged = g.ImmediateTry != "refused" || !g.Acquired || !g.TokenHigher
 
@@ -194,38 +207,55 @@ func (d *demo) crashRun(ctx context.Context, tlU, tlG *timeline) (*crashUnguarde
 	un.StillHeldMS = ms(time.Since(killed))
 	un.ReleasedByTTL = free
 	if free {
-		tlU.add(time.Now(), "instance 2", "acquired", "inserted the lock row", 0)
+		tlU.add(time.Now(), "instance 2", kindAcquired, "inserted the lock row", 0)
 	} else {
-		tlU.add(time.Now(), "instance 2", "refused", "lock row still there: taken, and forever", 0)
+		tlU.add(time.Now(), "instance 2", kindRefused, "lock row still there: taken, and forever", 0)
 	}
 	un.StuckForever = !free
 	un.Damaged = !free
 	return un, g, nil
 }
 
-// holdRole takes the lock (mode "lease") or inserts a lease-less lock row
-// (mode "unguarded"), says "holding", and keeps it, renewing, until killed:
-// it never unlocks.
-func holdRole(ctx context.Context, w *workerEnv, ready func(event)) error {
-	ready(event{})
+// takeNaiveLock inserts the lease-less lock row; false if someone has it.
+func takeNaiveLock(ctx context.Context, db *dataDB, name string, holder int) (bool, error) {
+	res, err := db.exec(ctx, `INSERT INTO demo_naive_locks (name, holder) VALUES ($1, $2)
+		ON CONFLICT (name) DO NOTHING`, name, holder)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// hold takes the lock (a lease) or inserts a lease-less lock row, says it
+// has it, and keeps it, renewing, until killed: it never unlocks.
+func hold(ctx context.Context, w *worker, p holdParams) error {
+	var locker lock.Locker
+	if p.Lease {
+		var err error
+		if locker, err = w.locks(ctx); err != nil {
+			return err
+		}
+	}
+	w.ready(event{})
 	if err := w.awaitGo(ctx); err != nil {
 		return err
 	}
-	if w.c.mode == "unguarded" {
-		ok, err := takeNaiveLock(ctx, w.data, w.c.row, os.Getpid())
+	if !p.Lease {
+		ok, err := takeNaiveLock(ctx, w.data, p.Row, os.Getpid())
 		if err != nil {
 			return err
 		}
 		if !ok {
 			return errors.New("naive lock already taken")
 		}
-		w.emit(event{Ev: "holding", PID: os.Getpid()})
+		w.emit(event{Kind: kindAcquired, PID: os.Getpid()})
 	} else {
-		lease, err := w.locker.Acquire(ctx, w.c.key, lock.WithTTL(w.c.ttl), lock.WithWait(0))
+		lease, err := locker.Acquire(ctx, p.Key, lock.WithTTL(p.TTL), lock.WithWait(0))
 		if err != nil {
 			return err
 		}
-		w.emit(event{Ev: "holding", PID: os.Getpid(), Token: lease.Token()})
+		w.emit(event{Kind: kindAcquired, PID: os.Getpid(), Token: lease.Token()})
 	}
 	<-ctx.Done()
 	return nil

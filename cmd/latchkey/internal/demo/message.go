@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -45,39 +45,44 @@ var messagePlan = []struct {
 
 var errMerchantDown = errors.New("merchant service timed out")
 
-func (d *demo) message(ctx context.Context) *scenario {
-	s := &scenario{
-		Name:  "failed-handler",
-		Title: "A message handler fails after claiming the message; the broker redelivers it",
-		Guard: "dedup: claim with a TTL, released when the handler fails, marked done when it succeeds",
-		Why: "marking a message consumed before it took effect loses it when the handler fails; " +
+func init() {
+	register(&scenario{
+		order:     2,
+		name:      "failed-handler",
+		title:     "A message handler fails after claiming the message; the broker redelivers it",
+		menu:      "a message handler that fails after claiming the message",
+		menuGuard: "dedup",
+		guard:     "dedup: claim with a TTL, released when the handler fails, marked done when it succeeds",
+		why: "marking a message consumed before it took effect loses it when the handler fails; " +
 			"releasing the claim on failure lets the redelivery run, and the done mark stops the rest",
-		Damage: damage{Unit: "messages lost or applied twice"},
-		OK:     true,
-	}
+		unit: "messages lost or applied twice",
+		tables: []string{
+			// The naive consumer dedup, SET consumed:<id> NX, as a table.
+			`CREATE TABLE IF NOT EXISTS demo_consumed (message_id TEXT PRIMARY KEY)`,
+			// What a message handler did: one row per effect.
+			`CREATE TABLE IF NOT EXISTS demo_effects (message_id TEXT NOT NULL, consumer TEXT NOT NULL)`,
+		},
+		roles: []*role{consumerRole},
+		play:  playMessage,
+	})
+}
+
+// consumerRole is a message consumer.
+var consumerRole = roleOf("consumer", consume)
+
+func playMessage(ctx context.Context, d *demo, s *Result) error {
 	// Two consumer processes serve both runs; each delivery says which
 	// recipe to use.
-	var consumers []*proc
-	defer func() {
-		for _, p := range consumers {
-			p.Kill()
-		}
-	}()
-	for i := 1; i <= 2; i++ {
-		p, err := d.start(ctx, fmt.Sprintf("consumer %d", i), "", "-role", "consumer")
-		if err != nil {
-			return s.failed(err)
-		}
-		consumers = append(consumers, p)
+	consumers, err := d.cast(ctx, part{name: "consumer 1", role: consumerRole}, part{name: "consumer 2", role: consumerRole})
+	if err != nil {
+		return err
 	}
-	if _, err := wantReady(ctx, consumers...); err != nil {
-		return s.failed(err)
-	}
+	defer consumers.kill()
 	for _, guarded := range []bool{false, true} {
 		tl := newTimeline()
 		r, err := d.messageRun(ctx, guarded, consumers, tl)
 		if err != nil {
-			return s.failed(fmt.Errorf("%s run: %w", runName(guarded), err))
+			return fmt.Errorf("%s run: %w", runName(guarded), err)
 		}
 		harm := max(r.Effects-1, 1-r.Effects)
 		outcomes := make([]string, len(r.Deliveries))
@@ -98,10 +103,10 @@ func (d *demo) message(ctx context.Context) *scenario {
 		}
 		s.say("unguarded: 3 deliveries (%s): %s %s", strings.Join(outcomes, ", "), fate, expected(r.Damaged))
 	}
-	return s
+	return nil
 }
 
-func (d *demo) messageRun(ctx context.Context, guarded bool, consumers []*proc, tl *timeline) (*messageRun, error) {
+func (d *demo) messageRun(ctx context.Context, guarded bool, consumers group, tl *timeline) (*messageRun, error) {
 	id := fmt.Sprintf("paid.R-1.%s.%s", d.runID, runName(guarded))
 	r := &messageRun{}
 	for n, dl := range messagePlan {
@@ -111,7 +116,7 @@ func (d *demo) messageRun(ctx context.Context, guarded bool, consumers []*proc, 
 		if dl.fail {
 			fail = 1
 		}
-		tl.add(time.Now(), "broker", "sent", fmt.Sprintf("\"payment R-1 succeeded\" -> %s (%s)", p.name, dl.why), 0)
+		tl.add(time.Now(), "broker", kindSent, fmt.Sprintf("\"payment R-1 succeeded\" -> %s (%s)", p.name, dl.why), 0)
 		mode := "naive"
 		if guarded {
 			mode = "dedup"
@@ -119,32 +124,31 @@ func (d *demo) messageRun(ctx context.Context, guarded bool, consumers []*proc, 
 		if err := p.Send(fmt.Sprintf("deliver %d %s %d %s", n, id, fail, mode)); err != nil {
 			return nil, err
 		}
-		ev, err := p.Expect(ctx, "outcome", workerStartTimeout)
+		ev, err := p.Next(ctx, workerStartTimeout)
 		if err != nil {
 			return nil, err
 		}
-		out := messageDelivery{N: n, Consumer: p.name, Outcome: ev.Msg}
+		out := messageDelivery{N: n, Consumer: p.name, Outcome: string(ev.Kind)}
 		var what string
-		switch ev.Msg {
-		case "processed":
+		k := ev.Kind
+		switch ev.Kind {
+		case kindProcessed:
 			out.Acked, what = true, "claimed, credited the merchant, marked done: ack"
-		case "failed":
+		case kindFailed:
 			what = "claimed; handler failed (" + errMerchantDown.Error() + "): nack"
 			if guarded {
 				what = "claimed; handler failed: claim released, nack"
 			}
-		case "duplicate":
+		case kindDuplicate:
 			out.Acked, what = true, "already done: ack without running the handler"
-		case "skipped":
-			out.Acked, what = true, "SET NX refused, \"already consumed\": ack, handler never ran"
+		case kindSkipped:
+			out.Acked, what, k = true, "SET NX refused, \"already consumed\": ack, handler never ran", kindLost
+		case kindBusy:
+			what = string(ev.Kind)
 		default:
-			what = ev.Msg
+			return nil, fmt.Errorf("%s: said %q, expected the delivery's outcome", p.name, ev.Kind)
 		}
-		kind := ev.Msg
-		if ev.Msg == "skipped" {
-			kind = "lost"
-		}
-		tl.addUnix(ev.At, p.name, kind, what, 0)
+		tl.add(ev.time(), p.name, k, what, 0)
 		r.Deliveries = append(r.Deliveries, out)
 	}
 	if err := d.data.row(ctx, `SELECT count(*) FROM demo_effects WHERE message_id = $1`, id).Scan(&r.Effects); err != nil {
@@ -155,13 +159,13 @@ func (d *demo) messageRun(ctx context.Context, guarded bool, consumers []*proc, 
 	return r, nil
 }
 
-// consumerRole is a message consumer. The demo, playing the broker, writes
-// "deliver N ID FAIL MODE" lines; the consumer answers each with an "outcome"
-// event: processed or duplicate or skipped (it acks), failed (it nacks).
+// consume is a message consumer. The demo, playing the broker, writes
+// "deliver N ID FAIL MODE" lines; the consumer answers each with its
+// outcome: processed or duplicate or skipped (it acks), failed (it nacks).
 // MODE "naive" is SET NX before the handler; "dedup" is
 // dedup.Deduper on the shared store.
-func consumerRole(ctx context.Context, w *workerEnv, ready func(event)) error {
-	st, err := openStores(ctx, w.c.store, w.data)
+func consume(ctx context.Context, w *worker, _ struct{}) error {
+	st, err := w.stores(ctx)
 	if err != nil {
 		return err
 	}
@@ -170,7 +174,7 @@ func consumerRole(ctx context.Context, w *workerEnv, ready func(event)) error {
 	if err != nil {
 		return err
 	}
-	ready(event{})
+	w.ready(event{})
 	for {
 		f, err := w.order(ctx, "deliver", 5)
 		if f == nil {
@@ -182,21 +186,21 @@ func consumerRole(ctx context.Context, w *workerEnv, ready func(event)) error {
 			if fail {
 				return errMerchantDown
 			}
-			_, err := w.data.exec(ctx, `INSERT INTO demo_effects (message_id, consumer) VALUES ($1, $2)`, m.ID, w.c.name)
+			_, err := w.data.exec(ctx, `INSERT INTO demo_effects (message_id, consumer) VALUES ($1, $2)`, m.ID, w.name)
 			return err
 		}
-		var outcome string
+		var outcome kind
 		if f[4] == "dedup" {
 			o, err := dd.Process(ctx, dedup.Message{ID: id}, handle)
 			switch o {
 			case dedup.Processed:
-				outcome = "processed"
+				outcome = kindProcessed
 			case dedup.Duplicate:
-				outcome = "duplicate"
+				outcome = kindDuplicate
 			case dedup.Failed:
-				outcome = "failed"
+				outcome = kindFailed
 			case dedup.Busy:
-				outcome = "busy"
+				outcome = kindBusy
 			default:
 				return fmt.Errorf("delivery %d: %w", n, err)
 			}
@@ -206,13 +210,13 @@ func consumerRole(ctx context.Context, w *workerEnv, ready func(event)) error {
 			case err != nil:
 				return err
 			case !first:
-				outcome = "skipped"
+				outcome = kindSkipped
 			case handle(ctx, dedup.Message{ID: id}) != nil:
-				outcome = "failed"
+				outcome = kindFailed
 			default:
-				outcome = "processed"
+				outcome = kindProcessed
 			}
 		}
-		w.emit(event{Ev: "outcome", Round: n, ID: id, Msg: outcome})
+		w.emit(event{Kind: outcome, Round: n, ID: id})
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -27,31 +28,27 @@ import (
 
 // The demo's business data: what locks, fences and idempotency keys are there
 // to protect. It lives in the --db database (a SQLite file unless --db names
-// PostgreSQL), in tables apart from the lock's and the stores' own; rows are
-// named per run, so a reused database never mixes runs. Statements use $N
-// placeholders, rewritten for SQLite by sqldialect.
-var dataSchema = []string{
-	`CREATE TABLE IF NOT EXISTS demo_stock (item TEXT PRIMARY KEY, qty BIGINT NOT NULL)`,
-	`CREATE TABLE IF NOT EXISTS demo_sales (item TEXT NOT NULL, buyer BIGINT NOT NULL)`,
-	// A lock without a lease, where "forgot to unlock" starts: a row that
-	// only its holder deletes.
-	`CREATE TABLE IF NOT EXISTS demo_naive_locks (name TEXT PRIMARY KEY, holder BIGINT NOT NULL)`,
-	// Accounts for the transfers (version: state.Optimistic) and the paused
-	// holder (fence_token: sqlfence).
-	`CREATE TABLE IF NOT EXISTS demo_accounts (id TEXT PRIMARY KEY, balance BIGINT NOT NULL,
-		version BIGINT NOT NULL DEFAULT 0, fence_token BIGINT NOT NULL DEFAULT 0)`,
-	// The guarded service's books: a payment's row is written before the
-	// card is charged, and its primary key is the last gate behind the
-	// idempotency key ("take the number first, then work").
-	`CREATE TABLE IF NOT EXISTS demo_ledger (gate_key TEXT PRIMARY KEY, charge_id TEXT NOT NULL,
-		instance TEXT NOT NULL)`,
-	// What the card network charged: one row per charge, whatever our books say.
-	`CREATE TABLE IF NOT EXISTS demo_bank_charges (payment_id TEXT NOT NULL, charge_id TEXT NOT NULL,
-		amount BIGINT NOT NULL, instance TEXT NOT NULL)`,
-	// The naive consumer dedup, SET consumed:<id> NX, as a table.
-	`CREATE TABLE IF NOT EXISTS demo_consumed (message_id TEXT PRIMARY KEY)`,
-	// What a message handler did: one row per effect.
-	`CREATE TABLE IF NOT EXISTS demo_effects (message_id TEXT NOT NULL, consumer TEXT NOT NULL)`,
+// PostgreSQL), in tables apart from the lock's and the stores' own, each
+// declared by the scenario that uses it; rows are named per run, so a reused
+// database never mixes runs. Statements use $N placeholders, rewritten for
+// SQLite by sqldialect.
+
+// accountsTable holds the accounts of the transfers (version:
+// state.Optimistic) and of the paused holder (fence_token: sqlfence).
+const accountsTable = `CREATE TABLE IF NOT EXISTS demo_accounts (id TEXT PRIMARY KEY, balance BIGINT NOT NULL,
+		version BIGINT NOT NULL DEFAULT 0, fence_token BIGINT NOT NULL DEFAULT 0)`
+
+// tablesOf returns the tables the scenarios declare, each once.
+func tablesOf(plays []*scenario) []string {
+	var tables []string
+	for _, s := range plays {
+		for _, t := range s.tables {
+			if !slices.Contains(tables, t) {
+				tables = append(tables, t)
+			}
+		}
+	}
+	return tables
 }
 
 // Tables of the idempotency and dedup stores when they are SQL: apart from
@@ -150,10 +147,10 @@ func openData(ctx context.Context, dataURL string, conns int) (*dataDB, error) {
 	return &dataDB{DB: db, dialect: dialect}, nil
 }
 
-// createData creates the demo's tables and, when the stores are SQL, theirs.
+// createData creates tables and, when the stores are SQL, the stores' own.
 // On PostgreSQL, concurrent CREATE TABLE IF NOT EXISTS can collide, so demos
 // sharing a server take turns under an advisory lock.
-func createData(ctx context.Context, db *dataDB, sqlStores bool) (err error) {
+func createData(ctx context.Context, db *dataDB, tables []string, sqlStores bool) (err error) {
 	if db.dialect == sqldialect.Postgres {
 		conn, err := db.Conn(ctx)
 		if err != nil {
@@ -171,7 +168,7 @@ func createData(ctx context.Context, db *dataDB, sqlStores bool) (err error) {
 			err = errors.Join(err, uerr)
 		}()
 	}
-	for _, q := range dataSchema {
+	for _, q := range tables {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("creating the demo's tables: %w", err)
 		}
@@ -278,17 +275,6 @@ func (n *memNaive) claim(_ context.Context, id string) (bool, error) {
 	}
 	n.seen[id] = true
 	return true, nil
-}
-
-// takeNaiveLock inserts the lease-less lock row; false if someone has it.
-func takeNaiveLock(ctx context.Context, db *dataDB, name string, holder int) (bool, error) {
-	res, err := db.exec(ctx, `INSERT INTO demo_naive_locks (name, holder) VALUES ($1, $2)
-		ON CONFLICT (name) DO NOTHING`, name, holder)
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	return n == 1, err
 }
 
 // setBalance creates or resets an account.

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bufio"
@@ -15,26 +15,10 @@ import (
 	"time"
 )
 
-// An event is one JSON line a worker prints on stdout; the demo learns what
-// happened in its workers only from these and from the shared database.
-type event struct {
-	// Ev is what happened: ready, done, error, and the roles' own (holding,
-	// acquired, read, applied, refused, conflict, charged, outcome, lease).
-	Ev     string `json:"ev"`
-	Worker int    `json:"worker,omitempty"`
-	At     int64  `json:"at,omitempty"` // Unix ns
-	Token  uint64 `json:"token,omitempty"`
-	Value  int64  `json:"value,omitempty"` // a balance read or written
-	Round  int    `json:"round,omitempty"` // a delivery's or an attempt's number
-	ID     string `json:"id,omitempty"`    // a charge or a message
-	Addr   string `json:"addr,omitempty"`  // a server's listening address
-	PID    int    `json:"pid,omitempty"`
-	Msg    string `json:"msg,omitempty"`
-}
-
 // A proc is a running worker process.
 type proc struct {
 	name  string
+	ready event // what it said when it was ready (set by cast)
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 
@@ -54,7 +38,7 @@ type proc struct {
 // arguments, so no password shows in a process listing). The process is
 // killed when ctx is done.
 func startWorker(ctx context.Context, self, name string, env []string, args ...string) (*proc, error) {
-	cmd := exec.CommandContext(ctx, self, append([]string{workerCommand}, args...)...)
+	cmd := exec.CommandContext(ctx, self, append([]string{WorkerCommand}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	dieWithParent(cmd)
 	cmd.WaitDelay = 2 * time.Second
@@ -80,7 +64,7 @@ func (p *proc) read(r io.Reader) {
 	for sc.Scan() {
 		var ev event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			ev = event{Ev: "error", Msg: "unexpected output: " + sc.Text()}
+			ev = event{Kind: kindError, Msg: "unexpected output: " + sc.Text()}
 		}
 		p.mu.Lock()
 		p.lines = append(p.lines, ev)
@@ -103,7 +87,7 @@ func (p *proc) Next(ctx context.Context, timeout time.Duration) (event, error) {
 			ev := p.lines[p.next]
 			p.next++
 			p.mu.Unlock()
-			if ev.Ev == "error" {
+			if ev.Kind == kindError {
 				return ev, fmt.Errorf("%s: %s", p.name, ev.Msg)
 			}
 			return ev, nil
@@ -126,11 +110,11 @@ func (p *proc) Next(ctx context.Context, timeout time.Duration) (event, error) {
 	}
 }
 
-// Expect returns the next event, which must be a kind event.
-func (p *proc) Expect(ctx context.Context, kind string, timeout time.Duration) (event, error) {
+// Expect returns the next event, which must be of kind k.
+func (p *proc) Expect(ctx context.Context, k kind, timeout time.Duration) (event, error) {
 	ev, err := p.Next(ctx, timeout)
-	if err == nil && ev.Ev != kind {
-		err = fmt.Errorf("%s: said %q, expected %q", p.name, ev.Ev, kind)
+	if err == nil && ev.Kind != k {
+		err = fmt.Errorf("%s: said %q, expected %q", p.name, ev.Kind, k)
 	}
 	return ev, err
 }

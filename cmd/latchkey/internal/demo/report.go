@@ -1,31 +1,29 @@
-package main
+package demo
 
 import (
-	"cmp"
+	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 )
 
-// A report is what "latchkey demo --json" prints; the text report shows the
-// same data.
-type report struct {
-	Backend    string      `json:"backend"` // lock URL, password masked
-	DB         string      `json:"db"`      // the business data's database, password masked
-	Store      string      `json:"store"`   // idempotency and dedup store
-	OK         bool        `json:"ok"`      // no guarded run showed damage
-	Sabotaged  bool        `json:"sabotaged,omitempty"`
-	DurationMS int64       `json:"duration_ms"`
-	Scenarios  []*scenario `json:"scenarios"`
+// A Report is what "latchkey demo --json" prints (WriteJSON); the text
+// report shows the same data.
+type Report struct {
+	Backend    string    `json:"backend"` // lock URL, password masked
+	DB         string    `json:"db"`      // the business data's database, password masked
+	Store      string    `json:"store"`   // idempotency and dedup store
+	OK         bool      `json:"ok"`      // no guarded run showed damage
+	Sabotaged  bool      `json:"sabotaged,omitempty"`
+	DurationMS int64     `json:"duration_ms"`
+	Scenarios  []*Result `json:"scenarios"`
 }
 
-// A scenario is one experiment, run twice: without the guard (the damage,
-// expected and counted) and with it (none allowed).
-type scenario struct {
+// A Result is what one scenario showed, run twice: without the guard (the
+// damage, expected and counted) and with it (none allowed).
+type Result struct {
 	Name       string    `json:"name"`
 	Title      string    `json:"title"`
 	Guard      string    `json:"guard"` // what the guarded run relies on
@@ -61,64 +59,35 @@ type timelines struct {
 type step struct {
 	AtMS  int64  `json:"at_ms"` // since the run began
 	Actor string `json:"actor"`
-	// Kind is the step's class, for programs: sent, timeout, charged,
-	// replayed, conflict, acquired, released, read, applied, refused, paused,
-	// resumed, killed, lost, processed, failed, duplicate, skipped, sold,
-	// sold-out, waited.
-	Kind  string `json:"kind"`
+	Kind  kind   `json:"kind"`  // for programs
 	Event string `json:"event"` // for people
 	Token uint64 `json:"token,omitempty"`
 	Count int    `json:"count,omitempty"` // > 1: this many alike steps
 }
 
-// A timeline collects the steps of one run from the demo's goroutines and its
-// workers' reports.
-type timeline struct {
-	began time.Time
-	mu    sync.Mutex
-	steps []step // guarded by mu
-}
-
-func newTimeline() *timeline { return &timeline{began: time.Now()} }
-
-// add records a step at t.
-func (tl *timeline) add(t time.Time, actor, kind, event string, token uint64) {
-	tl.addN(t, actor, kind, event, token, 0)
-}
-
-func (tl *timeline) addN(t time.Time, actor, kind, event string, token uint64, n int) {
-	tl.mu.Lock()
-	defer tl.mu.Unlock()
-	tl.steps = append(tl.steps, step{AtMS: max(ms(t.Sub(tl.began)), 0), Actor: actor, Kind: kind,
-		Event: event, Token: token, Count: n})
-}
-
-// addUnix records a step a worker reported with a Unix-nanosecond time.
-func (tl *timeline) addUnix(ns int64, actor, kind, event string, token uint64) {
-	tl.add(time.Unix(0, ns), actor, kind, event, token)
-}
-
-// sorted returns the steps in time order (stable: steps of one instant keep
-// the order they were added in).
-func (tl *timeline) sorted() []step {
-	tl.mu.Lock()
-	defer tl.mu.Unlock()
-	s := slices.Clone(tl.steps)
-	slices.SortStableFunc(s, func(a, b step) int { return cmp.Compare(a.AtMS, b.AtMS) })
-	return s
-}
-
-func (s *scenario) say(format string, args ...any) {
+func (s *Result) say(format string, args ...any) {
 	s.lines = append(s.lines, fmt.Sprintf(format, args...))
 }
 
 // failed records an error that stopped the scenario; it counts as damage,
 // since the guarded run could not show there was none.
-func (s *scenario) failed(err error) *scenario {
+func (s *Result) failed(err error) {
 	s.OK = false
 	s.Error = err.Error()
 	s.say("error: %v", err)
-	return s
+}
+
+// skip marks the scenario skipped, for the reason why.
+func (s *Result) skip(why string) {
+	s.Skipped = why
+	s.say("skipped: %s", why)
+}
+
+// WriteJSON writes r as one indented JSON document.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
 }
 
 const (
@@ -141,7 +110,7 @@ func expected(damaged bool) string {
 	return "(no damage this time: the race was not hit)"
 }
 
-func writeHeader(w io.Writer, r *report) {
+func writeHeader(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "latchkey demo\n  locks: %s\n  data:  %s\n  keys:  %s\n", r.Backend, r.DB, r.Store)
 	if r.Sabotaged {
 		fmt.Fprintln(w, "  SABOTAGED: every guard is broken on purpose; the demo must notice and exit 1")
@@ -151,7 +120,7 @@ func writeHeader(w io.Writer, r *report) {
 // textWidth is the longest line of the text report, in runes.
 const textWidth = 100
 
-func writeScenario(w io.Writer, n int, s *scenario) {
+func writeScenario(w io.Writer, n int, s *Result) {
 	fmt.Fprintf(w, "\n%d. %s\n", n, s.Title)
 	if s.Guard != "" && s.Skipped == "" {
 		wrap(w, "   guard: ", "          ", s.Guard)
@@ -177,15 +146,27 @@ func writeScenario(w io.Writer, n int, s *scenario) {
 	}
 }
 
-// wrap writes text after first, breaking it at spaces into lines of at most
-// textWidth runes; continuation lines start with cont.
-func wrap(w io.Writer, first, cont, text string) {
+// wrap writes text after first, broken into lines of at most textWidth
+// runes; continuation lines start with cont.
+func wrap(w io.Writer, first, cont, text string) { wrapAt(w, textWidth, first, cont, text) }
+
+// wrapAt writes text after first, broken into lines of at most width runes.
+func wrapAt(w io.Writer, width int, first, cont, text string) {
+	for _, l := range wrapLines(width, first, cont, text) {
+		fmt.Fprintln(w, l)
+	}
+}
+
+// wrapLines breaks text at spaces into lines of at most width runes, the
+// first starting with first and the others with cont. A word longer than a
+// line stays whole.
+func wrapLines(width int, first, cont, text string) []string {
+	var lines []string
 	prefix := first
 	for {
-		room := textWidth - utf8.RuneCountInString(prefix)
+		room := width - utf8.RuneCountInString(prefix)
 		if utf8.RuneCountInString(text) <= room {
-			fmt.Fprintf(w, "%s%s\n", prefix, text)
-			return
+			return append(lines, prefix+text)
 		}
 		cut := -1
 		for i, r := range text {
@@ -197,15 +178,14 @@ func wrap(w io.Writer, first, cont, text string) {
 			}
 		}
 		if cut <= 0 {
-			fmt.Fprintf(w, "%s%s\n", prefix, text)
-			return
+			return append(lines, prefix+text)
 		}
-		fmt.Fprintf(w, "%s%s\n", prefix, text[:cut])
+		lines = append(lines, prefix+text[:cut])
 		text, prefix = strings.TrimLeft(text[cut:], " "), cont
 	}
 }
 
-func writeFooter(w io.Writer, r *report) {
+func writeFooter(w io.Writer, r *Report) {
 	bad := 0
 	for _, s := range r.Scenarios {
 		if !s.OK {
