@@ -3,7 +3,6 @@ package dedup
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/latchkey-go/latchkey/idem"
 )
@@ -42,7 +41,7 @@ func fromIdem(err error) error {
 	var ip *idem.InProgressError
 	switch {
 	case errors.Is(err, idem.ErrNotFound):
-		return fmt.Errorf("%w: %w", ErrNotFound, err)
+		return ErrNotFound
 	case errors.As(err, &ip):
 		return &InProgressError{RetryAfter: ip.RetryAfter}
 	}

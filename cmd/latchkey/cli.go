@@ -31,6 +31,8 @@ func commands() []command {
 		{"demo", "run the seeds' experiments for real and explain what happened", demoCmd},
 		{"run", "run a command while holding a distributed lock (cron on many hosts)", runCmd},
 		{"gateway", "an idempotency reverse proxy in front of any HTTP service", gatewayCmd},
+		{"idem", "show or forget the idempotency record of a request", idemCmd},
+		{"dedup", "show or forget the processed mark of a message id", dedupCmd},
 		{"version", "print the version", versionCmd},
 		{"help", "show this help", helpCmd},
 		{workerCommand, "", workerCmd}, // the demo's child processes
