@@ -20,6 +20,7 @@ import (
 	"github.com/latchkey-go/latchkey/dedup/redisbloom"
 	"github.com/latchkey-go/latchkey/dedup/redisdedup"
 	"github.com/latchkey-go/latchkey/dedup/sqlinbox"
+	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemhttp"
 	"github.com/latchkey-go/latchkey/idem/idemurl"
 	"github.com/latchkey-go/latchkey/internal/backendurl"
@@ -79,19 +80,22 @@ func TestIdemShowAndForget(t *testing.T) {
 				h.ServeHTTP(w, req)
 				return w.Code
 			}
+			// Keys of their own: the default table on the shared PostgreSQL
+			// outlives the test.
+			k1, kSlow, kUnknown := "k-1-"+idem.NewToken(), "k-slow-"+idem.NewToken(), "k-unknown-"+idem.NewToken()
 			sum := sha256.Sum256([]byte("Bearer sk_live_c1"))
 			parts := []string{"--store", storeURL, "--principal", "authz-sha256:" + hex.EncodeToString(sum[:]), "--route", "/payments"}
 
-			if code := pay("k-1", false); code != http.StatusCreated {
+			if code := pay(k1, false); code != http.StatusCreated {
 				t.Fatal(code)
 			}
-			code, out, errOut := latchkey(t, append([]string{"idem", "show", "--json", "--body", "--key", "k-1"}, parts...)...)
+			code, out, errOut := latchkey(t, append([]string{"idem", "show", "--json", "--body", "--key", k1}, parts...)...)
 			rep := decodeJSON[idemReport](t, out)
 			if code != exitOK || !rep.Found || rep.State != "done" || rep.Status != 201 || rep.Body == nil ||
 				*rep.Body != `{"charge":"ch_1"}` || rep.Expires == "" || rep.Fingerprint == "" {
 				t.Fatalf("show: exit %d, %+v\n%s", code, rep, errOut)
 			}
-			if code, out, _ := latchkey(t, append([]string{"idem", "show", "--key", "k-1"}, parts...)...); code != exitOK ||
+			if code, out, _ := latchkey(t, append([]string{"idem", "show", "--key", k1}, parts...)...); code != exitOK ||
 				!strings.Contains(out, "state:        done") || !strings.Contains(out, "status:       201 Created") ||
 				strings.Contains(out, "ch_1") {
 				t.Fatalf("show without --json or --body: exit %d\n%s", code, out)
@@ -100,25 +104,25 @@ func TestIdemShowAndForget(t *testing.T) {
 			if code != exitOK || !decodeJSON[idemReport](t, out).Found {
 				t.Fatalf("show --scoped-key: exit %d\n%s", code, out)
 			}
-			code, out, errOut = latchkey(t, append([]string{"idem", "forget", "--yes", "--json", "--key", "k-1"}, parts...)...)
+			code, out, errOut = latchkey(t, append([]string{"idem", "forget", "--yes", "--json", "--key", k1}, parts...)...)
 			if code != exitOK || !decodeJSON[idemReport](t, out).Forgotten {
 				t.Fatalf("forget: exit %d\n%s%s", code, out, errOut)
 			}
-			if code, out, _ := latchkey(t, append([]string{"idem", "show", "--json", "--key", "k-1"}, parts...)...); code != exitNotFound ||
+			if code, out, _ := latchkey(t, append([]string{"idem", "show", "--json", "--key", k1}, parts...)...); code != exitNotFound ||
 				decodeJSON[idemReport](t, out).Found {
 				t.Fatalf("show after forget: exit %d\n%s", code, out)
 			}
-			if code := pay("k-1", false); code != http.StatusCreated || charges.Load() != 2 {
+			if code := pay(k1, false); code != http.StatusCreated || charges.Load() != 2 {
 				t.Fatalf("the retry after forget: %d, %d charges; want it charged again", code, charges.Load())
 			}
-			if code, _, _ := latchkey(t, append([]string{"idem", "forget", "--yes", "--key", "k-unknown"}, parts...)...); code != exitNotFound {
+			if code, _, _ := latchkey(t, append([]string{"idem", "forget", "--yes", "--key", kUnknown}, parts...)...); code != exitNotFound {
 				t.Fatalf("forget of an unknown key: exit %d, want %d", code, exitNotFound)
 			}
 
 			done := make(chan int)
-			go func() { done <- pay("k-slow", true) }()
+			go func() { done <- pay(kSlow, true) }()
 			for {
-				code, out, _ := latchkey(t, append([]string{"idem", "show", "--json", "--key", "k-slow"}, parts...)...)
+				code, out, _ := latchkey(t, append([]string{"idem", "show", "--json", "--key", kSlow}, parts...)...)
 				if code == exitOK {
 					if rep := decodeJSON[idemReport](t, out); rep.State != "in progress" || rep.Deadline == "" {
 						t.Fatalf("show of a running payment: %+v", rep)
@@ -127,11 +131,11 @@ func TestIdemShowAndForget(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			code, _, errOut = latchkey(t, append([]string{"idem", "forget", "--yes", "--key", "k-slow"}, parts...)...)
+			code, _, errOut = latchkey(t, append([]string{"idem", "forget", "--yes", "--key", kSlow}, parts...)...)
 			if code != exitNotFound || !strings.Contains(errOut, "--force") {
 				t.Fatalf("forget of a running payment without --force: exit %d\n%s", code, errOut)
 			}
-			if code, _, errOut := latchkey(t, append([]string{"idem", "forget", "--yes", "--force", "--key", "k-slow"}, parts...)...); code != exitOK {
+			if code, _, errOut := latchkey(t, append([]string{"idem", "forget", "--yes", "--force", "--key", kSlow}, parts...)...); code != exitOK {
 				t.Fatalf("forget --force: exit %d\n%s", code, errOut)
 			}
 			close(release)
