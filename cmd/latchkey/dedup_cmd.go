@@ -250,7 +250,11 @@ func (r dedupReport) print(w io.Writer, asJSON bool) {
 	f.add("state", r.State)
 	if r.Approximate {
 		f.add("fill ratio", strconv.FormatFloat(*r.FillRatio, 'f', 4, 64))
-		f.add("false positives", strconv.FormatFloat(100**r.FalsePositiveRate, 'g', 3, 64)+"% of never-seen ids read as seen now")
+		fp := "none: the filter is empty"
+		if *r.FalsePositiveRate > 0 {
+			fp = fmt.Sprintf("about 1 in %.0f never-seen ids reads as seen now", 1 / *r.FalsePositiveRate)
+		}
+		f.add("false positives", fp)
 		f.print(w)
 		return
 	}

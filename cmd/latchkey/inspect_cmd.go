@@ -41,9 +41,9 @@ func when(t, now time.Time) string {
 		return "unknown"
 	}
 	d := t.Sub(now).Round(time.Second)
-	rel := "in " + d.String()
-	if d < 0 {
-		rel = (-d).String() + " ago"
+	rel := (-d).String() + " ago"
+	if d > 0 {
+		rel = "in " + d.String()
 	}
 	return t.UTC().Format(time.RFC3339) + " (" + rel + ")"
 }
