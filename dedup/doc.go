@@ -44,6 +44,11 @@
 // the exact store decides every claim, but it saves no round trip either:
 // a new id must still be claimed there. The Prefilter passes deduptest.
 //
+// An operator looks up a message id's mark and forgets it, so the next
+// copy is processed, through [Inspector]: redisdedup, sqlinbox and FromIdem
+// over any idem store implement it; a Bloom filter answers "maybe seen" or
+// "not seen" and cannot forget ([ErrCannotForget]).
+//
 // Retention is a window, not forever: a copy arriving after it is processed
 // again. Choose it longer than the broker's longest redelivery or replay
 // delay.

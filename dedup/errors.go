@@ -29,6 +29,16 @@ var (
 	// printable UTF-8. Nothing was sent to the store.
 	ErrInvalidID = errors.New("dedup: invalid message id")
 
+	// ErrNotFound means a store holds no mark for a message id: it was never
+	// claimed, or was released, forgotten, or aged out. The next copy of the
+	// message is processed. For a Bloom filter it means "not seen", which a
+	// Bloom filter answers without error.
+	ErrNotFound = errors.New("dedup: no mark for this message id")
+
+	// ErrCannotForget means a store cannot forget one message id: a Bloom
+	// filter's bits are shared by many ids. Nothing was changed.
+	ErrCannotForget = errors.New("dedup: this store cannot forget a message id")
+
 	// ErrInvalid wraps every other bad argument (nil store or handler,
 	// durations out of range). Nothing was sent to the store.
 	ErrInvalid = errors.New("dedup: invalid argument")

@@ -18,9 +18,17 @@ import (
 // request keys. idem.ErrClaimLost is reported as an error matching both
 // ErrClaimLost and idem.ErrClaimLost.
 //
+// When s is an idem.Inspector, so is the Store: a message id's mark can be
+// looked up and forgotten.
+//
 // A dedicated backend is leaner: redisdedup keeps one short string per id
 // where redisstore keeps a hash, and claims a batch in one round trip.
-func FromIdem(s idem.Store) Store { return idemStore{s} }
+func FromIdem(s idem.Store) Store {
+	if _, ok := s.(idem.Inspector); ok {
+		return idemInspector{idemStore{s}}
+	}
+	return idemStore{s}
+}
 
 type idemStore struct{ s idem.Store }
 

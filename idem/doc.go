@@ -32,4 +32,10 @@
 //
 // Keys are data: stores never splice them into scripts or SQL. Build scoped
 // keys with [Key], which encodes each part so no two tuples alias.
+//
+// Every store is also an [Inspector]: an operator looks up the record a
+// customer's retry keeps meeting ([Inspector.Lookup]) and forgets it so the
+// next request runs ([Inspector.Forget]); a record in progress is forgotten
+// only when forced. idemhttp.StoreKey builds the key of an HTTP request's
+// record from its principal, method, route and client key.
 package idem

@@ -42,6 +42,11 @@ var (
 	// the same form gets this error.
 	ErrTokenInvalid = errors.New("idem: token invalid or already used")
 
+	// ErrNotFound means a store holds no live record for a key: none was
+	// ever claimed, or it was released, forgotten, or its in-progress
+	// deadline or retention has ended. The next request with the key runs.
+	ErrNotFound = errors.New("idem: no record for this key")
+
 	// ErrReplayedFailure wraps a failure that was kept (see [WithKeepError])
 	// and is now replayed to a later caller; the operation did not run again.
 	ErrReplayedFailure = errors.New("idem: replayed failure")

@@ -37,8 +37,9 @@ func UniqueID(t testing.TB) string {
 	return fmt.Sprintf("deduptest %s %s", t.Name(), hex.EncodeToString(b[:]))
 }
 
-// Run checks the dedup.Store contract, then runs RunHandler on a
-// dedup.Deduper over the store. newStore is called once per subtest and may
+// Run checks the dedup.Store contract (and dedup.Inspector's, the Inspect
+// subtests, for a store that implements it; skipped otherwise), then runs
+// RunHandler on a dedup.Deduper over the store. newStore is called once per subtest and may
 // return the same store each time (ids are unique per subtest).
 func Run(t *testing.T, newStore func(t *testing.T) dedup.Store) {
 	t.Helper()
@@ -61,6 +62,17 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.fn(t, newStore(t))
+		})
+	}
+	for _, tc := range inspectTests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			in, ok := s.(dedup.Inspector)
+			if !ok {
+				t.Skipf("%T does not implement dedup.Inspector", s)
+			}
+			tc.fn(t, in, s)
 		})
 	}
 	t.Run("Handler", func(t *testing.T) {

@@ -3,15 +3,12 @@ package idemhttp
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/latchkey-go/latchkey/idem"
 )
@@ -36,7 +33,8 @@ import (
 //
 // Keys are scoped by principal (WithPrincipal), method and route (WithRoute),
 // encoded with idem.Key so that no two scopes alias: a client never receives
-// another principal's response.
+// another principal's response. StoreKey builds the same key from the parts,
+// for an operator looking for a request's record.
 //
 // The handler's request context ends at the in-progress deadline. The
 // response is recorded with a context detached from the client's, so a client
@@ -119,7 +117,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body)) // the key function may have read it
 
-	scoped := idem.Key("http", "p"+digest(c.principal(r)), r.Method, scopePart(c.route(r)), key)
+	scoped := storeKey(c.principal(r), r.Method, c.route(r), key)
 	run, replay, err := idem.Begin(r.Context(), h.store, scoped, c.fingerprint(r, body), c.idemOptions...)
 	var inProgress *idem.InProgressError
 	switch {
@@ -258,18 +256,4 @@ func readBody(r *http.Request, max int64) ([]byte, int, error) {
 		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("the request body is larger than %d bytes", max)
 	}
 	return b, 0, nil
-}
-
-func digest(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
-
-// scopePart keeps a short printable part as it is and replaces any other by
-// its digest; the prefixes keep the two forms apart.
-func scopePart(s string) string {
-	if len(s) <= 256 && utf8.ValidString(s) && idem.CheckKey("x"+s) == nil {
-		return "=" + s
-	}
-	return "#" + digest(s)
 }

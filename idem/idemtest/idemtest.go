@@ -33,8 +33,10 @@ func UniqueKey(t testing.TB) string {
 	return fmt.Sprintf("idemtest %s %s", t.Name(), idem.NewToken())
 }
 
-// Run checks the idem.Store contract. newStore is called once per subtest; it
-// may return the same store each time (keys are unique per subtest).
+// Run checks the idem.Store contract and, for a store that implements
+// idem.Inspector, that one too (the Inspect subtests; skipped otherwise).
+// newStore is called once per subtest; it may return the same store each
+// time (keys are unique per subtest).
 func Run(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	t.Helper()
 	for _, tc := range []struct {
@@ -63,6 +65,17 @@ func Run(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.fn(t, newStore(t))
+		})
+	}
+	for _, tc := range inspectTests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			in, ok := s.(idem.Inspector)
+			if !ok {
+				t.Skipf("%T does not implement idem.Inspector", s)
+			}
+			tc.fn(t, in, s)
 		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 var (
 	_ idem.Store      = (*Store)(nil)
 	_ idem.TokenStore = (*Store)(nil)
+	_ idem.Inspector  = (*Store)(nil)
 )
 
 // Store keeps records in a map. The zero value is not usable; call New.
@@ -33,6 +34,7 @@ type record struct {
 	fingerprint string
 	result      []byte
 	expires     time.Time // in-progress deadline or end of retention
+	created     time.Time // when the key was claimed
 }
 
 type token struct {
@@ -80,7 +82,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, d time.Durat
 		return idem.Claim{State: idem.InProgress, Fingerprint: r.fingerprint, RetryAfter: r.expires.Sub(now)}, nil
 	}
 	tok := idem.NewToken()
-	s.recs[key] = &record{token: tok, fingerprint: fingerprint, expires: now.Add(d)}
+	s.recs[key] = &record{token: tok, fingerprint: fingerprint, expires: now.Add(d), created: now}
 	return idem.Claim{State: idem.Claimed, Token: tok}, nil
 }
 

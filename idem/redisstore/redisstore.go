@@ -225,15 +225,24 @@ func (s *Store) claim(ctx context.Context, rk, claim string, deadline int64) (id
 // found decodes the record v found at rk; for a claim in progress it asks
 // Redis for the time left to its deadline.
 func (s *Store) found(ctx context.Context, rk, v string) (idem.Claim, error) {
+	c, err := decodeRecord(rk, v)
+	if err != nil || c.State != idem.InProgress {
+		return c, err
+	}
+	pttl, err := s.exec.Do(ctx, rk, "pttl", rk).Int64()
+	if err != nil {
+		return idem.Claim{}, err
+	}
+	c.RetryAfter = time.Duration(max(pttl, 0)) * time.Millisecond
+	return c, nil
+}
+
+// decodeRecord reads the record v at rk in today's layout (see the package
+// doc), without the time left to a claim's deadline.
+func decodeRecord(rk, v string) (idem.Claim, error) {
 	switch {
 	case strings.HasPrefix(v, "p") && len(v) >= claimPrefixLen:
-		c := idem.Claim{State: idem.InProgress, Fingerprint: v[claimPrefixLen:]}
-		pttl, err := s.exec.Do(ctx, rk, "pttl", rk).Int64()
-		if err != nil {
-			return idem.Claim{}, err
-		}
-		c.RetryAfter = time.Duration(max(pttl, 0)) * time.Millisecond
-		return c, nil
+		return idem.Claim{State: idem.InProgress, Fingerprint: v[claimPrefixLen:]}, nil
 	case strings.HasPrefix(v, "d"):
 		n, rest, ok := strings.Cut(v[1:], ":")
 		fpLen, err := strconv.Atoi(n)

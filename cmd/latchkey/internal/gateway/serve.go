@@ -89,7 +89,7 @@ func Serve(ctx context.Context, c *Config, stderr io.Writer) error {
 	for i, s := range c.rules {
 		rules[i] = s.build(onError)
 	}
-	if c.Store == defaultStore() {
+	if c.Store == DefaultStore() {
 		// The default file's directory may not exist yet; a path the user
 		// gave must.
 		if u, err := url.Parse(c.Store); err == nil && u.Path != "" {

@@ -29,7 +29,7 @@ type settings struct {
 func defaultSettings() settings {
 	return settings{
 		Listen:          "127.0.0.1:8080",
-		Store:           defaultStore(),
+		Store:           DefaultStore(),
 		Grace:           30 * time.Second,
 		InProgress:      idem.DefaultInProgress,
 		Retention:       idem.DefaultRetention,
@@ -38,9 +38,10 @@ func defaultSettings() settings {
 	}
 }
 
-// defaultStore is an SQLite file in the user's cache directory, or in the
-// working directory when there is none.
-func defaultStore() string {
+// DefaultStore is the gateway's store when neither --store nor the file
+// names one: an SQLite file in the user's cache directory, or in the working
+// directory when there is none. The operator's idem commands default to it too.
+func DefaultStore() string {
 	dir, err := os.UserCacheDir()
 	if err != nil {
 		return "sqlite:latchkey-gateway.db"

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Exit status of "latchkey idem" and "latchkey dedup" besides exitOK,
+// exitUsage and exitUnavailable: nothing found, or nothing forgotten (a
+// request in progress without --force, a store that cannot forget, the
+// confirmation declined).
+const exitNotFound = 1
+
+// maxShownBody caps the recorded body --body shows.
+const maxShownBody = 4 << 10
+
+// fields are the "name: value" lines of a report, printed aligned.
+type fields [][2]string
+
+func (f *fields) add(name, value string) { *f = append(*f, [2]string{name, value}) }
+
+func (f fields) print(w io.Writer) {
+	width := 0
+	for _, kv := range f {
+		width = max(width, len(kv[0]))
+	}
+	for _, kv := range f {
+		fmt.Fprintf(w, "%-*s  %s\n", width+1, kv[0]+":", kv[1])
+	}
+}
+
+// when shows t with how far it is from now, or "unknown".
+func when(t, now time.Time) string {
+	if t.IsZero() {
+		return "unknown"
+	}
+	d := t.Sub(now).Round(time.Second)
+	rel := (-d).String() + " ago"
+	if d > 0 {
+		rel = "in " + d.String()
+	}
+	return t.UTC().Format(time.RFC3339) + " (" + rel + ")"
+}
+
+// jsonTime is t for --json: RFC 3339, or "" when unknown (omitted).
+func jsonTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// shownBody is body as --body shows it: at most maxShownBody bytes, text
+// when it is UTF-8, and how much was left out.
+func shownBody(body []byte) (text string, left int) {
+	if len(body) > maxShownBody {
+		body, left = body[:maxShownBody], len(body)-maxShownBody
+	}
+	if !utf8.Valid(body) {
+		return fmt.Sprintf("(%d bytes of binary data)", len(body)), left
+	}
+	return string(body), left
+}
+
+// stdinIsTerminal reports whether a person can answer a question on stdin:
+// a character device other than /dev/null.
+func stdinIsTerminal() bool {
+	fi, err := os.Stdin.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(fi, null)
+}
+
+// confirm asks question on w and reads the answer from r: true only for
+// "y" or "yes".
+func confirm(r io.Reader, w io.Writer, question string) bool {
+	fmt.Fprintf(w, "%s [y/N] ", question)
+	line, _ := bufio.NewReader(r).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true
+	}
+	return false
+}
+
+// mayForget decides whether to go on with a forget: --yes, or a person's
+// yes on a terminal. It returns the exit status to end with otherwise.
+func mayForget(yes bool, cmd, question string, stderr io.Writer) (bool, int) {
+	switch {
+	case yes:
+		return true, exitOK
+	case !stdinIsTerminal():
+		fmt.Fprintf(stderr, "%s: stdin is not a terminal to confirm on; add --yes to forget without asking\n", cmd)
+		return false, exitUsage
+	case confirm(os.Stdin, stderr, question):
+		return true, exitOK
+	}
+	fmt.Fprintf(stderr, "%s: nothing forgotten\n", cmd)
+	return false, exitNotFound
+}

@@ -1,0 +1,321 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/dedup/redisbloom"
+	"github.com/latchkey-go/latchkey/dedup/redisdedup"
+	"github.com/latchkey-go/latchkey/dedup/sqlinbox"
+	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/idem/idemhttp"
+	"github.com/latchkey-go/latchkey/idem/idemurl"
+	"github.com/latchkey-go/latchkey/internal/backendurl"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+)
+
+// idemStores are the store URLs the idem commands are tried on.
+func idemStores(t *testing.T) map[string]string {
+	return map[string]string{
+		"sqlite":   "sqlite://" + filepath.Join(t.TempDir(), "idem.db"),
+		"postgres": testsvc.PostgresURL(t),
+		"redis":    "redis://" + testsvc.RedisAddr(t) + "/0?prefix=" + testsvc.KeyPrefix(t),
+	}
+}
+
+func decodeJSON[T any](t *testing.T, out string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	return v
+}
+
+// A customer's payment went through the middleware; support finds it by
+// the request's parts, forgets it, and the customer's retry is charged
+// again; a payment still running is not forgotten without --force.
+func TestIdemShowAndForget(t *testing.T) {
+	t.Parallel()
+	for name, storeURL := range idemStores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st, err := idemurl.Open(t.Context(), storeURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			var charges atomic.Int32
+			release := make(chan struct{})
+			h := idemhttp.Middleware(st, idemhttp.WithErrorHandler(func(*http.Request, error) {}))(http.HandlerFunc(
+				func(w http.ResponseWriter, r *http.Request) {
+					if r.Header.Get("X-Slow") != "" {
+						<-release
+					}
+					n := charges.Add(1)
+					w.WriteHeader(http.StatusCreated)
+					_, _ = w.Write([]byte(`{"charge":"ch_` + string(rune('0'+n)) + `"}`))
+				}))
+			pay := func(key string, slow bool) int {
+				req := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":100}`))
+				req.Header.Set("Authorization", "Bearer sk_live_c1")
+				req.Header.Set("Idempotency-Key", key)
+				if slow {
+					req.Header.Set("X-Slow", "1")
+				}
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				return w.Code
+			}
+			// Keys of their own: the default table on the shared PostgreSQL
+			// outlives the test.
+			k1, kSlow, kUnknown := "k-1-"+idem.NewToken(), "k-slow-"+idem.NewToken(), "k-unknown-"+idem.NewToken()
+			sum := sha256.Sum256([]byte("Bearer sk_live_c1"))
+			parts := []string{"--store", storeURL, "--principal", "authz-sha256:" + hex.EncodeToString(sum[:]), "--route", "/payments"}
+
+			if code := pay(k1, false); code != http.StatusCreated {
+				t.Fatal(code)
+			}
+			code, out, errOut := latchkey(t, append([]string{"idem", "show", "--json", "--body", "--key", k1}, parts...)...)
+			rep := decodeJSON[idemReport](t, out)
+			if code != exitOK || !rep.Found || rep.State != "done" || rep.Status != 201 || rep.Body == nil ||
+				*rep.Body != `{"charge":"ch_1"}` || rep.Expires == "" || rep.Fingerprint == "" {
+				t.Fatalf("show: exit %d, %+v\n%s", code, rep, errOut)
+			}
+			if code, out, _ := latchkey(t, append([]string{"idem", "show", "--key", k1}, parts...)...); code != exitOK ||
+				!strings.Contains(out, "state:        done") || !strings.Contains(out, "status:       201 Created") ||
+				strings.Contains(out, "ch_1") {
+				t.Fatalf("show without --json or --body: exit %d\n%s", code, out)
+			}
+			code, out, _ = latchkey(t, "idem", "show", "--json", "--store", storeURL, "--scoped-key", rep.Key)
+			if code != exitOK || !decodeJSON[idemReport](t, out).Found {
+				t.Fatalf("show --scoped-key: exit %d\n%s", code, out)
+			}
+			code, out, errOut = latchkey(t, append([]string{"idem", "forget", "--yes", "--json", "--key", k1}, parts...)...)
+			if code != exitOK || !decodeJSON[idemReport](t, out).Forgotten {
+				t.Fatalf("forget: exit %d\n%s%s", code, out, errOut)
+			}
+			if code, out, _ := latchkey(t, append([]string{"idem", "show", "--json", "--key", k1}, parts...)...); code != exitNotFound ||
+				decodeJSON[idemReport](t, out).Found {
+				t.Fatalf("show after forget: exit %d\n%s", code, out)
+			}
+			if code := pay(k1, false); code != http.StatusCreated || charges.Load() != 2 {
+				t.Fatalf("the retry after forget: %d, %d charges; want it charged again", code, charges.Load())
+			}
+			if code, _, _ := latchkey(t, append([]string{"idem", "forget", "--yes", "--key", kUnknown}, parts...)...); code != exitNotFound {
+				t.Fatalf("forget of an unknown key: exit %d, want %d", code, exitNotFound)
+			}
+
+			done := make(chan int)
+			go func() { done <- pay(kSlow, true) }()
+			for {
+				code, out, _ := latchkey(t, append([]string{"idem", "show", "--json", "--key", kSlow}, parts...)...)
+				if code == exitOK {
+					if rep := decodeJSON[idemReport](t, out); rep.State != "in progress" || rep.Deadline == "" {
+						t.Fatalf("show of a running payment: %+v", rep)
+					}
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			code, _, errOut = latchkey(t, append([]string{"idem", "forget", "--yes", "--key", kSlow}, parts...)...)
+			if code != exitNotFound || !strings.Contains(errOut, "--force") {
+				t.Fatalf("forget of a running payment without --force: exit %d\n%s", code, errOut)
+			}
+			if code, _, errOut := latchkey(t, append([]string{"idem", "forget", "--yes", "--force", "--key", kSlow}, parts...)...); code != exitOK {
+				t.Fatalf("forget --force: exit %d\n%s", code, errOut)
+			}
+			close(release)
+			<-done
+		})
+	}
+}
+
+// A forget that nobody confirmed changes nothing.
+func TestIdemForgetNeedsConfirmation(t *testing.T) {
+	t.Parallel()
+	if !confirm(strings.NewReader("yes\n"), &strings.Builder{}, "?") || confirm(strings.NewReader("\n"), &strings.Builder{}, "?") ||
+		confirm(strings.NewReader(""), &strings.Builder{}, "?") {
+		t.Fatal("confirm takes only y or yes")
+	}
+	storeURL := "redis://" + testsvc.RedisAddr(t) + "/0?prefix=" + testsvc.KeyPrefix(t)
+	st, err := idemurl.Open(t.Context(), storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	key, _ := idemhttp.StoreKey("", "POST", "/payments", "k-1")
+	c, err := st.Claim(t.Context(), key, "fp", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Record(t.Context(), key, c.Token, []byte("x"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// A child process: its stdin is /dev/null, not a terminal.
+	cmd := exec.Command(os.Args[0], "idem", "forget", "--store", storeURL, "--scoped-key", key)
+	out, err := cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() != exitUsage || !strings.Contains(string(out), "--yes") {
+		t.Fatalf("forget without --yes and no terminal: %v\n%s", err, out)
+	}
+	if code, _, _ := latchkey(t, "idem", "show", "--store", storeURL, "--scoped-key", key); code != exitOK {
+		t.Fatal("the record was forgotten without confirmation")
+	}
+}
+
+// Bad input is refused with exit status 2 before any store is touched, and
+// no message shows a password.
+func TestInspectUsageErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	missing := "sqlite://" + filepath.Join(dir, "typo.db")
+	long := strings.Repeat("k", 256)
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"idem"}, "usage"},
+		{[]string{"idem", "list"}, "unknown subcommand"},
+		{[]string{"idem", "show", "--store", "mem://", "--route", "/p"}, "--key"},
+		{[]string{"idem", "show", "--store", "mem://", "--key", "k"}, "--route"},
+		{[]string{"idem", "show", "--store", "mem://", "--route", "/p", "--key", ""}, "missing"},
+		{[]string{"idem", "show", "--store", "mem://", "--route", "/p", "--key", long}, "longer than 255"},
+		{[]string{"idem", "show", "--store", "mem://", "--route", "/p", "--key", "k", "--method", "PO ST"}, "not an HTTP method"},
+		{[]string{"idem", "show", "--store", "mem://", "--scoped-key", "x", "--key", "k"}, "leave out --key"},
+		{[]string{"idem", "show", "--store", "mem://", "--scoped-key", strings.Repeat("x", 1025)}, "longer than 1024"},
+		{[]string{"idem", "show", "--store", "mem://", "--route", "/p", "--key", "k", "--force"}, "for forget"},
+		{[]string{"idem", "show", "--store", "consul://ops:hunter22@h", "--route", "/p", "--key", "k"}, "unsupported scheme"},
+		{[]string{"idem", "show", "--store", missing, "--route", "/p", "--key", "k"}, "nothing was created"},
+		{[]string{"dedup", "show", "--store", "mem://"}, "one message id"},
+		{[]string{"dedup", "show", "m-1"}, "--store is required"},
+		{[]string{"dedup", "show", "--store", "mem://", strings.Repeat("m", 1025)}, "longer than 1024"},
+		{[]string{"dedup", "show", "--store", "mem://", "m\x01"}, "control character"},
+		{[]string{"dedup", "show", "--store", "consul://ops:hunter22@h", "m"}, "unsupported scheme"},
+		{[]string{"dedup", "show", "--store", "redis://ops:hunter22@127.0.0.1:1/0?bloom=f", "m"}, "capacity"},
+		{[]string{"dedup", "show", "--store", "redis://127.0.0.1:1/0?capacity=5", "m"}, "bloom=NAME"},
+		{[]string{"dedup", "show", "--store", missing, "m"}, "no such file"},
+	} {
+		code, out, errOut := latchkey(t, tc.args...)
+		if code != exitUsage || !strings.Contains(out+errOut, tc.says) || strings.Contains(out+errOut, "hunter22") {
+			t.Errorf("%q: exit %d, want %d saying %q without the password\n%s%s", tc.args, code, exitUsage, tc.says, out, errOut)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a refused command created %v", entries)
+	}
+}
+
+// A store that cannot be reached is exit status 69, and its password is
+// not shown.
+func TestInspectStoreDown(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"idem", "show", "--store", "redis://ops:hunter22@127.0.0.1:1/0?dial_timeout=100ms&max_retries=-1", "--route", "/p", "--key", "k"},
+		{"dedup", "show", "--store", "redis://ops:hunter22@127.0.0.1:1/0?dial_timeout=100ms&max_retries=-1", "m-1"},
+		{"dedup", "forget", "--yes", "--store", "postgres://ops:hunter22@127.0.0.1:1/db?connect_timeout=1", "m-1"},
+	} {
+		code, out, errOut := latchkey(t, args...)
+		if code != exitUnavailable || strings.Contains(out+errOut, "hunter22") {
+			t.Errorf("%q: exit %d, want %d without the password\n%s%s", args, code, exitUnavailable, out, errOut)
+		}
+	}
+}
+
+// A message id wrongly marked done is found and forgotten on each exact
+// store; a Bloom filter says "maybe seen" and cannot forget.
+func TestDedupShowAndForget(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c, prefix := testsvc.RedisClient(t)
+	rd := redisdedup.New(c, redisdedup.WithPrefix(prefix+"dedup:"))
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	db, err := sql.Open("sqlite", backendurl.SQLiteDSN(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	inbox, err := sqlinbox.New(db, sqlinbox.WithTable("payments_inbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inbox.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stores := map[string]struct {
+		url  string
+		mark func(id string)
+	}{
+		"redis": {"redis://" + c.Options().Addr + "/0?prefix=" + prefix + "dedup:", func(id string) {
+			cl, err := rd.Claim(ctx, id, time.Minute)
+			if err == nil {
+				err = rd.Done(ctx, id, cl.Token, time.Hour)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}},
+		"sqlite": {"sqlite://" + path + "?table=payments_inbox", func(id string) {
+			if _, err := inbox.Process(ctx, dedup.Message{ID: id}, func(context.Context, *sql.Tx, dedup.Message) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for name, s := range stores {
+		s.mark("msg-1")
+		code, out, errOut := latchkey(t, "dedup", "show", "--json", "--store", s.url, "msg-1")
+		rep := decodeJSON[dedupReport](t, out)
+		if code != exitOK || !rep.Found || rep.State != "done" || rep.Expires == "" {
+			t.Fatalf("%s: show: exit %d %+v\n%s", name, code, rep, errOut)
+		}
+		if code, out, _ := latchkey(t, "dedup", "forget", "--store", s.url, "msg-1", "--yes"); code != exitOK || !strings.Contains(out, "forgotten: msg-1") {
+			t.Fatalf("%s: forget: exit %d\n%s", name, code, out)
+		}
+		if code, out, _ := latchkey(t, "dedup", "show", "--store", s.url, "msg-1"); code != exitNotFound || !strings.Contains(out, "no mark") {
+			t.Fatalf("%s: show after forget: exit %d\n%s", name, code, out)
+		}
+	}
+	cl, err := rd.Claim(ctx, "msg-running", time.Minute)
+	if err != nil || cl.State != dedup.Claimed {
+		t.Fatal(cl, err)
+	}
+	url := stores["redis"].url
+	if code, _, errOut := latchkey(t, "dedup", "forget", "--yes", "--store", url, "msg-running"); code != exitNotFound || !strings.Contains(errOut, "--force") {
+		t.Fatalf("forget of a claim without --force: exit %d\n%s", code, errOut)
+	}
+	if code, _, _ := latchkey(t, "dedup", "forget", "--yes", "--force", "--store", url, "msg-running"); code != exitOK {
+		t.Fatalf("forget --force: exit %d", code)
+	}
+
+	f, err := redisbloom.New(c, "orders", 1000, 0.01, redisbloom.WithPrefix(prefix+"bloom:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.TestAndAdd(ctx, "msg-1"); err != nil {
+		t.Fatal(err)
+	}
+	bloom := "redis://" + c.Options().Addr + "/0?bloom=orders&capacity=1000&rate=0.01&prefix=" + prefix + "bloom:"
+	code, out, _ := latchkey(t, "dedup", "show", "--json", "--store", bloom, "msg-1")
+	rep := decodeJSON[dedupReport](t, out)
+	if code != exitOK || rep.State != "maybe seen" || !rep.Approximate || rep.FillRatio == nil || *rep.FillRatio <= 0 {
+		t.Fatalf("bloom show: exit %d %+v", code, rep)
+	}
+	if code, _, _ := latchkey(t, "dedup", "show", "--store", bloom, "msg-2"); code != exitNotFound {
+		t.Fatalf("bloom show of an unseen id: exit %d", code)
+	}
+	if code, _, errOut := latchkey(t, "dedup", "forget", "--yes", "--store", bloom, "msg-1"); code != exitNotFound || !strings.Contains(errOut, "cannot forget") {
+		t.Fatalf("bloom forget: exit %d\n%s", code, errOut)
+	}
+}
