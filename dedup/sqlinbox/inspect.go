@@ -12,7 +12,7 @@ import (
 var _ dedup.Inspector = (*Inbox)(nil)
 
 const (
-	inspectSQL = `SELECT {now} - processed_ms FROM {t} WHERE msg_id = $1`
+	inspectSQL = `SELECT {now_ms} - processed_ms FROM {t} WHERE msg_id = $1`
 	forgetSQL  = `DELETE FROM {t} WHERE msg_id = $1`
 )
 
