@@ -178,12 +178,6 @@ func (m *Manager) abandon(ctx context.Context, key, owner string, ttl time.Durat
 	_ = m.backend.Release(rctx, key, owner)
 }
 
-// driftMargin is how much earlier than the server's expiry the holder gives
-// up, to allow for clock rate differences and the time the request took.
-func driftMargin(ttl time.Duration) time.Duration {
-	return ttl/100 + 2*time.Millisecond
-}
-
 // hold starts a lease on a lock taken by an attempt begun at start and
 // certainly held for valid (at most the TTL) from then: it is given up at
 // start + valid - drift (the drift over valid), and renewed when two thirds
@@ -192,7 +186,7 @@ func (m *Manager) hold(key, owner string, token uint64, cfg config, start time.T
 	l := &Lease{
 		m: m, key: key, owner: owner, token: token, ttl: cfg.ttl, fixed: cfg.fixed,
 		done:     make(chan struct{}),
-		deadline: start.Add(valid - driftMargin(valid)),
+		deadline: start.Add(valid - DriftMargin(valid)),
 		renewAt:  start.Add(max(valid-2*cfg.ttl/3, 0)),
 		index:    -1,
 	}
@@ -379,7 +373,7 @@ func (m *Manager) renewed(l *Lease, sent time.Time, err error) {
 	switch {
 	case err == nil:
 		l.renewErr = nil
-		l.deadline = sent.Add(l.ttl - driftMargin(l.ttl))
+		l.deadline = sent.Add(l.ttl - DriftMargin(l.ttl))
 		l.renewAt = sent.Add(l.ttl / 3)
 	case errors.Is(err, ErrNotHeld):
 		lost = fmt.Errorf("%w: renewal refused: %w", ErrLeaseLost, err)

@@ -106,18 +106,12 @@ func ttlSeconds(ttl time.Duration) int64 {
 	return max(int64((ttl+time.Second-1)/time.Second), 1)
 }
 
-// driftMargin is the lock.Manager's allowance for clock rate differences
-// over a lease of ttl: it gives up on a lease at its start + ttl - drift.
-func driftMargin(ttl time.Duration) time.Duration {
-	return ttl/100 + 2*time.Millisecond
-}
-
 // covers reports whether a lease known to live on the server until until,
 // granted for granted, outlives a lock of ttl taken at start, with the same
 // allowance for clock rates the Manager makes: the lease's own local deadline
 // is not before the lock's.
 func covers(until time.Time, granted time.Duration, start time.Time, ttl time.Duration) bool {
-	return !until.Add(-driftMargin(granted)).Before(start.Add(ttl - driftMargin(ttl)))
+	return !until.Add(-lock.DriftMargin(granted)).Before(start.Add(ttl - lock.DriftMargin(ttl)))
 }
 
 // takeIdle returns an idle lease for secs, most recently used first, or
@@ -287,7 +281,7 @@ func (b *backend) attempt(ctx context.Context, c *contender, pfx string, secs in
 	)
 	valid := ttl
 	if !covers(c.until, c.leaseTTL, start, ttl) {
-		valid = c.until.Sub(start) - driftMargin(c.leaseTTL)
+		valid = c.until.Sub(start) - lock.DriftMargin(c.leaseTTL)
 	}
 	if valid < ttl && (!partial || valid < 2*ttl/3) {
 		valid = ttl

@@ -56,12 +56,6 @@ func (b *backend) nodeTimeout(ttl time.Duration) time.Duration {
 	return min(ttl/10, MaxNodeTimeout)
 }
 
-// drift is the clock-drift allowance of a lease of ttl: the Manager's margin
-// (1% + 2 ms), so a lease granted here is not already past its local deadline.
-func drift(ttl time.Duration) time.Duration {
-	return ttl/100 + 2*time.Millisecond
-}
-
 // each calls f for every node at once, under timeout (one deadline for all,
 // as they start together), and returns their errors in node order once all
 // have returned. The last node's call runs on the caller's goroutine, the
@@ -158,7 +152,7 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 			}
 		}
 		elapsed := time.Since(start)
-		if taken >= b.quorum && fenced >= n-b.quorum+1 && elapsed < ttl-drift(ttl) {
+		if taken >= b.quorum && fenced >= n-b.quorum+1 && elapsed < ttl-lock.DriftMargin(ttl) {
 			b.local.acquired(key, owner)
 			return token, 0, nil
 		}
