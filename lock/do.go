@@ -4,16 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 )
-
-// releaseTimeout bounds the Release that Do performs after fn returns, which
-// runs even when ctx is already done.
-const releaseTimeout = 5 * time.Second
 
 // Do acquires key on l, runs fn with a context that is cancelled the moment the
 // lease is lost (its cause then wraps ErrLeaseLost), and releases the lock
-// afterwards, also when fn panics.
+// afterwards, also when fn panics or ctx is done (see Lease.Release).
 //
 // It returns Acquire's error if the lock was not taken (ErrNotAcquired, a
 // context error, ErrInvalid), else fn's error. If the lease was lost while fn
@@ -38,9 +33,7 @@ func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context, 
 	})
 	defer func() {
 		cancel(nil)
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		defer rcancel()
-		if rerr := lease.Release(rctx); rerr != nil {
+		if rerr := lease.Release(ctx); rerr != nil {
 			if errors.Is(rerr, ErrNotHeld) {
 				rerr = lease.Err()
 			}

@@ -53,12 +53,22 @@ func (l *Lease) Err() error {
 	return l.err
 }
 
+// releaseTimeout bounds the call Release makes to the backend, which does not
+// end when Release's ctx does.
+const releaseTimeout = 5 * time.Second
+
 // Release stops renewal and then deletes the lock if it is still ours
 // (compare-and-delete: it never deletes another holder's lock). It is safe to
 // call more than once; later calls return nil. If the lease had been lost it
 // returns an error wrapping ErrNotHeld and ErrLeaseLost. If the backend cannot
 // be reached the error is returned and the lock expires after its TTL; renewal
 // has stopped either way, so no orphan renewal keeps it alive.
+//
+// Release deletes the lock even when ctx is already cancelled or past its
+// deadline, so `defer lease.Release(r.Context())` in a handler whose client
+// went away frees the lock at once instead of leaving it for a whole TTL: it
+// keeps ctx's values but not its cancellation or deadline, and gives the
+// backend at most 5 s.
 func (l *Lease) Release(ctx context.Context) error {
 	m := l.m
 	m.mu.Lock()
@@ -89,7 +99,9 @@ func (l *Lease) Release(ctx context.Context) error {
 	if l.obs != nil {
 		begin = time.Now()
 	}
-	err := m.backend.Release(ctx, l.key, l.owner)
+	rctx, cancel := detach(ctx, releaseTimeout)
+	defer cancel()
+	err := m.backend.Release(rctx, l.key, l.owner)
 	if err != nil {
 		err = fmt.Errorf("lock: release: %w", err)
 	}

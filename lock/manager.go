@@ -173,9 +173,16 @@ func (m *Manager) tryAcquire(ctx context.Context, key, owner string, cfg config)
 // the server, so it does not sit there until its TTL. The owner is fresh and
 // compare-and-delete makes this safe.
 func (m *Manager) abandon(ctx context.Context, key, owner string, ttl time.Duration) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(ttl, time.Second))
+	rctx, cancel := detach(ctx, min(ttl, time.Second))
 	defer cancel()
 	_ = m.backend.Release(rctx, key, owner)
+}
+
+// detach returns a context with ctx's values but not its cancellation or
+// deadline, done after timeout instead: for deleting a lock after the work
+// that held it was cancelled, which must still happen.
+func detach(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), timeout)
 }
 
 // hold starts a lease on a lock taken by an attempt begun at start and
@@ -245,7 +252,7 @@ func (m *Manager) loseLocked(l *Lease, err error) (cleanup func()) {
 		runAll(cbs, err)
 		l.observeLoss(err)
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), min(l.ttl, 5*time.Second))
+			ctx, cancel := detach(context.Background(), min(l.ttl, releaseTimeout))
 			defer cancel()
 			_ = m.backend.Release(ctx, l.key, l.owner)
 		}()

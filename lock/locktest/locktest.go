@@ -81,6 +81,7 @@ func Run(t *testing.T, h Harness) {
 			{"WaiterWakesOnRelease", s.wakeOnRelease},
 			{"ReleaseOnlyOwnLock", s.releaseOwn},
 			{"ReleaseTwice", s.releaseTwice},
+			{"ReleaseAfterClientWentAway", s.releaseCancelled},
 			{"FixedTTLExpires", s.fixedTTL},
 			{"RenewalKeepsLeaseAlive", s.renewal},
 			{"DoneWhenRevoked", s.revoked},
@@ -390,6 +391,28 @@ func (s *suite) releaseTwice(t *testing.T) {
 		t.Fatalf("repeated Release freed another holder's lock: %v", err)
 	}
 	release(t, other)
+}
+
+// releaseCancelled is `defer lease.Release(r.Context())` in a handler whose
+// client went away: the request's context is cancelled before Release runs,
+// and the lock must still be deleted at once, not left until its TTL.
+func (s *suite) releaseCancelled(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	k := key(t, "k")
+	lease := mustAcquire(t, a, k, lock.WithTTL(30*time.Second))
+	ctx, cancel := context.WithCancel(ctxT(t))
+	cancel()
+	if err := lease.Release(ctx); err != nil {
+		t.Fatalf("Release with a cancelled ctx = %v, want nil", err)
+	}
+	if !errors.Is(lease.Err(), lock.ErrReleased) {
+		t.Fatalf("Err after Release = %v, want ErrReleased", lease.Err())
+	}
+	next, err := b.Acquire(ctxT(t), k, lock.WithWait(0))
+	if err != nil {
+		t.Fatalf("try-once right after a Release with a cancelled ctx = %v: the lock was left for its 30 s TTL", err)
+	}
+	release(t, next)
 }
 
 func (s *suite) fixedTTL(t *testing.T) {
