@@ -87,6 +87,7 @@ func Run(t *testing.T, h Harness) {
 			{"DoneWhenRevoked", s.revoked},
 			{"DoCancelsOnLoss", s.doCancels},
 			{"DoReleases", s.doReleases},
+			{"DoSucceededThenLost", s.doSucceededThenLost},
 			{"TokensIncrease", s.tokensIncrease},
 		} {
 			t.Run(c.name, func(t *testing.T) {
@@ -484,6 +485,44 @@ func (s *suite) doCancels(t *testing.T) {
 	}, lock.WithTTL(s.shortTTL))
 	if !errors.Is(err, lock.ErrLeaseLost) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Do = %v, want ErrLeaseLost and context.Canceled", err)
+	}
+}
+
+// doSucceededThenLost is a payment charged under the lock whose lease lapsed
+// before Do returned: Do must say the work succeeded, so the caller answers
+// success instead of failing and having the charge retried.
+func (s *suite) doSucceededThenLost(t *testing.T) {
+	l := s.locker(t)
+	k := key(t, "k")
+	err := lock.Do(ctxT(t), l, k, func(ctx context.Context, lease *lock.Lease) error {
+		s.h.Revoke(t, k)
+		select {
+		case <-ctx.Done():
+		case <-time.After(eventually):
+			t.Error("fn's context not cancelled after the lock was revoked")
+		}
+		return nil // the card was charged before the loss was noticed
+	}, lock.WithTTL(s.shortTTL))
+	var lost *lock.LostError
+	if !errors.As(err, &lost) {
+		t.Fatalf("Do = %v, want a *lock.LostError", err)
+	}
+	if !lost.Succeeded() || lost.Err != nil {
+		t.Fatalf("LostError says the work failed (%v); fn returned nil", lost.Err)
+	}
+	if !errors.Is(err, lock.ErrLeaseLost) {
+		t.Fatalf("Do = %v, want ErrLeaseLost", err)
+	}
+
+	// fn failed after the loss: its error stays reachable beside the loss.
+	failed := errors.New("card declined")
+	err = lock.Do(ctxT(t), l, k, func(ctx context.Context, lease *lock.Lease) error {
+		s.h.Revoke(t, k)
+		<-ctx.Done()
+		return failed
+	}, lock.WithTTL(s.shortTTL))
+	if !errors.As(err, &lost) || lost.Succeeded() || !errors.Is(err, failed) || !errors.Is(err, lock.ErrLeaseLost) {
+		t.Fatalf("Do = %v, want a *lock.LostError with fn's error and ErrLeaseLost", err)
 	}
 }
 
