@@ -12,8 +12,11 @@ type Backend interface {
 	// TryAcquire makes one attempt to take key for owner for ttl. On success it
 	// returns a fencing token strictly greater than every token it issued before
 	// for key. If another owner holds key it returns an error wrapping
-	// ErrNotAcquired and, when known, how long the holder's lease has left (0 if
-	// unknown), which the Manager uses to time its next attempt.
+	// ErrNotAcquired and, when known, how long the holder's lease has left,
+	// which the Manager uses to time its next attempt: it tries again just
+	// after that, never before. 0 means unknown (the Manager then backs off,
+	// up to a second), so a backend reports at least 1 ms for a lease that
+	// ends within the current millisecond.
 	TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (token uint64, holderTTL time.Duration, err error)
 
 	// Renew extends key's lease to ttl from now if owner still holds it, and

@@ -421,14 +421,18 @@ func (b *backoff) next(holderTTL time.Duration) time.Duration {
 	if b.safetyNet {
 		base, ceil = 50*time.Millisecond, time.Second
 	}
-	d := base << min(b.n, 10)
+	d := min(base<<min(b.n, 10), ceil)
 	b.n++
-	d = min(d, ceil)
-	if holderTTL > 0 && holderTTL+time.Millisecond < d {
-		d = holderTTL + time.Millisecond
-	}
 	// Jitter of up to 25% keeps waiters of one key from attempting in lockstep.
-	return d - time.Duration(rand.Int64N(int64(d/4)+1))
+	d -= time.Duration(rand.Int64N(int64(d/4) + 1))
+	if holderTTL > 0 && holderTTL < d {
+		// The holder's lease ends first: attempt right after it, so a
+		// waiter for a crashed holder gets the lock within a millisecond
+		// or two of its expiry. Jitter goes only upward here: an attempt
+		// before the end would find the lock still held.
+		d = holderTTL + time.Millisecond + time.Duration(rand.Int64N(int64(time.Millisecond)))
+	}
+	return d
 }
 
 // newOwner returns 128 random bits, hex-encoded.

@@ -14,6 +14,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"regexp"
 	"runtime"
@@ -42,6 +43,15 @@ type Harness struct {
 	// makes new ones. Nil means the backend has no server to restart, and the
 	// restart test is skipped with that reason.
 	Restart func(t *testing.T)
+
+	// Cut, if set, cuts l (a Locker New returned) off from the server for
+	// good, as a crash, a freeze or a partition of its process would:
+	// typically it closes l's client. The locks l holds stay on the server
+	// until their TTL runs out. Set it for backends that tell a waiter how
+	// long the holder has left (Backend.TryAcquire's holderTTL); the suite
+	// then checks that waiters get a dead holder's lock within a few
+	// milliseconds of its expiry, never before. Nil skips that test.
+	Cut func(t *testing.T, l lock.Locker)
 
 	// TTL is the short lease the suite uses where renewal or expiry must
 	// happen during a test. Default: 300 ms. Backends whose servers answer
@@ -96,6 +106,7 @@ func Run(t *testing.T, h Harness) {
 			})
 		}
 	})
+	t.Run("DeadHolderSucceededAtExpiry", s.deadHolder)
 	t.Run("TokensIncreaseAcrossRestart", s.restart)
 }
 
@@ -568,6 +579,110 @@ func (s *suite) tokensIncrease(t *testing.T) {
 	release(t, other)
 }
 
+// deadHolder has holders take locks for a fixed second and then die
+// (crashed, frozen or partitioned: their Locker is cut off, so nobody
+// releases), with a waiter for each starting at a different moment of the
+// lease. Each waiter must get the lock within a few milliseconds of the
+// lease's end on the server, and never before it.
+func (s *suite) deadHolder(t *testing.T) {
+	if s.h.Cut == nil {
+		t.Skip("backend does not tell waiters the holder's time left (Harness.Cut is nil)")
+	}
+	const (
+		trials = 16
+		// Trials run a round of four at a time, their leases a quarter
+		// TTL apart, so that the waiters' attempts of one trial do not
+		// queue behind another's (SQLite has one writer at a time).
+		perRound = 4
+		ttl      = time.Second
+		// late bounds how long after the expiry a waiter may get the lock:
+		// a few attempts' round trips, on a loaded machine. One trial of
+		// the sixteen may take up to stalled, for a stall of a machine
+		// shared with other work (a waiter polled only up to a second
+		// later, or told "unknown" in the lease's last millisecond, fails
+		// far more than one).
+		late, stalled = 50 * time.Millisecond, 5 * 50 * time.Millisecond
+		// early allows for the servers' millisecond clocks: the server
+		// counts the TTL from its clock truncated to the millisecond.
+		early = 2 * time.Millisecond
+	)
+	var (
+		mu   sync.Mutex
+		lags []string // of the trials later than late
+	)
+	trial := func(i int, holder, waiter lock.Locker) {
+		k := key(t, "k")
+		var (
+			begin time.Time
+			dead  *lock.Lease
+			err   error
+		)
+		for range 3 { // setting up, not under test: a busy server may fail a try
+			begin = time.Now()
+			if dead, err = holder.Acquire(ctxT(t), k, lock.WithTTL(ttl), lock.WithFixedTTL()); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			t.Errorf("holder: %v", err)
+			return
+		}
+		taken := time.Now()
+		s.h.Cut(t, holder)
+		// Waiters start anywhere from right after the acquisition to the
+		// lease's last twentieth.
+		time.Sleep(time.Duration(i*7%trials) * ttl * 95 / 100 / trials)
+		started := time.Now()
+		lease, err := waiter.Acquire(ctxT(t), k, lock.WithWait(eventually))
+		got := time.Now()
+		if err != nil {
+			t.Errorf("waiter started %v into the lease: %v", started.Sub(taken), err)
+			return
+		}
+		defer func() {
+			if err := lease.Release(ctxT(t)); err != nil {
+				t.Errorf("Release: %v", err)
+			}
+		}()
+		if got.Before(begin.Add(ttl - early)) {
+			t.Errorf("waiter started %v into the lease got the lock %v before the dead holder's lease ended",
+				started.Sub(taken), begin.Add(ttl).Sub(got))
+		}
+		if lag := got.Sub(taken.Add(ttl)); lag > late {
+			msg := fmt.Sprintf("waiter started %v into the lease got the lock %v after the dead holder's lease ended", started.Sub(taken), lag)
+			if lag > stalled {
+				t.Errorf("%s, want within %v", msg, late)
+			}
+			mu.Lock()
+			lags = append(lags, msg)
+			mu.Unlock()
+		}
+		if lease.Token() <= dead.Token() {
+			t.Errorf("token %d after the dead holder's %d", lease.Token(), dead.Token())
+		}
+	}
+	for round := 0; round < trials; round += perRound {
+		holders, waiters := make([]lock.Locker, perRound), make([]lock.Locker, perRound)
+		for j := range perRound {
+			holders[j], waiters[j] = s.locker(t), s.locker(t)
+		}
+		var wg sync.WaitGroup
+		for j := range perRound {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(j) * ttl / perRound)
+				trial(round+j, holders[j], waiters[j])
+			}()
+		}
+		wg.Wait()
+	}
+	if len(lags) > 1 {
+		t.Errorf("%d of %d waiters got a dead holder's lock more than %v after its lease ended:\n%s",
+			len(lags), trials, late, strings.Join(lags, "\n"))
+	}
+}
+
 func (s *suite) restart(t *testing.T) {
 	if s.h.Restart == nil {
 		t.Skip("backend has no server to restart (Harness.Restart is nil)")
@@ -657,4 +772,29 @@ func latchkeyGoroutines() []string {
 		}
 	}
 	return out
+}
+
+// Cuts remembers how to cut each Locker off from its server, for
+// Harness.Cut: Harness.New registers each Locker it makes with Add, and
+// Harness.Cut is Cuts.Cut. The zero value is ready to use.
+type Cuts struct {
+	m sync.Map // lock.Locker -> func()
+}
+
+// Add records cut as the way to cut l off (close its client, its pool) and
+// returns l.
+func (c *Cuts) Add(l lock.Locker, cut func()) lock.Locker {
+	c.m.Store(l, cut)
+	return l
+}
+
+// Cut runs the cut recorded for l, once; it fails t if none was.
+func (c *Cuts) Cut(t *testing.T, l lock.Locker) {
+	t.Helper()
+	cut, ok := c.m.LoadAndDelete(l)
+	if !ok {
+		t.Errorf("locktest: no cut recorded for Locker %T (Cuts.Add)", l)
+		return
+	}
+	cut.(func())()
 }

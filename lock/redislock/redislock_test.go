@@ -71,14 +71,17 @@ func TestConformance(t *testing.T) {
 	prefix := testsvc.KeyPrefix(t)
 	admin := newClient(t, addr)
 	t.Cleanup(func() { deletePrefix(t, admin, prefix) })
+	var cuts locktest.Cuts
 	locktest.Run(t, locktest.Harness{
 		New: func(t *testing.T) lock.Locker {
-			l, err := New(newClient(t, addr), WithPrefix(prefix))
+			c := newClient(t, addr)
+			l, err := New(c, WithPrefix(prefix))
 			if err != nil {
 				t.Fatal(err)
 			}
-			return l
+			return cuts.Add(l, func() { _ = c.Close() })
 		},
+		Cut: cuts.Cut,
 		Revoke: func(t *testing.T, key string) {
 			if err := admin.Del(ctxT(t), lockKey(prefix, key)).Err(); err != nil {
 				t.Errorf("revoke: %v", err)
@@ -117,14 +120,17 @@ func TestConformanceNoBatching(t *testing.T) {
 	prefix := testsvc.KeyPrefix(t)
 	admin := newClient(t, addr)
 	t.Cleanup(func() { deletePrefix(t, admin, prefix) })
+	var cuts locktest.Cuts
 	locktest.Run(t, locktest.Harness{
 		New: func(t *testing.T) lock.Locker {
-			l, err := New(newClient(t, addr), WithPrefix(prefix), WithBatching(false))
+			c := newClient(t, addr)
+			l, err := New(c, WithPrefix(prefix), WithBatching(false))
 			if err != nil {
 				t.Fatal(err)
 			}
-			return l
+			return cuts.Add(l, func() { _ = c.Close() })
 		},
+		Cut: cuts.Cut,
 		Revoke: func(t *testing.T, key string) {
 			if err := admin.Del(ctxT(t), lockKey(prefix, key)).Err(); err != nil {
 				t.Errorf("revoke: %v", err)

@@ -39,8 +39,11 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	if b.dialect == SQLite {
 		// Held: ask how long the holder has left, to time the next attempt.
 		// (SQLite runs in-process, so the second statement costs no round trip.)
+		// A lease in its last millisecond is reported as 1 ms, not unknown.
 		if ok, err := b.db.queryRow(ctx, b.q.holder, []any{key}, &left); err != nil || !ok {
 			left = 0
+		} else {
+			left = max(left, 1)
 		}
 	}
 	return 0, time.Duration(max(left, 0)) * time.Millisecond, lock.ErrNotAcquired

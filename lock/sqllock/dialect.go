@@ -29,7 +29,7 @@ const (
 // written $1, $2...; SQLite gets ?1, ?2....
 type queries struct {
 	migrate []string
-	acquire string // $1 key, $2 owner, $3 ttl ms -> token, holder's remaining ms
+	acquire string // $1 key, $2 owner, $3 ttl ms -> token, holder's remaining ms (at least 1)
 	holder  string // $1 key -> remaining ms (SQLite; PostgreSQL's acquire says it)
 	renew   string // $1 key, $2 owner, $3 ttl ms -> rows affected
 	release string // $1 key, $2 owner -> rows (PostgreSQL also notifies)
@@ -79,7 +79,7 @@ RETURNING token, 0`),
 		// holder's row.
 		q.acquire = "WITH acquired AS (\n" + q.acquire + "\n)\n" + r.Replace(`SELECT token, 0::bigint FROM acquired
 UNION ALL
-SELECT NULL, GREATEST(expires_at - {now_ms}, 0) FROM {table}
+SELECT NULL, GREATEST(expires_at - {now_ms}, 1) FROM {table}
 WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM acquired)`)
 		q.release = r.Replace(`WITH released AS (
 	UPDATE {table} SET owner = NULL, expires_at = 0

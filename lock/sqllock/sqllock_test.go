@@ -57,6 +57,7 @@ func TestSQLiteConformance(t *testing.T) {
 		mu  sync.Mutex
 		dbs []*sql.DB
 	)
+	var cuts locktest.Cuts
 	locktest.Run(t, locktest.Harness{
 		// SQLite serialises writers on one file: under -race, beside the
 		// rest of the suite, a renewal can queue for a few hundred ms
@@ -72,8 +73,9 @@ func TestSQLiteConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return l
+			return cuts.Add(l, func() { _ = db.Close() })
 		},
+		Cut: cuts.Cut,
 		// Deleting the row also checks that tokens keep rising without it.
 		Revoke: func(t *testing.T, key string) {
 			if _, err := admin.Exec(`DELETE FROM latchkey_locks WHERE key = ?`, key); err != nil {
@@ -104,19 +106,23 @@ func TestPostgresConformance(t *testing.T) {
 	}
 	restart := func(t *testing.T) { pg.Restart() }
 	t.Run("pgx", func(t *testing.T) {
+		var cuts locktest.Cuts
 		locktest.Run(t, locktest.Harness{
 			New: func(t *testing.T) lock.Locker {
-				l, err := sqllock.NewPgx(t.Context(), openPgx(t, pg.URL()))
+				pool := openPgx(t, pg.URL())
+				l, err := sqllock.NewPgx(t.Context(), pool)
 				if err != nil {
 					t.Fatal(err)
 				}
-				return l
+				return cuts.Add(l, pool.Close)
 			},
+			Cut:     cuts.Cut,
 			Revoke:  revoke,
 			Restart: restart,
 		})
 	})
 	t.Run("database-sql", func(t *testing.T) {
+		var cuts locktest.Cuts
 		locktest.Run(t, locktest.Harness{
 			New: func(t *testing.T) lock.Locker {
 				db, err := sql.Open("pgx", pg.URL())
@@ -128,8 +134,9 @@ func TestPostgresConformance(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				return l
+				return cuts.Add(l, func() { _ = db.Close() })
 			},
+			Cut:     cuts.Cut,
 			Revoke:  revoke,
 			Restart: restart,
 		})
