@@ -78,7 +78,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		if err == ErrReleased {
 			return nil
 		}
-		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+		return releasedLostError{err}
 	}
 	if !time.Now().Before(l.deadline) {
 		// The deadline passed before the scheduler noticed (the process
@@ -89,7 +89,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		cleanup := m.loseLocked(l, err)
 		m.mu.Unlock()
 		cleanup()
-		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+		return releasedLostError{err}
 	}
 	cbs := m.finishLocked(l, ErrReleased)
 	m.mu.Unlock()
@@ -116,11 +116,10 @@ func (l *Lease) Release(ctx context.Context) error {
 func (l *Lease) expiredErr() error {
 	switch {
 	case l.fixed:
-		return fmt.Errorf("%w: fixed TTL expired", ErrLeaseLost)
-	case l.renewErr != nil:
-		return fmt.Errorf("%w: renewal not confirmed before the local deadline (last renewal error: %w)", ErrLeaseLost, l.renewErr)
+		return leaseLost("fixed TTL expired", nil)
 	}
-	return fmt.Errorf("%w: renewal not confirmed before the local deadline", ErrLeaseLost)
+	// renewErr is the last renewal's error, nil if none came back.
+	return leaseLost("renewal not confirmed before the local deadline", l.renewErr)
 }
 
 // leaseObserver is what an observed lease keeps for its events; kept apart so

@@ -1,5 +1,7 @@
 package lock
 
+import "errors"
+
 // A LostError is what Do returns when the lease was lost while fn ran. The
 // work may then have overlapped another holder's, and the caller must know;
 // but whether fn's effect happened is a different question, which Err
@@ -34,3 +36,43 @@ func (e *LostError) Unwrap() []error {
 	}
 	return []error{e.Lost, e.Err}
 }
+
+// lossError is a lost lease's error (Lease.Err): "lock: lease lost: " and
+// what happened, then the backend's error if one told of it.
+type lossError struct {
+	what  string
+	cause error // the backend's error, or nil
+}
+
+func leaseLost(what string, cause error) error { return &lossError{what: what, cause: cause} }
+
+func (e *lossError) Error() string { return ErrLeaseLost.Error() + ": " + e.detail() }
+
+// detail is the message after the sentinel's.
+func (e *lossError) detail() string {
+	if e.cause == nil {
+		return e.what
+	}
+	return e.what + ": " + e.cause.Error()
+}
+
+func (e *lossError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrLeaseLost}
+	}
+	return []error{ErrLeaseLost, e.cause}
+}
+
+// releasedLostError is what Release returns for a lost lease: "lock: not
+// held: lease lost: ...", wrapping ErrNotHeld and the loss.
+type releasedLostError struct{ loss error }
+
+func (e releasedLostError) Error() string {
+	var le *lossError
+	if errors.As(e.loss, &le) {
+		return ErrNotHeld.Error() + ": lease lost: " + le.detail()
+	}
+	return ErrNotHeld.Error() + ": " + e.loss.Error()
+}
+
+func (e releasedLostError) Unwrap() []error { return []error{ErrNotHeld, e.loss} }

@@ -383,7 +383,7 @@ func (m *Manager) renewed(l *Lease, sent time.Time, err error) {
 		l.deadline = sent.Add(l.ttl - DriftMargin(l.ttl))
 		l.renewAt = sent.Add(l.ttl / 3)
 	case errors.Is(err, ErrNotHeld):
-		lost = fmt.Errorf("%w: renewal refused: %w", ErrLeaseLost, err)
+		lost = leaseLost("renewal refused", err)
 	default:
 		// Transient: retry soon; the deadline still stands.
 		l.renewErr = err

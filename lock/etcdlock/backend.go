@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -405,12 +406,12 @@ func (b *backend) drop(ctx context.Context, c *contender) {
 func (b *backend) Renew(ctx context.Context, name, owner string, ttl time.Duration) error {
 	c := b.contender(owner, false)
 	if c == nil {
-		return fmt.Errorf("%w: etcdlock: no lease for this owner", lock.ErrNotHeld)
+		return lockerr.NotHeld("etcdlock: no lease for this owner")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.held {
-		return fmt.Errorf("%w: etcdlock: not held", lock.ErrNotHeld)
+		return lockerr.NotHeld("etcdlock: not held")
 	}
 	sent := time.Now()
 	var (
@@ -427,7 +428,7 @@ func (b *backend) Renew(ctx context.Context, name, owner string, ttl time.Durati
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		id := c.lease
 		b.lost(ctx, c, owner)
-		return fmt.Errorf("%w: etcdlock: lease %x expired on the server", lock.ErrNotHeld, int64(id))
+		return lockerr.NotHeld(fmt.Sprintf("etcdlock: lease %x expired on the server", int64(id)))
 	}
 	if err != nil {
 		return err
@@ -441,7 +442,7 @@ func (b *backend) Renew(ctx context.Context, name, owner string, ttl time.Durati
 	}
 	if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != c.rev {
 		b.lost(ctx, c, owner)
-		return fmt.Errorf("%w: etcdlock: key %q was deleted", lock.ErrNotHeld, c.key)
+		return lockerr.NotHeld(fmt.Sprintf("etcdlock: key %q was deleted", c.key))
 	}
 	return nil
 }
@@ -460,7 +461,7 @@ func (b *backend) lost(ctx context.Context, c *contender, owner string) {
 func (b *backend) Release(ctx context.Context, name, owner string) error {
 	c := b.contender(owner, false)
 	if c == nil {
-		return fmt.Errorf("%w: etcdlock: no lease for this owner", lock.ErrNotHeld)
+		return lockerr.NotHeld("etcdlock: no lease for this owner")
 	}
 	b.forget(owner)
 	c.mu.Lock()
@@ -469,7 +470,7 @@ func (b *backend) Release(ctx context.Context, name, owner string) error {
 	c.held = false
 	if c.rev == 0 {
 		b.drop(ctx, c)
-		return fmt.Errorf("%w: etcdlock: no key was written", lock.ErrNotHeld)
+		return lockerr.NotHeld("etcdlock: no key was written")
 	}
 	deleted, err := b.deleteKey(ctx, c)
 	if err != nil {
@@ -478,7 +479,7 @@ func (b *backend) Release(ctx context.Context, name, owner string) error {
 	}
 	if !deleted {
 		b.drop(ctx, c)
-		return fmt.Errorf("%w: etcdlock: key %q is gone", lock.ErrNotHeld, c.key)
+		return lockerr.NotHeld(fmt.Sprintf("etcdlock: key %q is gone", c.key))
 	}
 	if !b.putIdle(c) {
 		b.drop(ctx, c)

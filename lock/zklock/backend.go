@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -491,15 +492,15 @@ func (b *backend) sweep(ctx context.Context) {
 func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
 	c := b.contender(owner, false)
 	if c == nil {
-		return fmt.Errorf("%w: zklock: no node for this owner", lock.ErrNotHeld)
+		return lockerr.NotHeld("zklock: no node for this owner")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.held || c.node == "" {
-		return fmt.Errorf("%w: zklock: not held", lock.ErrNotHeld)
+		return lockerr.NotHeld("zklock: not held")
 	}
 	if b.isClosed() {
-		return fmt.Errorf("%w: zklock: Locker closed", lock.ErrNotHeld)
+		return lockerr.NotHeld("zklock: Locker closed")
 	}
 	st, err := call(ctx, b, func() (*zk.Stat, error) {
 		ok, st, err := b.conn.Exists(c.node)
@@ -515,10 +516,10 @@ func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duratio
 		node := c.node
 		c.held, c.node = false, ""
 		b.forget(owner, c)
-		return fmt.Errorf("%w: zklock: node %s is gone (session expired or deleted)", lock.ErrNotHeld, node)
+		return lockerr.NotHeld(fmt.Sprintf("zklock: node %s is gone (session expired or deleted)", node))
 	}
 	if st.EphemeralOwner != b.conn.SessionID() {
-		return fmt.Errorf("%w: zklock: node %s belongs to session %x, not ours", lock.ErrNotHeld, c.node, st.EphemeralOwner)
+		return lockerr.NotHeld(fmt.Sprintf("zklock: node %s belongs to session %x, not ours", c.node, st.EphemeralOwner))
 	}
 	return nil
 }
@@ -529,7 +530,7 @@ func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duratio
 func (b *backend) Release(ctx context.Context, key, owner string) error {
 	c := b.contender(owner, false)
 	if c == nil {
-		return fmt.Errorf("%w: zklock: no node for this owner", lock.ErrNotHeld)
+		return lockerr.NotHeld("zklock: no node for this owner")
 	}
 	b.forget(owner, c)
 	c.mu.Lock()
@@ -537,7 +538,7 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 	c.stopPredLocked()
 	c.held = false
 	if c.node == "" {
-		return fmt.Errorf("%w: zklock: no node was created", lock.ErrNotHeld)
+		return lockerr.NotHeld("zklock: no node was created")
 	}
 	node := c.node
 	err := b.deleteNode(ctx, node, c.version)
@@ -547,7 +548,7 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 		return nil
 	case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrBadVersion):
 		c.node = ""
-		return fmt.Errorf("%w: zklock: node %s is gone", lock.ErrNotHeld, node)
+		return lockerr.NotHeld(fmt.Sprintf("zklock: node %s is gone", node))
 	default:
 		b.orphan(c.dir, c.guid)
 		c.node = ""
