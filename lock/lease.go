@@ -36,8 +36,33 @@ func (l *Lease) Key() string { return l.key }
 // to, which should refuse writes carrying a token lower than one it has seen.
 func (l *Lease) Token() uint64 { return l.token }
 
-// TTL returns the lease length the lock was taken with.
+// TTL returns the lease length the lock was taken with (WithTTL), not the
+// time left: see TimeLeft.
 func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// Deadline returns the lease's local deadline: the moment, by this process's
+// clock, after which it can no longer be sure it holds the lock unless a
+// renewal (or Extend) is confirmed before. It is the start of the last
+// confirmed acquisition or renewal plus the TTL, minus DriftMargin; the lock
+// lives on the server at least until then. After Done is closed it is the
+// deadline the lease had when it ended.
+func (l *Lease) Deadline() time.Time {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	return l.deadline
+}
+
+// TimeLeft returns how long the lease is certainly held from now: the time
+// until Deadline, and 0 once Done is closed or the deadline has passed. A
+// renewed lease's time left grows back with each renewal.
+func (l *Lease) TimeLeft() time.Duration {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	if l.err != nil {
+		return 0
+	}
+	return max(time.Until(l.deadline), 0)
+}
 
 // Done returns a channel that is closed the moment the holder can no longer be
 // sure it holds the lock: after Release, or when the lease is lost (expired,
