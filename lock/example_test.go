@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"time"
 
 	"github.com/latchkey-go/latchkey/lock"
@@ -94,7 +95,10 @@ func ExampleDo_handler() {
 		err := lock.Do(r.Context(), locker, "order:"+order, func(ctx context.Context, lease *lock.Lease) error {
 			return charge(ctx, order)
 		}, lock.WithTTL(50*time.Millisecond), lock.WithFixedTTL(), lock.WithWait(0))
-		var lost *lock.LostError
+		var (
+			lost *lock.LostError
+			held *lock.HeldError
+		)
 		switch {
 		case err == nil:
 			fmt.Fprintln(w, "charged")
@@ -106,7 +110,11 @@ func ExampleDo_handler() {
 			fmt.Fprintln(w, "charged")
 		case errors.Is(err, errDeclined):
 			http.Error(w, "card declined", http.StatusPaymentRequired)
-		case errors.Is(err, lock.ErrNotAcquired):
+		case errors.As(err, &held): // also errors.Is(err, lock.ErrNotAcquired)
+			secs := int(held.TimeLeft.Round(time.Second) / time.Second)
+			w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+			http.Error(w, "order is being processed", http.StatusConflict)
+		case errors.Is(err, lock.ErrNotAcquired): // the holder's time left is unknown
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "order is being processed", http.StatusConflict)
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -117,12 +125,15 @@ func ExampleDo_handler() {
 		}
 	}
 
-	busy, _ := locker.Acquire(context.Background(), "order:busy")
+	busy, _ := locker.Acquire(context.Background(), "order:busy", lock.WithTTL(30*time.Second))
 	defer busy.Release(context.Background())
 	for _, order := range []string{"ok", "declined", "slow", "busy"} {
 		rec := httptest.NewRecorder()
 		handler(rec, httptest.NewRequest("POST", "/charge?order="+order, nil))
 		fmt.Printf("%s: %d %s", order, rec.Code, rec.Body)
+		if ra := rec.Header().Get("Retry-After"); ra != "" {
+			fmt.Println("  Retry-After:", ra)
+		}
 	}
 	// Output:
 	// ok: 200 charged
@@ -130,4 +141,5 @@ func ExampleDo_handler() {
 	// alert: order slow charged, but lock: lease lost: fixed TTL expired
 	// slow: 200 charged
 	// busy: 409 order is being processed
+	//   Retry-After: 30
 }

@@ -136,8 +136,9 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 			}
 			return nil, fmt.Errorf("lock: acquire: %w", err)
 		}
+		seen := time.Now()
 		if cfg.wait == 0 {
-			return nil, ErrNotAcquired
+			return nil, notAcquired(holderTTL, seen)
 		}
 		d := b.next(holderTTL)
 		if poll == nil {
@@ -149,7 +150,7 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-limit:
-			return nil, ErrNotAcquired
+			return nil, notAcquired(holderTTL, seen)
 		case <-wake:
 			b.reset()
 		case <-poll.C:

@@ -278,6 +278,7 @@ func (s *suite) tryOnce(t *testing.T) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("try-once error %v looks like a context error", err)
 	}
+	s.checkHeld(t, err, 10*time.Second)
 	// Also from the same Locker: not reentrant.
 	if _, err := a.Acquire(ctxT(t), k, lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("second Acquire on the same Locker = %v, want ErrNotAcquired", err)
@@ -304,7 +305,24 @@ func (s *suite) waitLimit(t *testing.T) {
 	if elapsed > eventually {
 		t.Fatalf("waited %v for a %v wait limit", elapsed, wait)
 	}
+	s.checkHeld(t, err, 20*time.Second)
 	notDone(t, held)
+}
+
+// checkHeld checks the holder's time left that err, from an Acquire that
+// found the key held under a lease of ttl, tells: some, at most ttl, and
+// told at all by backends that tell waiters (Harness.Cut set).
+func (s *suite) checkHeld(t *testing.T, err error, ttl time.Duration) {
+	t.Helper()
+	var held *lock.HeldError
+	switch {
+	case errors.As(err, &held):
+		if held.TimeLeft <= 0 || held.TimeLeft > ttl {
+			t.Fatalf("HeldError.TimeLeft = %v for a holder's %v lease", held.TimeLeft, ttl)
+		}
+	case s.h.Cut != nil:
+		t.Fatalf("Acquire on a held key = %v, want a *lock.HeldError telling the holder's time left", err)
+	}
 }
 
 func (s *suite) ctxCancel(t *testing.T) {
