@@ -97,24 +97,11 @@ const releaseTimeout = 5 * time.Second
 func (l *Lease) Release(ctx context.Context) error {
 	m := l.m
 	m.mu.Lock()
-	if l.err != nil {
-		err := l.err
-		m.mu.Unlock()
+	if err := l.endedLocked(); err != nil {
 		if err == ErrReleased {
 			return nil
 		}
-		return releasedLostError{err}
-	}
-	if !time.Now().Before(l.deadline) {
-		// The deadline passed before the scheduler noticed (the process
-		// was paused, say): the lease is lost, whatever the server says
-		// now or cannot say. Losing it also deletes the lock if it is
-		// still ours.
-		err := l.expiredErr()
-		cleanup := m.loseLocked(l, err)
-		m.mu.Unlock()
-		cleanup()
-		return releasedLostError{err}
+		return err
 	}
 	cbs := m.finishLocked(l, ErrReleased)
 	m.mu.Unlock()
@@ -134,6 +121,31 @@ func (l *Lease) Release(ctx context.Context) error {
 		l.obs.o.Observe(Event{Kind: EventRelease, Key: l.key, Err: err, Duration: time.Since(begin)})
 	}
 	return err
+}
+
+// endedLocked returns nil, with m.mu still held, if l is held. Otherwise it
+// unlocks m.mu and returns ErrReleased if l was released, or an error
+// wrapping ErrNotHeld and ErrLeaseLost if l was lost. A lease whose deadline
+// passed before the scheduler noticed (the process was paused, say) is lost
+// here and now, whatever the server says or cannot say; losing it also
+// deletes the lock if it is still ours.
+func (l *Lease) endedLocked() error {
+	m := l.m
+	if err := l.err; err != nil {
+		m.mu.Unlock()
+		if err == ErrReleased {
+			return err
+		}
+		return notHeldError{err}
+	}
+	if !time.Now().Before(l.deadline) {
+		err := l.expiredErr()
+		cleanup := m.loseLocked(l, err)
+		m.mu.Unlock()
+		cleanup()
+		return notHeldError{err}
+	}
+	return nil
 }
 
 // expiredErr is the error of a lease whose local deadline passed

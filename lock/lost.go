@@ -63,11 +63,11 @@ func (e *lossError) Unwrap() []error {
 	return []error{ErrLeaseLost, e.cause}
 }
 
-// releasedLostError is what Release returns for a lost lease: "lock: not
-// held: lease lost: ...", wrapping ErrNotHeld and the loss.
-type releasedLostError struct{ loss error }
+// notHeldError is what Release and Extend return for a lost lease: "lock:
+// not held: lease lost: ...", wrapping ErrNotHeld and the loss.
+type notHeldError struct{ loss error }
 
-func (e releasedLostError) Error() string {
+func (e notHeldError) Error() string {
 	var le *lossError
 	if errors.As(e.loss, &le) {
 		return ErrNotHeld.Error() + ": lease lost: " + le.detail()
@@ -75,4 +75,4 @@ func (e releasedLostError) Error() string {
 	return ErrNotHeld.Error() + ": " + e.loss.Error()
 }
 
-func (e releasedLostError) Unwrap() []error { return []error{ErrNotHeld, e.loss} }
+func (e notHeldError) Unwrap() []error { return []error{ErrNotHeld, e.loss} }

@@ -434,7 +434,9 @@ func (b *backend) Renew(ctx context.Context, name, owner string, ttl time.Durati
 		return err
 	}
 	if time.Duration(kaTTL)*time.Second < ttl {
-		return fmt.Errorf("etcdlock: server granted a %d s lease for a %v lock", kaTTL, ttl)
+		// The lease keeps the length granted when the lock was taken
+		// (Lease.Extend asks for more).
+		return fmt.Errorf("%w: etcdlock: the lock's lease is %d s, shorter than the %v asked for", lock.ErrInvalid, kaTTL, ttl)
 	}
 	c.until = sent.Add(time.Duration(kaTTL) * time.Second)
 	if gErr != nil {

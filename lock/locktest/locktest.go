@@ -93,6 +93,7 @@ func Run(t *testing.T, h Harness) {
 			{"ReleaseTwice", s.releaseTwice},
 			{"ReleaseAfterClientWentAway", s.releaseCancelled},
 			{"FixedTTLExpires", s.fixedTTL},
+			{"ExtendFixedLease", s.extend},
 			{"RenewalKeepsLeaseAlive", s.renewal},
 			{"DoneWhenRevoked", s.revoked},
 			{"DoCancelsOnLoss", s.doCancels},
@@ -468,6 +469,56 @@ func (s *suite) fixedTTL(t *testing.T) {
 	}
 	notDone(t, next)
 	release(t, next)
+}
+
+// extend lengthens a fixed lease past its first TTL, as a job that needs
+// longer than planned would, and checks Extend's refusals.
+func (s *suite) extend(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	k := key(t, "k")
+	ctx := ctxT(t)
+	lease := mustAcquire(t, a, k, lock.WithTTL(s.shortTTL), lock.WithFixedTTL())
+	for _, bad := range []time.Duration{0, time.Millisecond, 25 * time.Hour} {
+		if err := lease.Extend(ctx, bad); !errors.Is(err, lock.ErrInvalid) {
+			t.Fatalf("Extend(%v) = %v, want ErrInvalid", bad, err)
+		}
+	}
+	before := time.Now()
+	if err := lease.Extend(ctx, 3*s.shortTTL); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if d, floor := lease.Deadline(), before.Add(3*s.shortTTL-lock.DriftMargin(3*s.shortTTL)); d.Before(floor) {
+		t.Fatalf("Deadline after Extend is %v before the extension's", floor.Sub(d))
+	}
+	time.Sleep(s.shortTTL + s.shortTTL/2) // past the first TTL
+	notDone(t, lease)
+	if _, err := b.Acquire(ctx, k, lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("an extended lease was acquirable by another holder after its first TTL: %v", err)
+	}
+	if left := lease.TimeLeft(); left <= 0 || left > 3*s.shortTTL {
+		t.Fatalf("TimeLeft after Extend = %v", left)
+	}
+	if lease.TTL() != s.shortTTL {
+		t.Fatalf("TTL after Extend = %v, want the requested %v", lease.TTL(), s.shortTTL)
+	}
+	release(t, lease)
+	if err := lease.Extend(ctx, s.shortTTL); !errors.Is(err, lock.ErrReleased) {
+		t.Fatalf("Extend after Release = %v, want ErrReleased", err)
+	}
+
+	renewed := mustAcquire(t, a, k, lock.WithTTL(s.shortTTL))
+	if err := renewed.Extend(ctx, s.shortTTL); !errors.Is(err, lock.ErrInvalid) {
+		t.Fatalf("Extend of a renewed lease = %v, want ErrInvalid", err)
+	}
+	release(t, renewed)
+
+	revoked := mustAcquire(t, a, k, lock.WithTTL(3*s.shortTTL), lock.WithFixedTTL())
+	s.h.Revoke(t, k)
+	err := revoked.Extend(ctx, 3*s.shortTTL)
+	if !errors.Is(err, lock.ErrNotHeld) || !errors.Is(err, lock.ErrLeaseLost) {
+		t.Fatalf("Extend of a revoked lease = %v, want ErrNotHeld and ErrLeaseLost", err)
+	}
+	waitDone(t, revoked, time.Second)
 }
 
 func (s *suite) renewal(t *testing.T) {

@@ -502,6 +502,11 @@ func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duratio
 	if b.isClosed() {
 		return lockerr.NotHeld("zklock: Locker closed")
 	}
+	if st := b.sessionTimeout(); ttl > st {
+		// The session, not the TTL, keeps the node: a partition ends the
+		// lock after the session timeout (Lease.Extend asks for more).
+		return fmt.Errorf("%w: zklock: TTL %v is longer than the session timeout %v the server granted", lock.ErrInvalid, ttl, st)
+	}
 	st, err := call(ctx, b, func() (*zk.Stat, error) {
 		ok, st, err := b.conn.Exists(c.node)
 		if err == nil && !ok {
