@@ -7,7 +7,10 @@ import (
 
 // Backend is what a storage backend implements; a [Manager] builds the full
 // [Locker] contract on top of it. All methods must be safe for concurrent use.
-// Owners are opaque strings chosen by the Manager (128 random bits, hex).
+// Owners are strings chosen by the Manager: 128 random bits, hex, then a
+// space and the holder label if one was given (WithHolder), at most 161
+// bytes. Backends store the owner with the lock (or the label, where the
+// owner is not stored) so that ParseOwner can tell who holds it.
 type Backend interface {
 	// TryAcquire makes one attempt to take key for owner for ttl. On success it
 	// returns a fencing token strictly greater than every token it issued before

@@ -9,14 +9,15 @@ import (
 // A Lease is a held lock. It is created by Locker.Acquire and owned by the
 // Manager that renews it; all its methods are safe for concurrent use.
 type Lease struct {
-	m     *Manager
-	key   string
-	owner string
-	token uint64
-	ttl   time.Duration
-	done  chan struct{}
-	obs   *leaseObserver // nil when nobody observes
-	fixed bool           // beside renewing, so the two share a word
+	m      *Manager
+	key    string
+	owner  string
+	holder string
+	token  uint64
+	ttl    time.Duration
+	done   chan struct{}
+	obs    *leaseObserver // nil when nobody observes
+	fixed  bool           // beside renewing, so the two share a word
 
 	// Guarded by m.mu.
 	renewing bool      // a renewal is in flight
@@ -30,6 +31,10 @@ type Lease struct {
 
 // Key returns the key the lease holds.
 func (l *Lease) Key() string { return l.key }
+
+// Holder returns the holder label the lock was taken with (WithHolder), ""
+// if none.
+func (l *Lease) Holder() string { return l.holder }
 
 // Token returns the lease's fencing token: strictly greater than every token
 // the backend issued earlier for this key. Pass it to the resource you write

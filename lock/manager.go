@@ -3,8 +3,6 @@ package lock
 import (
 	"container/heap"
 	"context"
-	cryptorand "crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -88,7 +86,7 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	owner := newOwner()
+	owner := newOwner(cfg.holder)
 
 	var wake <-chan struct{}
 	if m.watch != nil && cfg.wait != 0 {
@@ -192,7 +190,7 @@ func detach(ctx context.Context, timeout time.Duration) (context.Context, contex
 // of the TTL are left (at once if fewer are).
 func (m *Manager) hold(key, owner string, token uint64, cfg config, start time.Time, valid time.Duration, o Observer) *Lease {
 	l := &Lease{
-		m: m, key: key, owner: owner, token: token, ttl: cfg.ttl, fixed: cfg.fixed,
+		m: m, key: key, owner: owner, holder: cfg.holder, token: token, ttl: cfg.ttl, fixed: cfg.fixed,
 		done:     make(chan struct{}),
 		deadline: start.Add(valid - DriftMargin(valid)),
 		renewAt:  start.Add(max(valid-2*cfg.ttl/3, 0)),
@@ -434,11 +432,4 @@ func (b *backoff) next(holderTTL time.Duration) time.Duration {
 		d = holderTTL + time.Millisecond + time.Duration(rand.Int64N(int64(time.Millisecond)))
 	}
 	return d
-}
-
-// newOwner returns 128 random bits, hex-encoded.
-func newOwner() string {
-	var b [16]byte
-	_, _ = cryptorand.Read(b[:]) // never fails (crypto/rand panics instead)
-	return hex.EncodeToString(b[:])
 }

@@ -74,6 +74,7 @@ type contender struct {
 	// which is later).
 	until     time.Time
 	key       string // <prefix><name>/<lease hex>
+	label     string // the holder label: the key's value
 	rev       int64  // key's create revision, 0 until known
 	held      bool
 	pred      string // predecessor key being watched ("" if none)
@@ -210,6 +211,7 @@ func (b *backend) tryAcquire(ctx context.Context, name, owner string, ttl time.D
 	c := b.contender(owner, true)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	_, c.label, _ = lock.ParseOwner(owner)
 	pfx := b.prefix + name + "/"
 	secs := ttlSeconds(ttl)
 	for attempt := 0; ; attempt++ {
@@ -301,7 +303,7 @@ func (b *backend) attempt(ctx context.Context, c *contender, pfx string, secs in
 		var resp *clientv3.TxnResponse
 		resp, err = b.c.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0)).
-			Then(clientv3.OpPut(c.key, "", clientv3.WithLease(c.lease)), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
+			Then(clientv3.OpPut(c.key, c.label, clientv3.WithLease(c.lease)), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
 			Else(clientv3.OpGet(c.key), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
 			Commit()
 		if err == nil {

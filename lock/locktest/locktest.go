@@ -53,6 +53,12 @@ type Harness struct {
 	// milliseconds of its expiry, never before. Nil skips that test.
 	Cut func(t *testing.T, l lock.Locker)
 
+	// Holder, if set, reads from the server, as an inspection command
+	// would, the holder label (lock.WithHolder) stored with key's lock,
+	// "" for none; the suite checks that the label a lease was taken with
+	// is the one stored. Nil skips that test (a backend without a server).
+	Holder func(t *testing.T, key string) string
+
 	// TTL is the short lease the suite uses where renewal or expiry must
 	// happen during a test. Default: 300 ms. Backends whose servers answer
 	// slowly under load (a JVM) may ask for more; renewal then has TTL/3 to
@@ -94,6 +100,7 @@ func Run(t *testing.T, h Harness) {
 			{"ReleaseAfterClientWentAway", s.releaseCancelled},
 			{"FixedTTLExpires", s.fixedTTL},
 			{"ExtendFixedLease", s.extend},
+			{"HolderLabelStored", s.holderLabel},
 			{"RenewalKeepsLeaseAlive", s.renewal},
 			{"DoneWhenRevoked", s.revoked},
 			{"DoCancelsOnLoss", s.doCancels},
@@ -519,6 +526,30 @@ func (s *suite) extend(t *testing.T) {
 		t.Fatalf("Extend of a revoked lease = %v, want ErrNotHeld and ErrLeaseLost", err)
 	}
 	waitDone(t, revoked, time.Second)
+}
+
+// holderLabel checks that a lease's holder label is stored with its lock,
+// for an operator to read, and that a lease without one stores none.
+func (s *suite) holderLabel(t *testing.T) {
+	if s.h.Holder == nil {
+		t.Skip("backend has no server to read (Harness.Holder is nil)")
+	}
+	l := s.locker(t)
+	k := key(t, "k")
+	const label = "host-7 pid 4242 request 01HZX3"
+	lease := mustAcquire(t, l, k, lock.WithHolder(label))
+	if lease.Holder() != label {
+		t.Fatalf("Holder() = %q, want %q", lease.Holder(), label)
+	}
+	if got := s.h.Holder(t, k); got != label {
+		t.Fatalf("the server stores holder label %q, want %q", got, label)
+	}
+	release(t, lease)
+	plain := mustAcquire(t, l, k)
+	if got := s.h.Holder(t, k); got != "" || plain.Holder() != "" {
+		t.Fatalf("without WithHolder the server stores label %q (Holder() %q), want none", got, plain.Holder())
+	}
+	release(t, plain)
 }
 
 func (s *suite) renewal(t *testing.T) {

@@ -81,7 +81,8 @@ func TestConformance(t *testing.T) {
 			}
 			return cuts.Add(l, func() { _ = c.Close() })
 		},
-		Cut: cuts.Cut,
+		Cut:    cuts.Cut,
+		Holder: func(t *testing.T, key string) string { return storedHolder(t, admin, prefix, key) },
 		Revoke: func(t *testing.T, key string) {
 			if err := admin.Del(ctxT(t), lockKey(prefix, key)).Err(); err != nil {
 				t.Errorf("revoke: %v", err)
@@ -130,7 +131,8 @@ func TestConformanceNoBatching(t *testing.T) {
 			}
 			return cuts.Add(l, func() { _ = c.Close() })
 		},
-		Cut: cuts.Cut,
+		Cut:    cuts.Cut,
+		Holder: func(t *testing.T, key string) string { return storedHolder(t, admin, prefix, key) },
 		Revoke: func(t *testing.T, key string) {
 			if err := admin.Del(ctxT(t), lockKey(prefix, key)).Err(); err != nil {
 				t.Errorf("revoke: %v", err)
@@ -138,6 +140,20 @@ func TestConformanceNoBatching(t *testing.T) {
 		},
 		Restart: func(t *testing.T) { deletePrefix(t, admin, prefix) },
 	})
+}
+
+// storedHolder reads the holder label stored with key's lock.
+func storedHolder(t *testing.T, c *redis.Client, prefix, key string) string {
+	t.Helper()
+	owner, err := c.Get(ctxT(t), lockKey(prefix, key)).Result()
+	if err != nil {
+		t.Fatalf("GET the lock: %v", err)
+	}
+	_, label, ok := lock.ParseOwner(owner)
+	if !ok {
+		t.Fatalf("the lock's value %q is not an owner", owner)
+	}
+	return label
 }
 
 func TestNewInvalid(t *testing.T) {

@@ -106,7 +106,19 @@ func TestConformance(t *testing.T) {
 				}
 			})
 		},
-		Cut:    cuts.Cut,
+		Cut: cuts.Cut,
+		Holder: func(t *testing.T, key string) string {
+			lk, _ := keys(key)
+			owner, err := c.admin[0].Get(ctxT(t), lk).Result()
+			if err != nil {
+				t.Fatalf("GET the lock: %v", err)
+			}
+			_, label, ok := lock.ParseOwner(owner)
+			if !ok {
+				t.Fatalf("the lock's value %q is not an owner", owner)
+			}
+			return label
+		},
 		Revoke: func(t *testing.T, key string) { c.del(t, key, 0, 2, 4) },
 		Restart: func(t *testing.T) {
 			for _, s := range c.srv {

@@ -76,6 +76,13 @@ func TestSQLiteConformance(t *testing.T) {
 			return cuts.Add(l, func() { _ = db.Close() })
 		},
 		Cut: cuts.Cut,
+		Holder: func(t *testing.T, key string) string {
+			var owner string
+			if err := admin.QueryRow(`SELECT owner FROM latchkey_locks WHERE key = ?`, key).Scan(&owner); err != nil {
+				t.Fatal(err)
+			}
+			return parseOwner(t, owner)
+		},
 		// Deleting the row also checks that tokens keep rising without it.
 		Revoke: func(t *testing.T, key string) {
 			if _, err := admin.Exec(`DELETE FROM latchkey_locks WHERE key = ?`, key); err != nil {
@@ -105,6 +112,13 @@ func TestPostgresConformance(t *testing.T) {
 		}
 	}
 	restart := func(t *testing.T) { pg.Restart() }
+	holder := func(t *testing.T, key string) string {
+		var owner string
+		if err := admin.QueryRow(t.Context(), `SELECT owner FROM latchkey_locks WHERE key = $1`, key).Scan(&owner); err != nil {
+			t.Fatal(err)
+		}
+		return parseOwner(t, owner)
+	}
 	t.Run("pgx", func(t *testing.T) {
 		var cuts locktest.Cuts
 		locktest.Run(t, locktest.Harness{
@@ -117,6 +131,7 @@ func TestPostgresConformance(t *testing.T) {
 				return cuts.Add(l, pool.Close)
 			},
 			Cut:     cuts.Cut,
+			Holder:  holder,
 			Revoke:  revoke,
 			Restart: restart,
 		})
@@ -137,10 +152,21 @@ func TestPostgresConformance(t *testing.T) {
 				return cuts.Add(l, func() { _ = db.Close() })
 			},
 			Cut:     cuts.Cut,
+			Holder:  holder,
 			Revoke:  revoke,
 			Restart: restart,
 		})
 	})
+}
+
+// parseOwner returns the holder label in a lock row's owner.
+func parseOwner(t *testing.T, owner string) string {
+	t.Helper()
+	_, label, ok := lock.ParseOwner(owner)
+	if !ok {
+		t.Fatalf("owner %q is not an owner", owner)
+	}
+	return label
 }
 
 func TestBadInput(t *testing.T) {

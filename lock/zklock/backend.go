@@ -103,6 +103,7 @@ type contender struct {
 
 	mu       sync.Mutex // serialises the calls for this owner, guards the rest
 	dir      string     // the lock's znode, parent of the contenders
+	label    []byte     // the holder label: our node's data
 	guid     string     // in our node's name; "" until the first create
 	node     string     // our node's full path; "" when we have none
 	czxid    int64      // our node's creation zxid: the fencing token
@@ -281,6 +282,9 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dir = dir
+	if _, label, _ := lock.ParseOwner(owner); label != "" {
+		c.label = []byte(label)
+	}
 	for attempt := 0; ; attempt++ {
 		if c.node == "" {
 			if err := b.create(ctx, c); err != nil {
@@ -337,7 +341,7 @@ func (b *backend) create(ctx context.Context, c *contender) error {
 	var err error
 	for range 3 {
 		node, err = call(ctx, b, func() (string, error) {
-			return b.conn.Create(path, nil, zk.FlagEphemeral|zk.FlagSequence, b.acl)
+			return b.conn.Create(path, c.label, zk.FlagEphemeral|zk.FlagSequence, b.acl)
 		})
 		if errors.Is(err, zk.ErrNoNode) {
 			if err = b.createParents(ctx, c.dir); err != nil {
