@@ -20,7 +20,7 @@ type HeldError struct {
 }
 
 func (e *HeldError) Error() string {
-	return fmt.Sprintf("%v: the holder's lease has %v left", ErrNotAcquired, e.TimeLeft)
+	return fmt.Sprintf("%v: the holder's lease has %v left", ErrNotAcquired, e.TimeLeft.Round(time.Millisecond))
 }
 
 // Unwrap returns ErrNotAcquired.
