@@ -7,13 +7,19 @@ import (
 
 // Backend is what a storage backend implements; a [Manager] builds the full
 // [Locker] contract on top of it. All methods must be safe for concurrent use.
-// Owners are opaque strings chosen by the Manager (128 random bits, hex).
+// Owners are strings chosen by the Manager: 128 random bits, hex, then a
+// space and the holder label if one was given (WithHolder), at most 161
+// bytes. Backends store the owner with the lock (or the label, where the
+// owner is not stored) so that ParseOwner can tell who holds it.
 type Backend interface {
 	// TryAcquire makes one attempt to take key for owner for ttl. On success it
 	// returns a fencing token strictly greater than every token it issued before
 	// for key. If another owner holds key it returns an error wrapping
-	// ErrNotAcquired and, when known, how long the holder's lease has left (0 if
-	// unknown), which the Manager uses to time its next attempt.
+	// ErrNotAcquired and, when known, how long the holder's lease has left,
+	// which the Manager uses to time its next attempt: it tries again just
+	// after that, never before. 0 means unknown (the Manager then backs off,
+	// up to a second), so a backend reports at least 1 ms for a lease that
+	// ends within the current millisecond.
 	TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (token uint64, holderTTL time.Duration, err error)
 
 	// Renew extends key's lease to ttl from now if owner still holds it, and

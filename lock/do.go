@@ -4,21 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 )
-
-// releaseTimeout bounds the Release that Do performs after fn returns, which
-// runs even when ctx is already done.
-const releaseTimeout = 5 * time.Second
 
 // Do acquires key on l, runs fn with a context that is cancelled the moment the
 // lease is lost (its cause then wraps ErrLeaseLost), and releases the lock
-// afterwards, also when fn panics.
+// afterwards, also when fn panics or ctx is done (see Lease.Release).
 //
-// It returns Acquire's error if the lock was not taken (ErrNotAcquired, a
-// context error, ErrInvalid), else fn's error. If the lease was lost while fn
-// ran, the result also wraps ErrLeaseLost, even when fn returned nil: the work
-// may have overlapped another holder's, and the caller must know.
+// Its outcomes, told apart with errors.Is and errors.As:
+//   - nil: fn succeeded under the lease, and the lock was released.
+//   - Acquire's error if the lock was not taken (ErrNotAcquired, a context
+//     error, ErrInvalid, a backend error); fn did not run.
+//   - a *LostError (wrapping ErrLeaseLost) if the lease was lost before Do
+//     ended: fn's work may have overlapped another holder's. Its Err is fn's
+//     error, nil if fn succeeded: then the work's effect happened, and the
+//     caller should report success and alert, not retry it.
+//   - fn's error, if fn failed under a lease that was not lost.
+//
+// If the release itself fails (the server cannot be reached; the lock then
+// expires after its TTL) its error is joined to fn's.
 func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context, lease *Lease) error, opts ...Option) (err error) {
 	if l == nil {
 		return fmt.Errorf("%w: nil Locker", ErrInvalid)
@@ -38,12 +41,12 @@ func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context, 
 	})
 	defer func() {
 		cancel(nil)
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		defer rcancel()
-		if rerr := lease.Release(rctx); rerr != nil {
-			if errors.Is(rerr, ErrNotHeld) {
-				rerr = lease.Err()
-			}
+		rerr := lease.Release(ctx)
+		switch {
+		case rerr == nil:
+		case errors.Is(rerr, ErrNotHeld):
+			err = &LostError{Err: err, Lost: lease.Err()}
+		default:
 			err = errors.Join(err, rerr)
 		}
 	}()

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"time"
 
 	"github.com/latchkey-go/latchkey/lock"
@@ -67,4 +70,76 @@ func ExampleLease_Done() {
 	// Output:
 	// true
 	// true
+}
+
+// An HTTP handler that charges a card under a lock tells Do's outcomes apart:
+// the charge failed (answer its error), the charge succeeded but the lease was
+// lost meanwhile (the money moved: answer success and alert, never have it
+// retried), or the lock was not taken (busy: 409 with Retry-After).
+func ExampleDo_handler() {
+	locker := memlock.New()
+	errDeclined := errors.New("card declined")
+	charge := func(ctx context.Context, order string) error {
+		switch order {
+		case "declined":
+			return errDeclined
+		case "slow":
+			<-ctx.Done() // the lease ran out while the bank answered
+		}
+		return nil // charged
+	}
+	alert := func(format string, args ...any) { fmt.Printf("alert: "+format+"\n", args...) }
+
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		order := r.URL.Query().Get("order")
+		err := lock.Do(r.Context(), locker, "order:"+order, func(ctx context.Context, lease *lock.Lease) error {
+			return charge(ctx, order)
+		}, lock.WithTTL(50*time.Millisecond), lock.WithFixedTTL(), lock.WithWait(0))
+		var (
+			lost *lock.LostError
+			held *lock.HeldError
+		)
+		switch {
+		case err == nil:
+			fmt.Fprintln(w, "charged")
+		case errors.As(err, &lost) && lost.Succeeded():
+			// The effect happened: an error now would have the client
+			// charge again. The work may have overlapped another
+			// holder's; fencing tokens keep the writes in order.
+			alert("order %s charged, but %v", order, lost.Lost)
+			fmt.Fprintln(w, "charged")
+		case errors.Is(err, errDeclined):
+			http.Error(w, "card declined", http.StatusPaymentRequired)
+		case errors.As(err, &held): // also errors.Is(err, lock.ErrNotAcquired)
+			secs := int(held.TimeLeft.Round(time.Second) / time.Second)
+			w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+			http.Error(w, "order is being processed", http.StatusConflict)
+		case errors.Is(err, lock.ErrNotAcquired): // the holder's time left is unknown
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "order is being processed", http.StatusConflict)
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+		default:
+			http.Error(w, "internal error", http.StatusInternalServerError)
+		}
+	}
+
+	busy, _ := locker.Acquire(context.Background(), "order:busy", lock.WithTTL(30*time.Second))
+	defer busy.Release(context.Background())
+	for _, order := range []string{"ok", "declined", "slow", "busy"} {
+		rec := httptest.NewRecorder()
+		handler(rec, httptest.NewRequest("POST", "/charge?order="+order, nil))
+		fmt.Printf("%s: %d %s", order, rec.Code, rec.Body)
+		if ra := rec.Header().Get("Retry-After"); ra != "" {
+			fmt.Println("  Retry-After:", ra)
+		}
+	}
+	// Output:
+	// ok: 200 charged
+	// declined: 402 card declined
+	// alert: order slow charged, but lock: lease lost: fixed TTL expired
+	// slow: 200 charged
+	// busy: 409 order is being processed
+	//   Retry-After: 30
 }

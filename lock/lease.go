@@ -9,14 +9,15 @@ import (
 // A Lease is a held lock. It is created by Locker.Acquire and owned by the
 // Manager that renews it; all its methods are safe for concurrent use.
 type Lease struct {
-	m     *Manager
-	key   string
-	owner string
-	token uint64
-	ttl   time.Duration
-	done  chan struct{}
-	obs   *leaseObserver // nil when nobody observes
-	fixed bool           // beside renewing, so the two share a word
+	m      *Manager
+	key    string
+	owner  string
+	holder string
+	token  uint64
+	ttl    time.Duration
+	done   chan struct{}
+	obs    *leaseObserver // nil when nobody observes
+	fixed  bool           // beside renewing, so the two share a word
 
 	// Guarded by m.mu.
 	renewing bool      // a renewal is in flight
@@ -31,13 +32,42 @@ type Lease struct {
 // Key returns the key the lease holds.
 func (l *Lease) Key() string { return l.key }
 
+// Holder returns the holder label the lock was taken with (WithHolder), ""
+// if none.
+func (l *Lease) Holder() string { return l.holder }
+
 // Token returns the lease's fencing token: strictly greater than every token
 // the backend issued earlier for this key. Pass it to the resource you write
 // to, which should refuse writes carrying a token lower than one it has seen.
 func (l *Lease) Token() uint64 { return l.token }
 
-// TTL returns the lease length the lock was taken with.
+// TTL returns the lease length the lock was taken with (WithTTL), not the
+// time left: see TimeLeft.
 func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// Deadline returns the lease's local deadline: the moment, by this process's
+// clock, after which it can no longer be sure it holds the lock unless a
+// renewal (or Extend) is confirmed before. It is the start of the last
+// confirmed acquisition or renewal plus the TTL, minus DriftMargin; the lock
+// lives on the server at least until then. After Done is closed it is the
+// deadline the lease had when it ended.
+func (l *Lease) Deadline() time.Time {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	return l.deadline
+}
+
+// TimeLeft returns how long the lease is certainly held from now: the time
+// until Deadline, and 0 once Done is closed or the deadline has passed. A
+// renewed lease's time left grows back with each renewal.
+func (l *Lease) TimeLeft() time.Duration {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	if l.err != nil {
+		return 0
+	}
+	return max(time.Until(l.deadline), 0)
+}
 
 // Done returns a channel that is closed the moment the holder can no longer be
 // sure it holds the lock: after Release, or when the lease is lost (expired,
@@ -53,33 +83,30 @@ func (l *Lease) Err() error {
 	return l.err
 }
 
+// releaseTimeout bounds the call Release makes to the backend, which does not
+// end when Release's ctx does.
+const releaseTimeout = 5 * time.Second
+
 // Release stops renewal and then deletes the lock if it is still ours
 // (compare-and-delete: it never deletes another holder's lock). It is safe to
 // call more than once; later calls return nil. If the lease had been lost it
 // returns an error wrapping ErrNotHeld and ErrLeaseLost. If the backend cannot
 // be reached the error is returned and the lock expires after its TTL; renewal
 // has stopped either way, so no orphan renewal keeps it alive.
+//
+// Release deletes the lock even when ctx is already cancelled or past its
+// deadline, so `defer lease.Release(r.Context())` in a handler whose client
+// went away frees the lock at once instead of leaving it for a whole TTL: it
+// keeps ctx's values but not its cancellation or deadline, and gives the
+// backend at most 5 s.
 func (l *Lease) Release(ctx context.Context) error {
 	m := l.m
 	m.mu.Lock()
-	if l.err != nil {
-		err := l.err
-		m.mu.Unlock()
+	if err := l.endedLocked(); err != nil {
 		if err == ErrReleased {
 			return nil
 		}
-		return fmt.Errorf("%w: %w", ErrNotHeld, err)
-	}
-	if !time.Now().Before(l.deadline) {
-		// The deadline passed before the scheduler noticed (the process
-		// was paused, say): the lease is lost, whatever the server says
-		// now or cannot say. Losing it also deletes the lock if it is
-		// still ours.
-		err := l.expiredErr()
-		cleanup := m.loseLocked(l, err)
-		m.mu.Unlock()
-		cleanup()
-		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+		return err
 	}
 	cbs := m.finishLocked(l, ErrReleased)
 	m.mu.Unlock()
@@ -89,7 +116,9 @@ func (l *Lease) Release(ctx context.Context) error {
 	if l.obs != nil {
 		begin = time.Now()
 	}
-	err := m.backend.Release(ctx, l.key, l.owner)
+	rctx, cancel := detach(ctx, releaseTimeout)
+	defer cancel()
+	err := m.backend.Release(rctx, l.key, l.owner)
 	if err != nil {
 		err = fmt.Errorf("lock: release: %w", err)
 	}
@@ -99,16 +128,40 @@ func (l *Lease) Release(ctx context.Context) error {
 	return err
 }
 
+// endedLocked returns nil, with m.mu still held, if l is held. Otherwise it
+// unlocks m.mu and returns ErrReleased if l was released, or an error
+// wrapping ErrNotHeld and ErrLeaseLost if l was lost. A lease whose deadline
+// passed before the scheduler noticed (the process was paused, say) is lost
+// here and now, whatever the server says or cannot say; losing it also
+// deletes the lock if it is still ours.
+func (l *Lease) endedLocked() error {
+	m := l.m
+	if err := l.err; err != nil {
+		m.mu.Unlock()
+		if err == ErrReleased {
+			return err
+		}
+		return notHeldError{err}
+	}
+	if !time.Now().Before(l.deadline) {
+		err := l.expiredErr()
+		cleanup := m.loseLocked(l, err)
+		m.mu.Unlock()
+		cleanup()
+		return notHeldError{err}
+	}
+	return nil
+}
+
 // expiredErr is the error of a lease whose local deadline passed
 // unconfirmed. Call with m.mu held.
 func (l *Lease) expiredErr() error {
 	switch {
 	case l.fixed:
-		return fmt.Errorf("%w: fixed TTL expired", ErrLeaseLost)
-	case l.renewErr != nil:
-		return fmt.Errorf("%w: renewal not confirmed before the local deadline (last renewal error: %w)", ErrLeaseLost, l.renewErr)
+		return leaseLost("fixed TTL expired", nil)
 	}
-	return fmt.Errorf("%w: renewal not confirmed before the local deadline", ErrLeaseLost)
+	// renewErr is the last renewal's error, nil if none came back.
+	return leaseLost("renewal not confirmed before the local deadline", l.renewErr)
 }
 
 // leaseObserver is what an observed lease keeps for its events; kept apart so

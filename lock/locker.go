@@ -7,7 +7,8 @@ import "context"
 type Locker interface {
 	// Acquire blocks until it holds key, ctx is done, or the wait limit
 	// (WithWait) passes, and returns the held Lease. Errors: ErrNotAcquired
-	// (held elsewhere: try-once failed or wait limit passed), ctx.Err() (as
+	// (held elsewhere: try-once failed or wait limit passed; a *HeldError
+	// wrapping it when the backend told the holder's time left), ctx.Err() (as
 	// is), an error wrapping ErrInvalid for bad input (no server is touched),
 	// or the backend's error.
 	Acquire(ctx context.Context, key string, opts ...Option) (*Lease, error)

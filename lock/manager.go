@@ -3,8 +3,6 @@ package lock
 import (
 	"container/heap"
 	"context"
-	cryptorand "crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -88,7 +86,7 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	owner := newOwner()
+	owner := newOwner(cfg.holder)
 
 	var wake <-chan struct{}
 	if m.watch != nil && cfg.wait != 0 {
@@ -136,8 +134,9 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 			}
 			return nil, fmt.Errorf("lock: acquire: %w", err)
 		}
+		seen := time.Now()
 		if cfg.wait == 0 {
-			return nil, ErrNotAcquired
+			return nil, notAcquired(holderTTL, seen)
 		}
 		d := b.next(holderTTL)
 		if poll == nil {
@@ -149,7 +148,7 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-limit:
-			return nil, ErrNotAcquired
+			return nil, notAcquired(holderTTL, seen)
 		case <-wake:
 			b.reset()
 		case <-poll.C:
@@ -173,15 +172,16 @@ func (m *Manager) tryAcquire(ctx context.Context, key, owner string, cfg config)
 // the server, so it does not sit there until its TTL. The owner is fresh and
 // compare-and-delete makes this safe.
 func (m *Manager) abandon(ctx context.Context, key, owner string, ttl time.Duration) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(ttl, time.Second))
+	rctx, cancel := detach(ctx, min(ttl, time.Second))
 	defer cancel()
 	_ = m.backend.Release(rctx, key, owner)
 }
 
-// driftMargin is how much earlier than the server's expiry the holder gives
-// up, to allow for clock rate differences and the time the request took.
-func driftMargin(ttl time.Duration) time.Duration {
-	return ttl/100 + 2*time.Millisecond
+// detach returns a context with ctx's values but not its cancellation or
+// deadline, done after timeout instead: for deleting a lock after the work
+// that held it was cancelled, which must still happen.
+func detach(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), timeout)
 }
 
 // hold starts a lease on a lock taken by an attempt begun at start and
@@ -190,9 +190,9 @@ func driftMargin(ttl time.Duration) time.Duration {
 // of the TTL are left (at once if fewer are).
 func (m *Manager) hold(key, owner string, token uint64, cfg config, start time.Time, valid time.Duration, o Observer) *Lease {
 	l := &Lease{
-		m: m, key: key, owner: owner, token: token, ttl: cfg.ttl, fixed: cfg.fixed,
+		m: m, key: key, owner: owner, holder: cfg.holder, token: token, ttl: cfg.ttl, fixed: cfg.fixed,
 		done:     make(chan struct{}),
-		deadline: start.Add(valid - driftMargin(valid)),
+		deadline: start.Add(valid - DriftMargin(valid)),
 		renewAt:  start.Add(max(valid-2*cfg.ttl/3, 0)),
 		index:    -1,
 	}
@@ -251,7 +251,7 @@ func (m *Manager) loseLocked(l *Lease, err error) (cleanup func()) {
 		runAll(cbs, err)
 		l.observeLoss(err)
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), min(l.ttl, 5*time.Second))
+			ctx, cancel := detach(context.Background(), min(l.ttl, releaseTimeout))
 			defer cancel()
 			_ = m.backend.Release(ctx, l.key, l.owner)
 		}()
@@ -379,10 +379,10 @@ func (m *Manager) renewed(l *Lease, sent time.Time, err error) {
 	switch {
 	case err == nil:
 		l.renewErr = nil
-		l.deadline = sent.Add(l.ttl - driftMargin(l.ttl))
+		l.deadline = sent.Add(l.ttl - DriftMargin(l.ttl))
 		l.renewAt = sent.Add(l.ttl / 3)
 	case errors.Is(err, ErrNotHeld):
-		lost = fmt.Errorf("%w: renewal refused: %w", ErrLeaseLost, err)
+		lost = leaseLost("renewal refused", err)
 	default:
 		// Transient: retry soon; the deadline still stands.
 		l.renewErr = err
@@ -420,19 +420,16 @@ func (b *backoff) next(holderTTL time.Duration) time.Duration {
 	if b.safetyNet {
 		base, ceil = 50*time.Millisecond, time.Second
 	}
-	d := base << min(b.n, 10)
+	d := min(base<<min(b.n, 10), ceil)
 	b.n++
-	d = min(d, ceil)
-	if holderTTL > 0 && holderTTL+time.Millisecond < d {
-		d = holderTTL + time.Millisecond
-	}
 	// Jitter of up to 25% keeps waiters of one key from attempting in lockstep.
-	return d - time.Duration(rand.Int64N(int64(d/4)+1))
-}
-
-// newOwner returns 128 random bits, hex-encoded.
-func newOwner() string {
-	var b [16]byte
-	_, _ = cryptorand.Read(b[:]) // never fails (crypto/rand panics instead)
-	return hex.EncodeToString(b[:])
+	d -= time.Duration(rand.Int64N(int64(d/4) + 1))
+	if holderTTL > 0 && holderTTL < d {
+		// The holder's lease ends first: attempt right after it, so a
+		// waiter for a crashed holder gets the lock within a millisecond
+		// or two of its expiry. Jitter goes only upward here: an attempt
+		// before the end would find the lock still held.
+		d = holderTTL + time.Millisecond + time.Duration(rand.Int64N(int64(time.Millisecond)))
+	}
+	return d
 }

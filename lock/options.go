@@ -24,6 +24,7 @@ type config struct {
 	ttl     time.Duration
 	wait    time.Duration // < 0: until ctx is done
 	fixed   bool
+	holder  string // WithHolder's label
 	invalid error
 }
 

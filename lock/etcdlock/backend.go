@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/latchkey-go/latchkey/internal/contend"
+	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -73,6 +74,7 @@ type contender struct {
 	// which is later).
 	until     time.Time
 	key       string // <prefix><name>/<lease hex>
+	label     string // the holder label: the key's value
 	rev       int64  // key's create revision, 0 until known
 	held      bool
 	pred      string // predecessor key being watched ("" if none)
@@ -90,18 +92,12 @@ func ttlSeconds(ttl time.Duration) int64 {
 	return max(int64((ttl+time.Second-1)/time.Second), 1)
 }
 
-// driftMargin is the lock.Manager's allowance for clock rate differences
-// over a lease of ttl: it gives up on a lease at its start + ttl - drift.
-func driftMargin(ttl time.Duration) time.Duration {
-	return ttl/100 + 2*time.Millisecond
-}
-
 // covers reports whether a lease known to live on the server until until,
 // granted for granted, outlives a lock of ttl taken at start, with the same
 // allowance for clock rates the Manager makes: the lease's own local deadline
 // is not before the lock's.
 func covers(until time.Time, granted time.Duration, start time.Time, ttl time.Duration) bool {
-	return !until.Add(-driftMargin(granted)).Before(start.Add(ttl - driftMargin(ttl)))
+	return !until.Add(-lock.DriftMargin(granted)).Before(start.Add(ttl - lock.DriftMargin(ttl)))
 }
 
 // takeIdle returns an idle lease for secs, most recently used first, or
@@ -234,6 +230,7 @@ func (b *backend) tryAcquire(ctx context.Context, owner string, r request) (uint
 	c := b.owners.GetOrAdd(owner, newContender)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	_, c.label, _ = lock.ParseOwner(owner)
 	at, valid, err := b.attempt(ctx, c, r)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		// The key's lease expired (a queued key while the server was
@@ -341,7 +338,7 @@ func (c *contender) attach(l idleLease, r request) {
 func (c *contender) validity(start time.Time, ttl time.Duration) time.Duration {
 	valid := ttl
 	if !covers(c.until, c.leaseTTL, start, ttl) {
-		valid = c.until.Sub(start) - driftMargin(c.leaseTTL)
+		valid = c.until.Sub(start) - lock.DriftMargin(c.leaseTTL)
 	}
 	return valid
 }
@@ -367,7 +364,7 @@ func (b *backend) enqueue(ctx context.Context, c *contender, pfx string) (place,
 	}
 	resp, err := b.c.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0)).
-		Then(clientv3.OpPut(c.key, "", clientv3.WithLease(c.lease)), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
+		Then(clientv3.OpPut(c.key, c.label, clientv3.WithLease(c.lease)), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
 		Else(clientv3.OpGet(c.key), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
 		Commit()
 	if err != nil {
@@ -486,12 +483,12 @@ func (b *backend) drop(ctx context.Context, c *contender) {
 func (b *backend) Renew(ctx context.Context, name, owner string, ttl time.Duration) error {
 	c := b.owners.Get(owner)
 	if c == nil {
-		return fmt.Errorf("%w: etcdlock: no lease for this owner", lock.ErrNotHeld)
+		return lockerr.NotHeld("etcdlock: no lease for this owner")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.held {
-		return fmt.Errorf("%w: etcdlock: not held", lock.ErrNotHeld)
+		return lockerr.NotHeld("etcdlock: not held")
 	}
 	sent := time.Now()
 	var (
@@ -508,13 +505,15 @@ func (b *backend) Renew(ctx context.Context, name, owner string, ttl time.Durati
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		id := c.lease
 		b.lost(ctx, c, owner)
-		return fmt.Errorf("%w: etcdlock: lease %x expired on the server", lock.ErrNotHeld, int64(id))
+		return lockerr.NotHeld(fmt.Sprintf("etcdlock: lease %x expired on the server", int64(id)))
 	}
 	if err != nil {
 		return err
 	}
 	if time.Duration(kaTTL)*time.Second < ttl {
-		return fmt.Errorf("etcdlock: server granted a %d s lease for a %v lock", kaTTL, ttl)
+		// The lease keeps the length granted when the lock was taken
+		// (Lease.Extend asks for more).
+		return fmt.Errorf("%w: etcdlock: the lock's lease is %d s, shorter than the %v asked for", lock.ErrInvalid, kaTTL, ttl)
 	}
 	c.until = sent.Add(time.Duration(kaTTL) * time.Second)
 	if gErr != nil {
@@ -522,7 +521,7 @@ func (b *backend) Renew(ctx context.Context, name, owner string, ttl time.Durati
 	}
 	if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != c.rev {
 		b.lost(ctx, c, owner)
-		return fmt.Errorf("%w: etcdlock: key %q was deleted", lock.ErrNotHeld, c.key)
+		return lockerr.NotHeld(fmt.Sprintf("etcdlock: key %q was deleted", c.key))
 	}
 	return nil
 }
@@ -541,7 +540,7 @@ func (b *backend) lost(ctx context.Context, c *contender, owner string) {
 func (b *backend) Release(ctx context.Context, name, owner string) error {
 	c := b.owners.Take(owner)
 	if c == nil {
-		return fmt.Errorf("%w: etcdlock: no lease for this owner", lock.ErrNotHeld)
+		return lockerr.NotHeld("etcdlock: no lease for this owner")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -549,7 +548,7 @@ func (b *backend) Release(ctx context.Context, name, owner string) error {
 	c.held = false
 	if c.rev == 0 {
 		b.drop(ctx, c)
-		return fmt.Errorf("%w: etcdlock: no key was written", lock.ErrNotHeld)
+		return lockerr.NotHeld("etcdlock: no key was written")
 	}
 	deleted, err := b.deleteKey(ctx, c)
 	if err != nil {
@@ -558,7 +557,7 @@ func (b *backend) Release(ctx context.Context, name, owner string) error {
 	}
 	if !deleted {
 		b.drop(ctx, c)
-		return fmt.Errorf("%w: etcdlock: key %q is gone", lock.ErrNotHeld, c.key)
+		return lockerr.NotHeld(fmt.Sprintf("etcdlock: key %q is gone", c.key))
 	}
 	if !b.putIdle(c) {
 		b.drop(ctx, c)

@@ -10,7 +10,9 @@
 // what the Mutex and etcdctl use). The key with the lowest create revision
 // under <prefix>k/ holds the lock; the others wait in create-revision order.
 // Names are data, but a "/" in a name nests it: keys of "a/b" sit under "a/",
-// so a lock on "a/b" also blocks "a" (the Mutex behaves the same).
+// so a lock on "a/b" also blocks "a" (the Mutex behaves the same). The key's
+// value is the holder label (lock.WithHolder), empty without one, as the
+// Mutex and etcdctl leave theirs.
 //
 // # Fencing
 //

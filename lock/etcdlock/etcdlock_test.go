@@ -74,6 +74,13 @@ func TestConformance(t *testing.T) {
 			return newLocker(t, newClient(t, srv))
 		},
 		Revoke: func(t *testing.T, key string) { revoke(t, admin, key) },
+		Holder: func(t *testing.T, key string) string {
+			g, err := admin.Get(t.Context(), key+"/", clientv3.WithFirstCreate()...)
+			if err != nil || len(g.Kvs) == 0 {
+				t.Fatalf("reading the holder's key of %q: %v (%d keys)", key, err, len(g.Kvs))
+			}
+			return string(g.Kvs[0].Value)
+		},
 		Restart: func(t *testing.T) {
 			srv.Restart()
 		},

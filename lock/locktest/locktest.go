@@ -14,6 +14,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"regexp"
 	"runtime"
@@ -42,6 +43,21 @@ type Harness struct {
 	// makes new ones. Nil means the backend has no server to restart, and the
 	// restart test is skipped with that reason.
 	Restart func(t *testing.T)
+
+	// Cut, if set, cuts l (a Locker New returned) off from the server for
+	// good, as a crash, a freeze or a partition of its process would:
+	// typically it closes l's client. The locks l holds stay on the server
+	// until their TTL runs out. Set it for backends that tell a waiter how
+	// long the holder has left (Backend.TryAcquire's holderTTL); the suite
+	// then checks that waiters get a dead holder's lock within a few
+	// milliseconds of its expiry, never before. Nil skips that test.
+	Cut func(t *testing.T, l lock.Locker)
+
+	// Holder, if set, reads from the server, as an inspection command
+	// would, the holder label (lock.WithHolder) stored with key's lock,
+	// "" for none; the suite checks that the label a lease was taken with
+	// is the one stored. Nil skips that test (a backend without a server).
+	Holder func(t *testing.T, key string) string
 
 	// TTL is the short lease the suite uses where renewal or expiry must
 	// happen during a test. Default: 300 ms. Backends whose servers answer
@@ -81,11 +97,15 @@ func Run(t *testing.T, h Harness) {
 			{"WaiterWakesOnRelease", s.wakeOnRelease},
 			{"ReleaseOnlyOwnLock", s.releaseOwn},
 			{"ReleaseTwice", s.releaseTwice},
+			{"ReleaseAfterClientWentAway", s.releaseCancelled},
 			{"FixedTTLExpires", s.fixedTTL},
+			{"ExtendFixedLease", s.extend},
+			{"HolderLabelStored", s.holderLabel},
 			{"RenewalKeepsLeaseAlive", s.renewal},
 			{"DoneWhenRevoked", s.revoked},
 			{"DoCancelsOnLoss", s.doCancels},
 			{"DoReleases", s.doReleases},
+			{"DoSucceededThenLost", s.doSucceededThenLost},
 			{"TokensIncrease", s.tokensIncrease},
 		} {
 			t.Run(c.name, func(t *testing.T) {
@@ -94,6 +114,7 @@ func Run(t *testing.T, h Harness) {
 			})
 		}
 	})
+	t.Run("DeadHolderSucceededAtExpiry", s.deadHolder)
 	t.Run("TokensIncreaseAcrossRestart", s.restart)
 }
 
@@ -265,6 +286,7 @@ func (s *suite) tryOnce(t *testing.T) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("try-once error %v looks like a context error", err)
 	}
+	s.checkHeld(t, err, 10*time.Second)
 	// Also from the same Locker: not reentrant.
 	if _, err := a.Acquire(ctxT(t), k, lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("second Acquire on the same Locker = %v, want ErrNotAcquired", err)
@@ -291,7 +313,24 @@ func (s *suite) waitLimit(t *testing.T) {
 	if elapsed > eventually {
 		t.Fatalf("waited %v for a %v wait limit", elapsed, wait)
 	}
+	s.checkHeld(t, err, 20*time.Second)
 	notDone(t, held)
+}
+
+// checkHeld checks the holder's time left that err, from an Acquire that
+// found the key held under a lease of ttl, tells: some, at most ttl, and
+// told at all by backends that tell waiters (Harness.Cut set).
+func (s *suite) checkHeld(t *testing.T, err error, ttl time.Duration) {
+	t.Helper()
+	var held *lock.HeldError
+	switch {
+	case errors.As(err, &held):
+		if held.TimeLeft <= 0 || held.TimeLeft > ttl {
+			t.Fatalf("HeldError.TimeLeft = %v for a holder's %v lease", held.TimeLeft, ttl)
+		}
+	case s.h.Cut != nil:
+		t.Fatalf("Acquire on a held key = %v, want a *lock.HeldError telling the holder's time left", err)
+	}
 }
 
 func (s *suite) ctxCancel(t *testing.T) {
@@ -392,6 +431,28 @@ func (s *suite) releaseTwice(t *testing.T) {
 	release(t, other)
 }
 
+// releaseCancelled is `defer lease.Release(r.Context())` in a handler whose
+// client went away: the request's context is cancelled before Release runs,
+// and the lock must still be deleted at once, not left until its TTL.
+func (s *suite) releaseCancelled(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	k := key(t, "k")
+	lease := mustAcquire(t, a, k, lock.WithTTL(30*time.Second))
+	ctx, cancel := context.WithCancel(ctxT(t))
+	cancel()
+	if err := lease.Release(ctx); err != nil {
+		t.Fatalf("Release with a cancelled ctx = %v, want nil", err)
+	}
+	if !errors.Is(lease.Err(), lock.ErrReleased) {
+		t.Fatalf("Err after Release = %v, want ErrReleased", lease.Err())
+	}
+	next, err := b.Acquire(ctxT(t), k, lock.WithWait(0))
+	if err != nil {
+		t.Fatalf("try-once right after a Release with a cancelled ctx = %v: the lock was left for its 30 s TTL", err)
+	}
+	release(t, next)
+}
+
 func (s *suite) fixedTTL(t *testing.T) {
 	a, b := s.locker(t), s.locker(t)
 	k := key(t, "k")
@@ -415,6 +476,80 @@ func (s *suite) fixedTTL(t *testing.T) {
 	}
 	notDone(t, next)
 	release(t, next)
+}
+
+// extend lengthens a fixed lease past its first TTL, as a job that needs
+// longer than planned would, and checks Extend's refusals.
+func (s *suite) extend(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	k := key(t, "k")
+	ctx := ctxT(t)
+	lease := mustAcquire(t, a, k, lock.WithTTL(s.shortTTL), lock.WithFixedTTL())
+	for _, bad := range []time.Duration{0, time.Millisecond, 25 * time.Hour} {
+		if err := lease.Extend(ctx, bad); !errors.Is(err, lock.ErrInvalid) {
+			t.Fatalf("Extend(%v) = %v, want ErrInvalid", bad, err)
+		}
+	}
+	before := time.Now()
+	if err := lease.Extend(ctx, 3*s.shortTTL); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if d, floor := lease.Deadline(), before.Add(3*s.shortTTL-lock.DriftMargin(3*s.shortTTL)); d.Before(floor) {
+		t.Fatalf("Deadline after Extend is %v before the extension's", floor.Sub(d))
+	}
+	time.Sleep(s.shortTTL + s.shortTTL/2) // past the first TTL
+	notDone(t, lease)
+	if _, err := b.Acquire(ctx, k, lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("an extended lease was acquirable by another holder after its first TTL: %v", err)
+	}
+	if left := lease.TimeLeft(); left <= 0 || left > 3*s.shortTTL {
+		t.Fatalf("TimeLeft after Extend = %v", left)
+	}
+	if lease.TTL() != s.shortTTL {
+		t.Fatalf("TTL after Extend = %v, want the requested %v", lease.TTL(), s.shortTTL)
+	}
+	release(t, lease)
+	if err := lease.Extend(ctx, s.shortTTL); !errors.Is(err, lock.ErrReleased) {
+		t.Fatalf("Extend after Release = %v, want ErrReleased", err)
+	}
+
+	renewed := mustAcquire(t, a, k, lock.WithTTL(s.shortTTL))
+	if err := renewed.Extend(ctx, s.shortTTL); !errors.Is(err, lock.ErrInvalid) {
+		t.Fatalf("Extend of a renewed lease = %v, want ErrInvalid", err)
+	}
+	release(t, renewed)
+
+	revoked := mustAcquire(t, a, k, lock.WithTTL(3*s.shortTTL), lock.WithFixedTTL())
+	s.h.Revoke(t, k)
+	err := revoked.Extend(ctx, 3*s.shortTTL)
+	if !errors.Is(err, lock.ErrNotHeld) || !errors.Is(err, lock.ErrLeaseLost) {
+		t.Fatalf("Extend of a revoked lease = %v, want ErrNotHeld and ErrLeaseLost", err)
+	}
+	waitDone(t, revoked, time.Second)
+}
+
+// holderLabel checks that a lease's holder label is stored with its lock,
+// for an operator to read, and that a lease without one stores none.
+func (s *suite) holderLabel(t *testing.T) {
+	if s.h.Holder == nil {
+		t.Skip("backend has no server to read (Harness.Holder is nil)")
+	}
+	l := s.locker(t)
+	k := key(t, "k")
+	const label = "host-7 pid 4242 request 01HZX3"
+	lease := mustAcquire(t, l, k, lock.WithHolder(label))
+	if lease.Holder() != label {
+		t.Fatalf("Holder() = %q, want %q", lease.Holder(), label)
+	}
+	if got := s.h.Holder(t, k); got != label {
+		t.Fatalf("the server stores holder label %q, want %q", got, label)
+	}
+	release(t, lease)
+	plain := mustAcquire(t, l, k)
+	if got := s.h.Holder(t, k); got != "" || plain.Holder() != "" {
+		t.Fatalf("without WithHolder the server stores label %q (Holder() %q), want none", got, plain.Holder())
+	}
+	release(t, plain)
 }
 
 func (s *suite) renewal(t *testing.T) {
@@ -464,6 +599,44 @@ func (s *suite) doCancels(t *testing.T) {
 	}
 }
 
+// doSucceededThenLost is a payment charged under the lock whose lease lapsed
+// before Do returned: Do must say the work succeeded, so the caller answers
+// success instead of failing and having the charge retried.
+func (s *suite) doSucceededThenLost(t *testing.T) {
+	l := s.locker(t)
+	k := key(t, "k")
+	err := lock.Do(ctxT(t), l, k, func(ctx context.Context, lease *lock.Lease) error {
+		s.h.Revoke(t, k)
+		select {
+		case <-ctx.Done():
+		case <-time.After(eventually):
+			t.Error("fn's context not cancelled after the lock was revoked")
+		}
+		return nil // the card was charged before the loss was noticed
+	}, lock.WithTTL(s.shortTTL))
+	var lost *lock.LostError
+	if !errors.As(err, &lost) {
+		t.Fatalf("Do = %v, want a *lock.LostError", err)
+	}
+	if !lost.Succeeded() || lost.Err != nil {
+		t.Fatalf("LostError says the work failed (%v); fn returned nil", lost.Err)
+	}
+	if !errors.Is(err, lock.ErrLeaseLost) {
+		t.Fatalf("Do = %v, want ErrLeaseLost", err)
+	}
+
+	// fn failed after the loss: its error stays reachable beside the loss.
+	failed := errors.New("card declined")
+	err = lock.Do(ctxT(t), l, k, func(ctx context.Context, lease *lock.Lease) error {
+		s.h.Revoke(t, k)
+		<-ctx.Done()
+		return failed
+	}, lock.WithTTL(s.shortTTL))
+	if !errors.As(err, &lost) || lost.Succeeded() || !errors.Is(err, failed) || !errors.Is(err, lock.ErrLeaseLost) {
+		t.Fatalf("Do = %v, want a *lock.LostError with fn's error and ErrLeaseLost", err)
+	}
+}
+
 func (s *suite) doReleases(t *testing.T) {
 	l := s.locker(t)
 	k := key(t, "k")
@@ -504,6 +677,110 @@ func (s *suite) tokensIncrease(t *testing.T) {
 		t.Fatal("token 0 issued")
 	}
 	release(t, other)
+}
+
+// deadHolder has holders take locks for a fixed second and then die
+// (crashed, frozen or partitioned: their Locker is cut off, so nobody
+// releases), with a waiter for each starting at a different moment of the
+// lease. Each waiter must get the lock within a few milliseconds of the
+// lease's end on the server, and never before it.
+func (s *suite) deadHolder(t *testing.T) {
+	if s.h.Cut == nil {
+		t.Skip("backend does not tell waiters the holder's time left (Harness.Cut is nil)")
+	}
+	const (
+		trials = 16
+		// Trials run a round of four at a time, their leases a quarter
+		// TTL apart, so that the waiters' attempts of one trial do not
+		// queue behind another's (SQLite has one writer at a time).
+		perRound = 4
+		ttl      = time.Second
+		// late bounds how long after the expiry a waiter may get the lock:
+		// a few attempts' round trips, on a loaded machine. One trial of
+		// the sixteen may take up to stalled, for a stall of a machine
+		// shared with other work (a waiter polled only up to a second
+		// later, or told "unknown" in the lease's last millisecond, fails
+		// far more than one).
+		late, stalled = 50 * time.Millisecond, 5 * 50 * time.Millisecond
+		// early allows for the servers' millisecond clocks: the server
+		// counts the TTL from its clock truncated to the millisecond.
+		early = 2 * time.Millisecond
+	)
+	var (
+		mu   sync.Mutex
+		lags []string // of the trials later than late
+	)
+	trial := func(i int, holder, waiter lock.Locker) {
+		k := key(t, "k")
+		var (
+			begin time.Time
+			dead  *lock.Lease
+			err   error
+		)
+		for range 3 { // setting up, not under test: a busy server may fail a try
+			begin = time.Now()
+			if dead, err = holder.Acquire(ctxT(t), k, lock.WithTTL(ttl), lock.WithFixedTTL()); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			t.Errorf("holder: %v", err)
+			return
+		}
+		taken := time.Now()
+		s.h.Cut(t, holder)
+		// Waiters start anywhere from right after the acquisition to the
+		// lease's last twentieth.
+		time.Sleep(time.Duration(i*7%trials) * ttl * 95 / 100 / trials)
+		started := time.Now()
+		lease, err := waiter.Acquire(ctxT(t), k, lock.WithWait(eventually))
+		got := time.Now()
+		if err != nil {
+			t.Errorf("waiter started %v into the lease: %v", started.Sub(taken), err)
+			return
+		}
+		defer func() {
+			if err := lease.Release(ctxT(t)); err != nil {
+				t.Errorf("Release: %v", err)
+			}
+		}()
+		if got.Before(begin.Add(ttl - early)) {
+			t.Errorf("waiter started %v into the lease got the lock %v before the dead holder's lease ended",
+				started.Sub(taken), begin.Add(ttl).Sub(got))
+		}
+		if lag := got.Sub(taken.Add(ttl)); lag > late {
+			msg := fmt.Sprintf("waiter started %v into the lease got the lock %v after the dead holder's lease ended", started.Sub(taken), lag)
+			if lag > stalled {
+				t.Errorf("%s, want within %v", msg, late)
+			}
+			mu.Lock()
+			lags = append(lags, msg)
+			mu.Unlock()
+		}
+		if lease.Token() <= dead.Token() {
+			t.Errorf("token %d after the dead holder's %d", lease.Token(), dead.Token())
+		}
+	}
+	for round := 0; round < trials; round += perRound {
+		holders, waiters := make([]lock.Locker, perRound), make([]lock.Locker, perRound)
+		for j := range perRound {
+			holders[j], waiters[j] = s.locker(t), s.locker(t)
+		}
+		var wg sync.WaitGroup
+		for j := range perRound {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(j) * ttl / perRound)
+				trial(round+j, holders[j], waiters[j])
+			}()
+		}
+		wg.Wait()
+	}
+	if len(lags) > 1 {
+		t.Errorf("%d of %d waiters got a dead holder's lock more than %v after its lease ended:\n%s",
+			len(lags), trials, late, strings.Join(lags, "\n"))
+	}
 }
 
 func (s *suite) restart(t *testing.T) {
@@ -595,4 +872,29 @@ func latchkeyGoroutines() []string {
 		}
 	}
 	return out
+}
+
+// Cuts remembers how to cut each Locker off from its server, for
+// Harness.Cut: Harness.New registers each Locker it makes with Add, and
+// Harness.Cut is Cuts.Cut. The zero value is ready to use.
+type Cuts struct {
+	m sync.Map // lock.Locker -> func()
+}
+
+// Add records cut as the way to cut l off (close its client, its pool) and
+// returns l.
+func (c *Cuts) Add(l lock.Locker, cut func()) lock.Locker {
+	c.m.Store(l, cut)
+	return l
+}
+
+// Cut runs the cut recorded for l, once; it fails t if none was.
+func (c *Cuts) Cut(t *testing.T, l lock.Locker) {
+	t.Helper()
+	cut, ok := c.m.LoadAndDelete(l)
+	if !ok {
+		t.Errorf("locktest: no cut recorded for Locker %T (Cuts.Add)", l)
+		return
+	}
+	cut.(func())()
 }

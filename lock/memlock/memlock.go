@@ -6,10 +6,10 @@ package memlock
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -46,6 +46,10 @@ func (l *Locker) Revoke(key string) {
 	l.s.notify(key)
 }
 
+// errNotHeld is the answer of a renewal or release that found the lock not
+// ours: released, expired, revoked or another owner's.
+var errNotHeld = lockerr.NotHeld("memlock: the lock expired or another owner holds it")
+
 type entry struct {
 	owner   string
 	expires time.Time
@@ -76,7 +80,7 @@ func (s *store) Renew(_ context.Context, key, owner string, ttl time.Duration) e
 	now := time.Now()
 	e, ok := s.locks[key]
 	if !ok || e.owner != owner || !now.Before(e.expires) {
-		return lock.ErrNotHeld
+		return errNotHeld
 	}
 	e.expires = now.Add(ttl)
 	return nil
@@ -87,7 +91,7 @@ func (s *store) Release(_ context.Context, key, owner string) error {
 	e, ok := s.locks[key]
 	if !ok || e.owner != owner || !time.Now().Before(e.expires) {
 		s.mu.Unlock()
-		return fmt.Errorf("memlock: %w", lock.ErrNotHeld)
+		return errNotHeld
 	}
 	delete(s.locks, key)
 	s.mu.Unlock()

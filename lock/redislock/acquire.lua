@@ -3,7 +3,8 @@
 -- ARGV[1] owner, ARGV[2] lease ms, ARGV[3] counter retention ms,
 -- ARGV[4] waiters-flag lifetime ms
 -- Returns the token (> 0) when taken; else minus the holder's remaining lease
--- in ms, or 0 when that is unknown.
+-- in ms, at least 1 (a lease in its last millisecond is not "unknown"), or 0
+-- when that is unknown.
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 	-- The token is max(last + 1, server time in microseconds): it rises by at
 	-- least one per acquisition while the counter lives, and a lost counter
@@ -21,7 +22,7 @@ end
 -- Someone waits: releases of this key must publish a wake-up.
 redis.call('SET', KEYS[3], '1', 'PX', ARGV[4])
 local pttl = redis.call('PTTL', KEYS[1])
-if pttl > 0 then
-	return -pttl
+if pttl >= 0 then
+	return -math.max(pttl, 1)
 end
 return 0

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/internal/redisbatch"
 	"github.com/latchkey-go/latchkey/lock"
 )
@@ -79,7 +80,7 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	n, err := b.exec.Run(ctx, nil, acquireScript, []string{lk, lk + ":fence", lk + ":waiters"},
 		owner, millis(ttl), b.retention, millis(waitersFlagTTL)).Int64()
 	if err != nil {
-		return 0, 0, fmt.Errorf("redislock: acquire: %w", err)
+		return 0, 0, fmt.Errorf("redislock: %w", err)
 	}
 	if n <= 0 {
 		return 0, time.Duration(-n) * time.Millisecond, lock.ErrNotAcquired
@@ -92,10 +93,10 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
 	n, err := b.exec.Run(ctx, nil, renewScript, []string{lockKey(b.prefix, key)}, owner, millis(ttl)).Int64()
 	if err != nil {
-		return fmt.Errorf("redislock: renew: %w", err)
+		return fmt.Errorf("redislock: %w", err)
 	}
 	if n != 1 {
-		return fmt.Errorf("redislock: renew: %w", lock.ErrNotHeld)
+		return errNotHeld
 	}
 	return nil
 }
@@ -138,9 +139,9 @@ func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error 
 		n, err := c.Int64()
 		switch {
 		case err != nil:
-			errs[i] = fmt.Errorf("redislock: renew: %w", err)
+			errs[i] = fmt.Errorf("redislock: %w", err)
 		case n != 1:
-			errs[i] = fmt.Errorf("redislock: renew: %w", lock.ErrNotHeld)
+			errs[i] = errNotHeld
 		}
 	}
 	return errs
@@ -154,10 +155,10 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 	// one round trip. If the release fails, the wake-up was merely spurious.
 	n, err := b.exec.Run(ctx, func() { b.w.released(key) }, releaseScript, []string{lk, lk + ":waiters"}, owner, b.channel, b.id).Int64()
 	if err != nil {
-		return fmt.Errorf("redislock: release: %w", err)
+		return fmt.Errorf("redislock: %w", err)
 	}
 	if n != 1 {
-		return fmt.Errorf("redislock: release: %w", lock.ErrNotHeld)
+		return errNotHeld
 	}
 	return nil
 }
@@ -184,6 +185,10 @@ func (b *backend) WatchReleaseFunc(key string, notify func()) (subscribing <-cha
 func (b *backend) WatchReleaseOwner(ctx context.Context, key, owner string) (<-chan struct{}, func(), error) {
 	return b.w.watch(ctx, key, owner)
 }
+
+// errNotHeld is the answer of a renewal or release that found the lock not
+// ours: absent or another owner's (Redis cannot tell which).
+var errNotHeld = lockerr.NotHeld("redislock: the lock expired or another owner holds it")
 
 // errClosed is returned by calls made after Close.
 var errClosed = errors.New("redislock: locker closed")

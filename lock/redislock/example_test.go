@@ -29,16 +29,18 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Someone else cannot take it meanwhile.
+	// Someone else cannot take it meanwhile, and learns how long the
+	// holder's lease has left (for a Retry-After).
 	_, err = locker.Acquire(ctx, "order:42", lock.WithWait(0))
-	fmt.Println("second Acquire:", err)
+	var held *lock.HeldError
+	fmt.Println("second Acquire:", errors.Is(err, lock.ErrNotAcquired), errors.As(err, &held) && held.TimeLeft <= 10*time.Second)
 
 	if err := lease.Release(ctx); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("released:", lease.Err())
 	// Output:
-	// second Acquire: lock: not acquired
+	// second Acquire: true true
 	// released: lock: lease released
 }
 

@@ -71,14 +71,18 @@ func TestConformance(t *testing.T) {
 	prefix := testsvc.KeyPrefix(t)
 	admin := newClient(t, addr)
 	t.Cleanup(func() { deletePrefix(t, admin, prefix) })
+	var cuts locktest.Cuts
 	locktest.Run(t, locktest.Harness{
 		New: func(t *testing.T) lock.Locker {
-			l, err := New(newClient(t, addr), WithPrefix(prefix))
+			c := newClient(t, addr)
+			l, err := New(c, WithPrefix(prefix))
 			if err != nil {
 				t.Fatal(err)
 			}
-			return l
+			return cuts.Add(l, func() { _ = c.Close() })
 		},
+		Cut:    cuts.Cut,
+		Holder: func(t *testing.T, key string) string { return storedHolder(t, admin, prefix, key) },
 		Revoke: func(t *testing.T, key string) {
 			if err := admin.Del(ctxT(t), lockKey(prefix, key)).Err(); err != nil {
 				t.Errorf("revoke: %v", err)
@@ -117,14 +121,18 @@ func TestConformanceNoBatching(t *testing.T) {
 	prefix := testsvc.KeyPrefix(t)
 	admin := newClient(t, addr)
 	t.Cleanup(func() { deletePrefix(t, admin, prefix) })
+	var cuts locktest.Cuts
 	locktest.Run(t, locktest.Harness{
 		New: func(t *testing.T) lock.Locker {
-			l, err := New(newClient(t, addr), WithPrefix(prefix), WithBatching(false))
+			c := newClient(t, addr)
+			l, err := New(c, WithPrefix(prefix), WithBatching(false))
 			if err != nil {
 				t.Fatal(err)
 			}
-			return l
+			return cuts.Add(l, func() { _ = c.Close() })
 		},
+		Cut:    cuts.Cut,
+		Holder: func(t *testing.T, key string) string { return storedHolder(t, admin, prefix, key) },
 		Revoke: func(t *testing.T, key string) {
 			if err := admin.Del(ctxT(t), lockKey(prefix, key)).Err(); err != nil {
 				t.Errorf("revoke: %v", err)
@@ -132,6 +140,20 @@ func TestConformanceNoBatching(t *testing.T) {
 		},
 		Restart: func(t *testing.T) { deletePrefix(t, admin, prefix) },
 	})
+}
+
+// storedHolder reads the holder label stored with key's lock.
+func storedHolder(t *testing.T, c *redis.Client, prefix, key string) string {
+	t.Helper()
+	owner, err := c.Get(ctxT(t), lockKey(prefix, key)).Result()
+	if err != nil {
+		t.Fatalf("GET the lock: %v", err)
+	}
+	_, label, ok := lock.ParseOwner(owner)
+	if !ok {
+		t.Fatalf("the lock's value %q is not an owner", owner)
+	}
+	return label
 }
 
 func TestNewInvalid(t *testing.T) {

@@ -108,7 +108,7 @@ func (a *attempt) unreachable() error {
 		}
 	}
 	if held <= n-a.quorum && failed > n-a.quorum {
-		return fmt.Errorf("redlock: acquire: %d of %d nodes failed, quorum is %d: %w", failed, n, a.quorum, first)
+		return fmt.Errorf("redlock: %d of %d nodes failed, quorum is %d: %w", failed, n, a.quorum, first)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/internal/redisbatch"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/redislock"
@@ -55,12 +56,6 @@ func (b *backend) nodeTimeout(ttl time.Duration) time.Duration {
 	return min(ttl/10, MaxNodeTimeout)
 }
 
-// drift is the clock-drift allowance of a lease of ttl: the Manager's margin
-// (1% + 2 ms), so a lease granted here is not already past its local deadline.
-func drift(ttl time.Duration) time.Duration {
-	return ttl/100 + 2*time.Millisecond
-}
-
 // each calls f for every node at once, under timeout (one deadline for all,
 // as they start together), and returns their errors in node order once all
 // have returned. The last node's call runs on the caller's goroutine, the
@@ -100,13 +95,13 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	b.take(ctx, &a)
 	token, fenced := b.fence(ctx, &a)
 	elapsed := time.Since(start)
-	if fenced && elapsed < ttl-drift(ttl) {
+	if fenced && elapsed < ttl-lock.DriftMargin(ttl) {
 		b.local.acquired(key, owner)
 		return token, 0, nil
 	}
 	b.giveBack(ctx, key, owner, a.set)
 	if fenced {
-		return 0, 0, fmt.Errorf("redlock: acquire took %v, leaving no validity of the %v TTL", elapsed, ttl)
+		return 0, 0, fmt.Errorf("redlock: the attempt took %v, leaving no validity of the %v TTL", elapsed, ttl)
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, 0, err
@@ -199,7 +194,7 @@ func (b *backend) giveBack(ctx context.Context, key, owner string, set []error) 
 // a quorum of successes, an error wrapping lock.ErrNotHeld when so many nodes
 // answered that the lock is not ours that no quorum is left, else the first
 // failure (transient: the Manager retries renewals until the local deadline).
-func (b *backend) verdict(op string, errs []error) error {
+func (b *backend) verdict(errs []error) error {
 	var ok, notHeld int
 	var first error
 	for _, err := range errs {
@@ -217,15 +212,15 @@ func (b *backend) verdict(op string, errs []error) error {
 	case ok >= b.quorum:
 		return nil
 	case notHeld > n-b.quorum:
-		return fmt.Errorf("redlock: %s: %d of %d nodes do not hold the lock, quorum is %d: %w", op, notHeld, n, b.quorum, lock.ErrNotHeld)
+		return lockerr.NotHeld(fmt.Sprintf("redlock: %d of %d nodes do not hold the lock, quorum is %d", notHeld, n, b.quorum))
 	default:
-		return fmt.Errorf("redlock: %s: %d of %d nodes confirmed, quorum is %d: %w", op, ok, n, b.quorum, first)
+		return fmt.Errorf("redlock: %d of %d nodes confirmed, quorum is %d: %w", ok, n, b.quorum, first)
 	}
 }
 
 // Renew implements lock.Backend.
 func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
-	return b.verdict("renew", b.each(ctx, b.nodeTimeout(ttl), func(ctx context.Context, i int) error {
+	return b.verdict(b.each(ctx, b.nodeTimeout(ttl), func(ctx context.Context, i int) error {
 		return b.nodes[i].Renew(ctx, key, owner, ttl)
 	}))
 }
@@ -255,7 +250,7 @@ func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error 
 				col[i] = errors.New("redlock: node returned too few renewal results")
 			}
 		}
-		out[j] = b.verdict("renew", col)
+		out[j] = b.verdict(col)
 	}
 	return out
 }
@@ -264,7 +259,7 @@ func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error 
 // wake-up for this Locker's longest waiter on key, whose attempt therefore
 // finds every node released.
 func (b *backend) Release(ctx context.Context, key, owner string) error {
-	err := b.verdict("release", b.each(ctx, b.nodeTimeout(lock.MaxTTL), func(ctx context.Context, i int) error {
+	err := b.verdict(b.each(ctx, b.nodeTimeout(lock.MaxTTL), func(ctx context.Context, i int) error {
 		return b.nodes[i].Release(ctx, key, owner)
 	}))
 	b.local.released(key)

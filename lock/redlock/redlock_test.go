@@ -43,16 +43,25 @@ func newClient(t testing.TB, addr string) *redis.Client {
 // t's cleanup.
 func (c *cluster) locker(t testing.TB, opts ...Option) *Locker {
 	t.Helper()
+	l, _ := c.lockerAndClients(t, opts...)
+	return l
+}
+
+// lockerAndClients is locker, also returning the Locker's clients.
+func (c *cluster) lockerAndClients(t testing.TB, opts ...Option) (*Locker, []*redis.Client) {
+	t.Helper()
 	var clients []Client
+	var own []*redis.Client
 	for _, s := range c.srv {
-		clients = append(clients, newClient(t, s.Addr()))
+		rc := newClient(t, s.Addr())
+		clients, own = append(clients, rc), append(own, rc)
 	}
 	l, err := New(clients, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	return l
+	return l, own
 }
 
 // del deletes key's lock on the given nodes.
@@ -87,8 +96,29 @@ func ctxT(t testing.TB) context.Context {
 // restarts all five, which come back empty.
 func TestConformance(t *testing.T) {
 	c := startCluster(t)
+	var cuts locktest.Cuts
 	locktest.Run(t, locktest.Harness{
-		New:    func(t *testing.T) lock.Locker { return c.locker(t) },
+		New: func(t *testing.T) lock.Locker {
+			l, clients := c.lockerAndClients(t)
+			return cuts.Add(l, func() {
+				for _, rc := range clients {
+					_ = rc.Close()
+				}
+			})
+		},
+		Cut: cuts.Cut,
+		Holder: func(t *testing.T, key string) string {
+			lk, _ := keys(key)
+			owner, err := c.admin[0].Get(ctxT(t), lk).Result()
+			if err != nil {
+				t.Fatalf("GET the lock: %v", err)
+			}
+			_, label, ok := lock.ParseOwner(owner)
+			if !ok {
+				t.Fatalf("the lock's value %q is not an owner", owner)
+			}
+			return label
+		},
 		Revoke: func(t *testing.T, key string) { c.del(t, key, 0, 2, 4) },
 		Restart: func(t *testing.T) {
 			for _, s := range c.srv {

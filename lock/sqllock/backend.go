@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -31,7 +32,7 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	)
 	ok, err := b.db.queryRow(ctx, b.q.acquire, []any{key, owner, ttl.Milliseconds()}, &token, &left)
 	if err != nil {
-		return 0, 0, fmt.Errorf("sqllock: acquire: %w", err)
+		return 0, 0, fmt.Errorf("sqllock: %w", err)
 	}
 	if ok && token.Valid {
 		return uint64(token.Int64), 0, nil
@@ -39,8 +40,11 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	if b.dialect == SQLite {
 		// Held: ask how long the holder has left, to time the next attempt.
 		// (SQLite runs in-process, so the second statement costs no round trip.)
+		// A lease in its last millisecond is reported as 1 ms, not unknown.
 		if ok, err := b.db.queryRow(ctx, b.q.holder, []any{key}, &left); err != nil || !ok {
 			left = 0
+		} else {
+			left = max(left, 1)
 		}
 	}
 	return 0, time.Duration(max(left, 0)) * time.Millisecond, lock.ErrNotAcquired
@@ -49,10 +53,10 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
 	n, err := b.db.exec(ctx, b.q.renew, key, owner, ttl.Milliseconds())
 	if err != nil {
-		return fmt.Errorf("sqllock: renew: %w", err)
+		return fmt.Errorf("sqllock: %w", err)
 	}
 	if n == 0 {
-		return lock.ErrNotHeld
+		return errNotHeld
 	}
 	return nil
 }
@@ -65,13 +69,17 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 	var released any
 	ok, err := b.db.queryRow(ctx, b.q.release, args, &released)
 	if err != nil {
-		return fmt.Errorf("sqllock: release: %w", err)
+		return fmt.Errorf("sqllock: %w", err)
 	}
 	if !ok {
-		return lock.ErrNotHeld
+		return errNotHeld
 	}
 	return nil
 }
+
+// errNotHeld is the answer of a renewal or release that found the lock not
+// ours: released, expired, or another owner's.
+var errNotHeld = lockerr.NotHeld("sqllock: the lock expired or another owner holds it")
 
 // maxBatch bounds the leases renewed by one statement.
 const maxBatch = 1000
@@ -84,9 +92,9 @@ func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error 
 		for i, r := range chunk {
 			switch {
 			case err != nil:
-				errs[start+i] = fmt.Errorf("sqllock: renew: %w", err)
+				errs[start+i] = fmt.Errorf("sqllock: %w", err)
 			case !renewed[r.Key]:
-				errs[start+i] = lock.ErrNotHeld
+				errs[start+i] = errNotHeld
 			}
 		}
 	}

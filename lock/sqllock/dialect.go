@@ -26,7 +26,7 @@ const channelSuffix = "_released"
 // queries are the statements for one dialect and table.
 type queries struct {
 	migrate []string
-	acquire string // $1 key, $2 owner, $3 ttl ms -> token, holder's remaining ms
+	acquire string // $1 key, $2 owner, $3 ttl ms -> token, holder's remaining ms (at least 1)
 	holder  string // $1 key -> remaining ms (SQLite; PostgreSQL's acquire says it)
 	renew   string // $1 key, $2 owner, $3 ttl ms -> rows affected
 	release string // $1 key, $2 owner -> rows (PostgreSQL also notifies)
@@ -64,7 +64,7 @@ RETURNING token`
 		// holder's row.
 		q.acquire = fill("WITH acquired AS (\n" + acquire + "\n)\n" + `SELECT token, 0::bigint FROM acquired
 UNION ALL
-SELECT NULL, GREATEST(expires_at - {now_ms}, 0) FROM {table}
+SELECT NULL, GREATEST(expires_at - {now_ms}, 1) FROM {table}
 WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM acquired)`)
 		q.release = fill(`WITH released AS (
 	UPDATE {table} SET owner = NULL, expires_at = 0

@@ -57,6 +57,7 @@ func TestSQLiteConformance(t *testing.T) {
 		mu  sync.Mutex
 		dbs []*sql.DB
 	)
+	var cuts locktest.Cuts
 	locktest.Run(t, locktest.Harness{
 		// SQLite serialises writers on one file: under -race, beside the
 		// rest of the suite, a renewal can queue for a few hundred ms
@@ -72,7 +73,15 @@ func TestSQLiteConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return l
+			return cuts.Add(l, func() { _ = db.Close() })
+		},
+		Cut: cuts.Cut,
+		Holder: func(t *testing.T, key string) string {
+			var owner string
+			if err := admin.QueryRow(`SELECT owner FROM latchkey_locks WHERE key = ?`, key).Scan(&owner); err != nil {
+				t.Fatal(err)
+			}
+			return parseOwner(t, owner)
 		},
 		// Deleting the row also checks that tokens keep rising without it.
 		Revoke: func(t *testing.T, key string) {
@@ -103,20 +112,32 @@ func TestPostgresConformance(t *testing.T) {
 		}
 	}
 	restart := func(t *testing.T) { pg.Restart() }
+	holder := func(t *testing.T, key string) string {
+		var owner string
+		if err := admin.QueryRow(t.Context(), `SELECT owner FROM latchkey_locks WHERE key = $1`, key).Scan(&owner); err != nil {
+			t.Fatal(err)
+		}
+		return parseOwner(t, owner)
+	}
 	t.Run("pgx", func(t *testing.T) {
+		var cuts locktest.Cuts
 		locktest.Run(t, locktest.Harness{
 			New: func(t *testing.T) lock.Locker {
-				l, err := sqllock.NewPgx(t.Context(), openPgx(t, pg.URL()))
+				pool := openPgx(t, pg.URL())
+				l, err := sqllock.NewPgx(t.Context(), pool)
 				if err != nil {
 					t.Fatal(err)
 				}
-				return l
+				return cuts.Add(l, pool.Close)
 			},
+			Cut:     cuts.Cut,
+			Holder:  holder,
 			Revoke:  revoke,
 			Restart: restart,
 		})
 	})
 	t.Run("database-sql", func(t *testing.T) {
+		var cuts locktest.Cuts
 		locktest.Run(t, locktest.Harness{
 			New: func(t *testing.T) lock.Locker {
 				db, err := sql.Open("pgx", pg.URL())
@@ -128,12 +149,24 @@ func TestPostgresConformance(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				return l
+				return cuts.Add(l, func() { _ = db.Close() })
 			},
+			Cut:     cuts.Cut,
+			Holder:  holder,
 			Revoke:  revoke,
 			Restart: restart,
 		})
 	})
+}
+
+// parseOwner returns the holder label in a lock row's owner.
+func parseOwner(t *testing.T, owner string) string {
+	t.Helper()
+	_, label, ok := lock.ParseOwner(owner)
+	if !ok {
+		t.Fatalf("owner %q is not an owner", owner)
+	}
+	return label
 }
 
 func TestBadInput(t *testing.T) {

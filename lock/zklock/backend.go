@@ -14,6 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/latchkey-go/latchkey/internal/contend"
+	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -102,6 +103,7 @@ type contender struct {
 
 	mu       sync.Mutex // serialises the calls for this owner, guards the rest
 	dir      string     // the lock's znode, parent of the contenders
+	label    []byte     // the holder label: our node's data
 	guid     string     // in our node's name; "" until the first create
 	node     string     // our node's full path; "" when we have none
 	czxid    int64      // our node's creation zxid: the fencing token
@@ -262,6 +264,9 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dir = dir
+	if _, label, _ := lock.ParseOwner(owner); label != "" {
+		c.label = []byte(label)
+	}
 	for attempt := 0; ; attempt++ {
 		if c.node == "" {
 			if err := b.create(ctx, c); err != nil {
@@ -318,7 +323,7 @@ func (b *backend) create(ctx context.Context, c *contender) error {
 	var err error
 	for range 3 {
 		node, err = call(ctx, b, func() (string, error) {
-			return b.conn.Create(path, nil, zk.FlagEphemeral|zk.FlagSequence, b.acl)
+			return b.conn.Create(path, c.label, zk.FlagEphemeral|zk.FlagSequence, b.acl)
 		})
 		if errors.Is(err, zk.ErrNoNode) {
 			if err = b.createParents(ctx, c.dir); err != nil {
@@ -473,15 +478,20 @@ func (b *backend) sweep(ctx context.Context) {
 func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
 	c := b.owners.Get(owner)
 	if c == nil {
-		return fmt.Errorf("%w: zklock: no node for this owner", lock.ErrNotHeld)
+		return lockerr.NotHeld("zklock: no node for this owner")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.held || c.node == "" {
-		return fmt.Errorf("%w: zklock: not held", lock.ErrNotHeld)
+		return lockerr.NotHeld("zklock: not held")
 	}
 	if b.isClosed() {
-		return fmt.Errorf("%w: zklock: Locker closed", lock.ErrNotHeld)
+		return lockerr.NotHeld("zklock: Locker closed")
+	}
+	if st := b.sessionTimeout(); ttl > st {
+		// The session, not the TTL, keeps the node: a partition ends the
+		// lock after the session timeout (Lease.Extend asks for more).
+		return fmt.Errorf("%w: zklock: TTL %v is longer than the session timeout %v the server granted", lock.ErrInvalid, ttl, st)
 	}
 	st, err := call(ctx, b, func() (*zk.Stat, error) {
 		ok, st, err := b.conn.Exists(c.node)
@@ -497,10 +507,10 @@ func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duratio
 		node := c.node
 		c.held, c.node = false, ""
 		b.owners.Forget(owner, c)
-		return fmt.Errorf("%w: zklock: node %s is gone (session expired or deleted)", lock.ErrNotHeld, node)
+		return lockerr.NotHeld(fmt.Sprintf("zklock: node %s is gone (session expired or deleted)", node))
 	}
 	if st.EphemeralOwner != b.conn.SessionID() {
-		return fmt.Errorf("%w: zklock: node %s belongs to session %x, not ours", lock.ErrNotHeld, c.node, st.EphemeralOwner)
+		return lockerr.NotHeld(fmt.Sprintf("zklock: node %s belongs to session %x, not ours", c.node, st.EphemeralOwner))
 	}
 	return nil
 }
@@ -511,14 +521,14 @@ func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duratio
 func (b *backend) Release(ctx context.Context, key, owner string) error {
 	c := b.owners.Take(owner)
 	if c == nil {
-		return fmt.Errorf("%w: zklock: no node for this owner", lock.ErrNotHeld)
+		return lockerr.NotHeld("zklock: no node for this owner")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stopPredLocked()
 	c.held = false
 	if c.node == "" {
-		return fmt.Errorf("%w: zklock: no node was created", lock.ErrNotHeld)
+		return lockerr.NotHeld("zklock: no node was created")
 	}
 	node := c.node
 	err := b.deleteNode(ctx, node, c.version)
@@ -528,7 +538,7 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 		return nil
 	case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrBadVersion):
 		c.node = ""
-		return fmt.Errorf("%w: zklock: node %s is gone", lock.ErrNotHeld, node)
+		return lockerr.NotHeld(fmt.Sprintf("zklock: node %s is gone", node))
 	default:
 		b.orphan(c.dir, c.guid)
 		c.node = ""

@@ -11,6 +11,9 @@
 // watches only the contender just ahead of it (an exists watch), so a release
 // wakes one waiter: no herd. Missing parents are created as container nodes,
 // which the server removes once they are empty, so lock paths do not pile up.
+// A node's data is the holder label (lock.WithHolder), empty without one;
+// Curator stores the client's IP there and kazoo its identifier; neither
+// orders the queue by it.
 //
 // # Node names and other clients
 //

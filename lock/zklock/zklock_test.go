@@ -77,6 +77,25 @@ func firstContender(children []string) string {
 	return first
 }
 
+// holderData returns the data of the first contender under the lock's
+// znode: the holder label.
+func holderData(t *testing.T, c *zk.Conn, dir string) string {
+	t.Helper()
+	children, _, err := c.Children(dir)
+	if err != nil {
+		t.Fatalf("children of %s: %v", dir, err)
+	}
+	first := firstContender(children)
+	if first == "" {
+		t.Fatalf("%s: no holder", dir)
+	}
+	data, _, err := c.Get(dir + "/" + first)
+	if err != nil {
+		t.Fatalf("get %s/%s: %v", dir, first, err)
+	}
+	return string(data)
+}
+
 // revoke deletes the first contender under the lock's znode (the holder).
 func revoke(t testing.TB, c *zk.Conn, dir string) {
 	t.Helper()
@@ -101,6 +120,7 @@ func TestConformance(t *testing.T) {
 			return newLocker(t, srv)
 		},
 		Revoke:  func(t *testing.T, key string) { revoke(t, admin, zklock.DefaultPrefix+"/"+key) },
+		Holder:  func(t *testing.T, key string) string { return holderData(t, admin, zklock.DefaultPrefix+"/"+key) },
 		Restart: func(t *testing.T) { srv.Restart() },
 		TTL:     time.Second, // a loaded JVM can take 100s of ms to answer
 	})
@@ -117,6 +137,7 @@ func TestConformanceKazooNames(t *testing.T) {
 			return newLocker(t, srv, zklock.WithNodeNames(zklock.KazooNames), zklock.WithPrefix("/k"))
 		},
 		Revoke: func(t *testing.T, key string) { revoke(t, admin, "/k/"+key) },
+		Holder: func(t *testing.T, key string) string { return holderData(t, admin, "/k/"+key) },
 		TTL:    time.Second,
 	})
 }
