@@ -421,11 +421,13 @@ func TestDropHeadersOption(t *testing.T) {
 }
 
 // A handler that takes the connection over (websocket upgrade) has no response
-// to record; its claim is released.
+// to record; its claim is released. The client reads the hijacked response
+// before the handler has returned and the claim is released, so the retry
+// waits for the claim instead of racing it (a 409).
 func TestHijackedNotRecorded(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int32
-	srv := httptest.NewServer(idemhttp.Middleware(memstore.New())(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(idemhttp.Middleware(memstore.New(), idemhttp.WithWait(10*time.Second))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if runs.Add(1) == 1 {
 			conn, buf, err := http.NewResponseController(w).Hijack()
 			if err != nil {
