@@ -35,14 +35,14 @@ Message dedup on Redis, medians of 3 runs of 1s (messages/s; ratio to the first 
 | messages/s | 1 consumer | 16 consumers | new messages dropped (all runs) |
 |---|---|---|---|
 | naive SET NX | 445 | 1.4k | 0 |
-| redisdedup ClaimBatch | 2.1k (3.75x) | 8.1k (6.66x) | 0 |
+| dedup/redisstore ClaimBatch | 2.1k (3.75x) | 8.1k (6.66x) | 0 |
 
 What a message costs Redis:
 
 | | Redis µs per message | round trips per message |
 |---|---|---|
 | naive SET NX | 1.2 | 1.00 |
-| redisdedup Claim | 4.0 | 1.00 |
+| dedup/redisstore Claim | 4.0 | 1.00 |
 `
 
 func TestParseTables(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkey-go/latchkey/dedup"
-	"github.com/latchkey-go/latchkey/dedup/redisbloom"
-	"github.com/latchkey-go/latchkey/dedup/redisdedup"
+	"github.com/latchkey-go/latchkey/dedup/bloomfilter"
+	"github.com/latchkey-go/latchkey/dedup/redisstore"
 	"github.com/latchkey-go/latchkey/idem/memstore"
 )
 
@@ -41,8 +41,8 @@ type dedupCase struct {
 // a run, so that rotation does not dominate.
 const bloomCapacity = 2_000_000
 
-func newBenchFilter(c *redis.Client, prefix string) *redisbloom.Filter {
-	f, err := redisbloom.New(c, "bench", bloomCapacity, 0.01, redisbloom.WithPrefix(prefix))
+func newBenchFilter(c *redis.Client, prefix string) *bloomfilter.Filter {
+	f, err := bloomfilter.New(c, "bench", bloomCapacity, 0.01, bloomfilter.WithPrefix(prefix))
 	if err != nil {
 		panic(err) // constant, valid arguments
 	}
@@ -63,7 +63,7 @@ func cycle(s dedup.Store) func(context.Context, []string) (int, error) {
 			if err != nil {
 				return n, err
 			}
-			if o == dedup.Processed {
+			if o == dedup.OutcomeProcessed {
 				n++
 			}
 		}
@@ -104,8 +104,8 @@ var redisDedupCases = []dedupCase{
 			return 0, err
 		}, nothing
 	}},
-	{"redisdedup Claim, one per message (claim only)", 1, func(c *redis.Client, p string) (func(context.Context, []string) (int, error), func()) {
-		s := redisdedup.New(c, redisdedup.WithPrefix(p))
+	{"dedup/redisstore Claim, one per message (claim only)", 1, func(c *redis.Client, p string) (func(context.Context, []string) (int, error), func()) {
+		s := redisstore.New(c, redisstore.WithPrefix(p))
 		return func(ctx context.Context, ids []string) (int, error) {
 			cl, err := s.Claim(ctx, ids[0], dedup.DefaultProcessingTTL)
 			if cl.State == dedup.Claimed {
@@ -114,8 +114,8 @@ var redisDedupCases = []dedupCase{
 			return 0, err
 		}, nothing
 	}},
-	{"redisdedup ClaimBatch, 100 per round trip (claim only)", 100, func(c *redis.Client, p string) (func(context.Context, []string) (int, error), func()) {
-		s := redisdedup.New(c, redisdedup.WithPrefix(p))
+	{"dedup/redisstore ClaimBatch, 100 per round trip (claim only)", 100, func(c *redis.Client, p string) (func(context.Context, []string) (int, error), func()) {
+		s := redisstore.New(c, redisstore.WithPrefix(p))
 		return func(ctx context.Context, ids []string) (int, error) {
 			cs, err := s.ClaimBatch(ctx, ids, dedup.DefaultProcessingTTL)
 			n := 0
@@ -127,11 +127,11 @@ var redisDedupCases = []dedupCase{
 			return n, err
 		}, nothing
 	}},
-	{"redisdedup full cycle (Claim, Done), one message at a time", 1, func(c *redis.Client, p string) (func(context.Context, []string) (int, error), func()) {
-		return cycle(redisdedup.New(c, redisdedup.WithPrefix(p))), nothing
+	{"dedup/redisstore full cycle (Claim, Done), one message at a time", 1, func(c *redis.Client, p string) (func(context.Context, []string) (int, error), func()) {
+		return cycle(redisstore.New(c, redisstore.WithPrefix(p))), nothing
 	}},
-	{"redisdedup full cycle, ClaimBatch of 100, then Done per message", 100, func(c *redis.Client, p string) (func(context.Context, []string) (int, error), func()) {
-		return batchCycle(redisdedup.New(c, redisdedup.WithPrefix(p))), nothing
+	{"dedup/redisstore full cycle, ClaimBatch of 100, then Done per message", 100, func(c *redis.Client, p string) (func(context.Context, []string) (int, error), func()) {
+		return batchCycle(redisstore.New(c, redisstore.WithPrefix(p))), nothing
 	}},
 	{"Bloom TestAndAdd, one per message", 1, func(c *redis.Client, p string) (func(context.Context, []string) (int, error), func()) {
 		f := newBenchFilter(c, p)
@@ -157,10 +157,10 @@ var redisDedupCases = []dedupCase{
 		}, nothing
 	}},
 	{"Bloom alone (Lossy) full cycle, one message at a time", 1, func(c *redis.Client, p string) (func(context.Context, []string) (int, error), func()) {
-		return cycle(redisbloom.NewLossy(newBenchFilter(c, p))), nothing
+		return cycle(bloomfilter.NewLossy(newBenchFilter(c, p))), nothing
 	}},
-	{"Bloom prefilter + redisdedup full cycle, one message at a time", 1, func(c *redis.Client, p string) (func(context.Context, []string) (int, error), func()) {
-		return cycle(redisbloom.NewPrefilter(newBenchFilter(c, p+"bloom:"), redisdedup.New(c, redisdedup.WithPrefix(p)))), nothing
+	{"Bloom prefilter + dedup/redisstore full cycle, one message at a time", 1, func(c *redis.Client, p string) (func(context.Context, []string) (int, error), func()) {
+		return cycle(bloomfilter.NewPrefilter(newBenchFilter(c, p+"bloom:"), redisstore.New(c, redisstore.WithPrefix(p)))), nothing
 	}},
 }
 
@@ -296,12 +296,12 @@ func dedupTable(ctx context.Context, c *redis.Client, title, prefix string, runs
 	}
 }
 
-// dedupMemory prints what one processed id costs in Redis: a redisdedup done
+// dedupMemory prints what one processed id costs in Redis: a dedup/redisstore done
 // record (MEMORY USAGE) against the Bloom filter's bits.
 func dedupMemory(ctx context.Context, c *redis.Client, prefix string) {
 	p := prefix + "dedup:memory:"
 	defer cleanup(ctx, c, p)
-	s := redisdedup.New(c, redisdedup.WithPrefix(p))
+	s := redisstore.New(c, redisstore.WithPrefix(p))
 	const id = "orders-2026-11-30-000042" // a 24-byte id
 	cl, err := s.Claim(ctx, id, time.Minute)
 	if err == nil {
@@ -325,10 +325,10 @@ func dedupMemory(ctx context.Context, c *redis.Client, prefix string) {
 	size := f.Sizing()
 	fmt.Printf("\nBloom generation of %d ids at 1%%: m = %d bits (%d bytes), MEMORY USAGE %d bytes (%.2f bits per id with the allocator's rounding).\n",
 		size.Capacity, size.Bits, size.Bits/8, bitmap, float64(bitmap)*8/float64(size.Capacity))
-	fmt.Printf("\nMemory per processed id (24-byte id): redisdedup done record %d bytes (MEMORY USAGE, key and expiry included);"+
+	fmt.Printf("\nMemory per processed id (24-byte id): dedup/redisstore done record %d bytes (MEMORY USAGE, key and expiry included);"+
 		" Bloom at 1%%: %.2f bits = %.2f bytes per id per generation (m/n; two generations live), %.0fx less;"+
 		" a single filter without ageing would need %.2f bits. Expected false-positive rate with both generations full: %.3f%%.\n",
-		exact, size.BitsPerID(), size.BitsPerID()/8, float64(exact)*8/size.BitsPerID(), redisbloom.OptimalBitsPerID(0.01), 100*size.ExpectedRate())
+		exact, size.BitsPerID(), size.BitsPerID()/8, float64(exact)*8/size.BitsPerID(), bloomfilter.OptimalBitsPerID(0.01), 100*size.ExpectedRate())
 }
 
 // dedupBench prints the Redis table, the in-process table and the memory

@@ -36,7 +36,7 @@ func main() {
 	idemTable := flag.Bool("idem", true, "measure idempotency against the hand-written SET NX guard")
 	idemG := flag.Int("idem-g", 64, "concurrent clients of the idempotency test")
 	idemOnly := flag.String("idem-only", "", "comma-separated idempotency implementations to run (default all)")
-	dedupTables := flag.Bool("dedup", true, "measure message dedup (redisdedup, the Bloom filter) against the naive SET NX and Watermill's deduplicator")
+	dedupTables := flag.Bool("dedup", true, "measure message dedup (dedup/redisstore, the Bloom filter) against the naive SET NX and Watermill's deduplicator")
 	svgFile := flag.String("svg", "results.svg", "write the results chart (SVG) here (empty: no chart)")
 	mdFile := flag.String("md", "results.md", "write the results (Markdown, as printed) here (empty: no file)")
 	chartOnly := flag.String("chart-from", "", "only draw the chart of this results file (written by -md) into -svg")

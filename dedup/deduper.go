@@ -13,31 +13,31 @@ import (
 type Outcome int
 
 const (
-	// Processed: this copy was claimed and the handler succeeded (the error
+	// OutcomeProcessed: this copy was claimed and the handler succeeded (the error
 	// is nil, or ErrNotRecorded when marking it done failed).
-	Processed Outcome = iota + 1
-	// Duplicate: the id was done already; the handler did not run.
-	Duplicate
-	// Busy: another copy is processing; the handler did not run and the
+	OutcomeProcessed Outcome = iota + 1
+	// OutcomeDuplicate: the id was done already; the handler did not run.
+	OutcomeDuplicate
+	// OutcomeBusy: another copy is processing; the handler did not run and the
 	// error is an [*InProgressError].
-	Busy
-	// Failed: the handler ran and returned an error; the claim was released.
-	Failed
-	// Rejected: nothing ran because of an invalid id or a store error.
-	Rejected
+	OutcomeBusy
+	// OutcomeFailed: the handler ran and returned an error; the claim was released.
+	OutcomeFailed
+	// OutcomeRejected: nothing ran because of an invalid id or a store error.
+	OutcomeRejected
 )
 
 func (o Outcome) String() string {
 	switch o {
-	case Processed:
+	case OutcomeProcessed:
 		return "processed"
-	case Duplicate:
+	case OutcomeDuplicate:
 		return "duplicate"
-	case Busy:
+	case OutcomeBusy:
 		return "busy"
-	case Failed:
+	case OutcomeFailed:
 		return "failed"
-	case Rejected:
+	case OutcomeRejected:
 		return "rejected"
 	}
 	return "invalid"
@@ -77,15 +77,15 @@ func (d *Deduper) Wrap(next Handler) Handler {
 
 // Process runs one delivery through the cycle and says what happened:
 //
-//   - Processed, nil: claimed, next succeeded, id marked done. Acknowledge.
-//   - Processed, ErrNotRecorded: next succeeded but the id could not be
+//   - OutcomeProcessed, nil: claimed, next succeeded, id marked done. Acknowledge.
+//   - OutcomeProcessed, ErrNotRecorded: next succeeded but the id could not be
 //     marked done. Acknowledge (the effect happened).
-//   - Duplicate, nil: done earlier; next did not run. Acknowledge.
-//   - Busy, *InProgressError: another copy holds the claim; next did not
+//   - OutcomeDuplicate, nil: done earlier; next did not run. Acknowledge.
+//   - OutcomeBusy, *InProgressError: another copy holds the claim; next did not
 //     run. Do not acknowledge; redeliver after RetryAfter.
-//   - Failed, next's error (joined with the Release error, if any): the
+//   - OutcomeFailed, next's error (joined with the Release error, if any): the
 //     claim was released (or will expire). Do not acknowledge.
-//   - Rejected, ErrInvalidID, ErrInvalid, the store's error or ctx's error:
+//   - OutcomeRejected, ErrInvalidID, ErrInvalid, the store's error or ctx's error:
 //     nothing ran. Do not acknowledge.
 //
 // next runs under a context that ends at the processing TTL, measured from
@@ -108,35 +108,35 @@ func (d *Deduper) Process(ctx context.Context, m Message, next Handler) (Outcome
 // followed the handler.
 func (d *Deduper) process(ctx context.Context, m Message, next Handler) Event {
 	if next == nil {
-		return Event{Outcome: Rejected, Err: fmt.Errorf("%w: nil handler", ErrInvalid)}
+		return Event{Outcome: OutcomeRejected, Err: fmt.Errorf("%w: nil handler", ErrInvalid)}
 	}
 	if err := CheckID(m.ID); err != nil {
-		return Event{Outcome: Rejected, Err: err}
+		return Event{Outcome: OutcomeRejected, Err: err}
 	}
 	start := time.Now()
 	c, err := d.store.Claim(ctx, m.ID, d.ttl)
 	if err != nil {
-		return Event{Outcome: Rejected, Err: err}
+		return Event{Outcome: OutcomeRejected, Err: err}
 	}
 	switch c.State {
 	case Claimed:
 	case Done:
-		return Event{Outcome: Duplicate}
+		return Event{Outcome: OutcomeDuplicate}
 	case InProgress:
-		return Event{Outcome: Busy, Err: &InProgressError{RetryAfter: c.RetryAfter}}
+		return Event{Outcome: OutcomeBusy, Err: &InProgressError{RetryAfter: c.RetryAfter}}
 	default:
-		return Event{Outcome: Rejected, Err: fmt.Errorf("dedup: store returned invalid claim state %d", c.State)}
+		return Event{Outcome: OutcomeRejected, Err: fmt.Errorf("dedup: store returned invalid claim state %d", c.State)}
 	}
 	if err := d.run(ctx, start, m, c.Token, next); err != nil {
 		if rerr := finishClaim(ctx, func(fctx context.Context) error { return d.store.Release(fctx, m.ID, c.Token) }); rerr != nil {
-			return Event{Outcome: Failed, Err: errors.Join(err, fmt.Errorf("dedup: release: %w", rerr)), StoreErr: rerr}
+			return Event{Outcome: OutcomeFailed, Err: errors.Join(err, fmt.Errorf("dedup: release: %w", rerr)), StoreErr: rerr}
 		}
-		return Event{Outcome: Failed, Err: err}
+		return Event{Outcome: OutcomeFailed, Err: err}
 	}
 	if err := finishClaim(ctx, func(fctx context.Context) error { return d.store.Done(fctx, m.ID, c.Token, d.retention) }); err != nil {
-		return Event{Outcome: Processed, Err: fmt.Errorf("%w: %w", ErrNotRecorded, err), StoreErr: err}
+		return Event{Outcome: OutcomeProcessed, Err: fmt.Errorf("%w: %w", ErrNotRecorded, err), StoreErr: err}
 	}
-	return Event{Outcome: Processed}
+	return Event{Outcome: OutcomeProcessed}
 }
 
 // run calls next under the claim's deadline, releasing the claim if next

@@ -82,22 +82,22 @@ func TestOutcomes(t *testing.T) {
 	f, d := newFault(t)
 	m := dedup.Message{ID: "m-1"}
 	boom := errors.New("boom")
-	if o, err := d.Process(ctx, m, func(context.Context, dedup.Message) error { return boom }); o != dedup.Failed || !errors.Is(err, boom) {
+	if o, err := d.Process(ctx, m, func(context.Context, dedup.Message) error { return boom }); o != dedup.OutcomeFailed || !errors.Is(err, boom) {
 		t.Errorf("failing handler: %v, %v; want failed, boom", o, err)
 	}
-	if o, err := d.Process(ctx, m, ok); o != dedup.Processed || err != nil {
+	if o, err := d.Process(ctx, m, ok); o != dedup.OutcomeProcessed || err != nil {
 		t.Errorf("redelivery: %v, %v; want processed, nil", o, err)
 	}
-	if o, err := d.Process(ctx, m, ok); o != dedup.Duplicate || err != nil {
+	if o, err := d.Process(ctx, m, ok); o != dedup.OutcomeDuplicate || err != nil {
 		t.Errorf("duplicate: %v, %v; want duplicate, nil", o, err)
 	}
 	before := f.claims.Load()
 	for _, id := range []string{"", "a\nb", string([]byte{0xff}), string(make([]byte, dedup.MaxIDLen+1))} {
-		if o, err := d.Process(ctx, dedup.Message{ID: id}, ok); o != dedup.Rejected || !errors.Is(err, dedup.ErrInvalidID) {
+		if o, err := d.Process(ctx, dedup.Message{ID: id}, ok); o != dedup.OutcomeRejected || !errors.Is(err, dedup.ErrInvalidID) {
 			t.Errorf("id %q: %v, %v; want rejected, ErrInvalidID", id, o, err)
 		}
 	}
-	if o, err := d.Process(ctx, m, nil); o != dedup.Rejected || !errors.Is(err, dedup.ErrInvalid) {
+	if o, err := d.Process(ctx, m, nil); o != dedup.OutcomeRejected || !errors.Is(err, dedup.ErrInvalid) {
 		t.Errorf("nil handler: %v, %v; want rejected, ErrInvalid", o, err)
 	}
 	if n := f.claims.Load(); n != before {
@@ -120,7 +120,7 @@ func TestBusyCopyNotAckedNotRun(t *testing.T) {
 	ran := false
 	o, err := d.Process(ctx, m, func(context.Context, dedup.Message) error { ran = true; return nil })
 	close(release)
-	if o != dedup.Busy || !errors.Is(err, dedup.ErrInProgress) || dedup.ShouldAck(err) || ran {
+	if o != dedup.OutcomeBusy || !errors.Is(err, dedup.ErrInProgress) || dedup.ShouldAck(err) || ran {
 		t.Fatalf("copy during processing: %v, %v, ran=%v; want busy, ErrInProgress, no ack, not run", o, err, ran)
 	}
 	if ra := dedup.RetryAfter(err); ra <= 0 || ra > time.Minute {
@@ -140,7 +140,7 @@ func TestHandlerCancelledAtTTL(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	})
-	if o != dedup.Failed || !errors.Is(err, context.DeadlineExceeded) {
+	if o != dedup.OutcomeFailed || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("slow handler: %v, %v; want failed, deadline exceeded", o, err)
 	}
 	claimed := time.Unix(0, f.claimAt.Load())
@@ -163,7 +163,7 @@ func TestPanicReleasesClaim(t *testing.T) {
 		}()
 		_, _ = d.Process(context.Background(), m, func(context.Context, dedup.Message) error { panic("bug") })
 	}()
-	if o, err := d.Process(context.Background(), m, ok); o != dedup.Processed || err != nil {
+	if o, err := d.Process(context.Background(), m, ok); o != dedup.OutcomeProcessed || err != nil {
 		t.Fatalf("after a panic: %v, %v; want processed", o, err)
 	}
 }
@@ -175,15 +175,15 @@ func TestDoneFailure(t *testing.T) {
 	ctx := context.Background()
 	f, d := newFault(t)
 	f.doneFails.Store(1)
-	if o, err := d.Process(ctx, dedup.Message{ID: "transient"}, ok); o != dedup.Processed || err != nil {
+	if o, err := d.Process(ctx, dedup.Message{ID: "transient"}, ok); o != dedup.OutcomeProcessed || err != nil {
 		t.Fatalf("one failed Done: %v, %v; want processed, nil (retried)", o, err)
 	}
-	if o, _ := d.Process(ctx, dedup.Message{ID: "transient"}, ok); o != dedup.Duplicate {
+	if o, _ := d.Process(ctx, dedup.Message{ID: "transient"}, ok); o != dedup.OutcomeDuplicate {
 		t.Fatalf("after retried Done: %v, want duplicate", o)
 	}
 	f.doneFails.Store(100)
 	o, err := d.Process(ctx, dedup.Message{ID: "down"}, ok)
-	if o != dedup.Processed || !errors.Is(err, dedup.ErrNotRecorded) || !dedup.ShouldAck(err) {
+	if o != dedup.OutcomeProcessed || !errors.Is(err, dedup.ErrNotRecorded) || !dedup.ShouldAck(err) {
 		t.Fatalf("Done down: %v, %v; want processed, ErrNotRecorded, ack", o, err)
 	}
 }
@@ -195,7 +195,7 @@ func TestReleaseFailure(t *testing.T) {
 	f.releaseFail.Store(true)
 	boom := errors.New("boom")
 	o, err := d.Process(context.Background(), dedup.Message{ID: "r"}, func(context.Context, dedup.Message) error { return boom })
-	if o != dedup.Failed || !errors.Is(err, boom) || dedup.ShouldAck(err) {
+	if o != dedup.OutcomeFailed || !errors.Is(err, boom) || dedup.ShouldAck(err) {
 		t.Fatalf("release down: %v, %v; want failed, boom, no ack", o, err)
 	}
 }
@@ -208,10 +208,10 @@ func TestDoneSurvivesCancelledCaller(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := dedup.Message{ID: "shutdown"}
 	o, err := d.Process(ctx, m, func(context.Context, dedup.Message) error { cancel(); return nil })
-	if o != dedup.Processed || err != nil {
+	if o != dedup.OutcomeProcessed || err != nil {
 		t.Fatalf("%v, %v; want processed, nil", o, err)
 	}
-	if o, _ := d.Process(context.Background(), m, ok); o != dedup.Duplicate {
+	if o, _ := d.Process(context.Background(), m, ok); o != dedup.OutcomeDuplicate {
 		t.Fatalf("redelivery after shutdown: %v, want duplicate", o)
 	}
 }

@@ -27,7 +27,7 @@
 // func(ctx, Message) error in and out; [ShouldAck] tells an adapter what to
 // do with the error it returns.
 //
-// Stores: redisdedup (Redis or Redis Cluster; one round trip per message,
+// Stores: dedup/redisstore (Redis or Redis Cluster; one round trip per message,
 // one per batch of ids), and any idem.Store through [FromIdem] (idem's
 // memstore, redisstore, sqlstore and layered keep the same claim state
 // machine). The sqlinbox package is the transactional inbox: the id is
@@ -35,17 +35,17 @@
 // effect and the dedup record commit or roll back together and no TTL is
 // needed. Every exact Store passes the deduptest conformance suite.
 //
-// The redisbloom package is approximate: a Bloom filter on plain Redis
+// The bloomfilter package is approximate: a Bloom filter on plain Redis
 // bitmaps that remembers a processed id in about 11 bits instead of a
-// record. Alone (redisbloom.Lossy) it acknowledges a genuinely new message
+// record. Alone (bloomfilter.Lossy) it acknowledges a genuinely new message
 // without processing it at up to the filter's false-positive rate, so it is
 // for flows that may lose messages, never for money; its gain is memory. In
-// front of an exact store (redisbloom.Prefilter) it loses nothing, since
+// front of an exact store (bloomfilter.Prefilter) it loses nothing, since
 // the exact store decides every claim, but it saves no round trip either:
 // a new id must still be claimed there. The Prefilter passes deduptest.
 //
 // An operator looks up a message id's mark and forgets it, so the next
-// copy is processed, through [Inspector]: redisdedup, sqlinbox and FromIdem
+// copy is processed, through [Inspector]: dedup/redisstore, sqlinbox and FromIdem
 // over any idem store implement it; a Bloom filter answers "maybe seen" or
 // "not seen" and cannot forget ([ErrCannotForget]).
 //

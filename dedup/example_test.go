@@ -13,7 +13,7 @@ import (
 // charges once; the first attempt fails and is processed again, not lost.
 func ExampleDeduper_Wrap() {
 	ctx := context.Background()
-	store := dedup.FromIdem(memstore.New()) // redisdedup.New(client) across processes
+	store := dedup.FromIdem(memstore.New()) // redisstore.New(client) across processes
 	d, err := dedup.New(store)
 	if err != nil {
 		panic(err)

@@ -21,7 +21,7 @@ import (
 // When s is an idem.Inspector, so is the Store: a message id's mark can be
 // looked up and forgotten.
 //
-// A dedicated backend is leaner: redisdedup keeps one short string per id
+// A dedicated backend is leaner: dedup/redisstore keeps one short string per id
 // where redisstore keeps a hash, and claims a batch in one round trip.
 func FromIdem(s idem.Store) Store {
 	if _, ok := s.(idem.Inspector); ok {

@@ -7,7 +7,7 @@ import (
 
 // Inspector is a store an operator can look into and repair: see whether a
 // message id is marked, and forget the mark so the next copy of the message
-// is processed. redisdedup, sqlinbox, redisbloom (look up only) and
+// is processed. dedup/redisstore, sqlinbox, bloomfilter (look up only) and
 // FromIdem over an idem.Inspector implement it; a program discovers it with
 // a type assertion.
 //

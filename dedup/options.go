@@ -92,8 +92,8 @@ type Event struct {
 	// Release that ended it.
 	Duration time.Duration
 	// StoreErr is the failure of the step that followed the handler: marking
-	// the id done (Outcome Processed: the effect happened but a redelivery
-	// may run it again) or releasing the claim (Outcome Failed: the
+	// the id done (OutcomeProcessed: the effect happened but a redelivery
+	// may run it again) or releasing the claim (OutcomeFailed: the
 	// redelivery waits for the claim to expire). nil when that step
 	// succeeded or did not run.
 	StoreErr error

@@ -61,7 +61,7 @@ func WithFixedTTL() Option {
 
 func newConfig(key string, opts []Option) (config, error) {
 	c := config{ttl: DefaultTTL, wait: -1}
-	if err := ValidateKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return c, err
 	}
 	for _, o := range opts {
@@ -73,9 +73,9 @@ func newConfig(key string, opts []Option) (config, error) {
 	return c, c.invalid
 }
 
-// ValidateKey reports whether key is acceptable to every backend: non-empty and
+// CheckKey reports whether key is acceptable to every backend: non-empty and
 // at most MaxKeyLen bytes. Keys are data: any bytes are allowed.
-func ValidateKey(key string) error {
+func CheckKey(key string) error {
 	switch {
 	case key == "":
 		return fmt.Errorf("%w: empty key", ErrInvalid)

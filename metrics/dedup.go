@@ -105,7 +105,7 @@ func (m *Dedup) BloomFill(filter string, fill func() float64) {
 }
 
 // dedupOutcomes are the outcomes resolved up front.
-var dedupOutcomes = [...]dedup.Outcome{dedup.Processed, dedup.Duplicate, dedup.Busy, dedup.Failed, dedup.Rejected}
+var dedupOutcomes = [...]dedup.Outcome{dedup.OutcomeProcessed, dedup.OutcomeDuplicate, dedup.OutcomeBusy, dedup.OutcomeFailed, dedup.OutcomeRejected}
 
 // Observer returns the dedup.Observer that records one consumer's deliveries
 // under the label consumer="name" (a fixed name such as the queue's, never a
@@ -118,11 +118,11 @@ func (m *Dedup) Observer(consumer string) dedup.Observer {
 	return func(_ context.Context, e dedup.Event) {
 		count(e.Outcome, e.Duration)
 		switch {
-		case e.Outcome == dedup.Failed && e.StoreErr == nil:
+		case e.Outcome == dedup.OutcomeFailed && e.StoreErr == nil:
 			released.Inc()
-		case e.Outcome == dedup.Failed:
+		case e.Outcome == dedup.OutcomeFailed:
 			releaseErr.Inc()
-		case e.Outcome == dedup.Processed && e.StoreErr != nil:
+		case e.Outcome == dedup.OutcomeProcessed && e.StoreErr != nil:
 			doneErr.Inc()
 		}
 	}

@@ -57,12 +57,12 @@ func TestDedupMetrics(t *testing.T) {
 		}
 	}
 
-	process("m1", ok, dedup.Processed)
-	process("m1", ok, dedup.Duplicate)
-	process("m1", ok, dedup.Duplicate)
-	process("m2", func(context.Context, dedup.Message) error { return errors.New("ledger down") }, dedup.Failed)
-	process("m2", ok, dedup.Processed) // the released claim lets the redelivery through
-	process("", ok, dedup.Rejected)
+	process("m1", ok, dedup.OutcomeProcessed)
+	process("m1", ok, dedup.OutcomeDuplicate)
+	process("m1", ok, dedup.OutcomeDuplicate)
+	process("m2", func(context.Context, dedup.Message) error { return errors.New("ledger down") }, dedup.OutcomeFailed)
+	process("m2", ok, dedup.OutcomeProcessed) // the released claim lets the redelivery through
+	process("", ok, dedup.OutcomeRejected)
 
 	// A copy arriving while the first is in its handler is busy.
 	inside, release := make(chan struct{}), make(chan struct{})
@@ -76,14 +76,14 @@ func TestDedupMetrics(t *testing.T) {
 		})
 	}()
 	<-inside
-	process("m3", ok, dedup.Busy)
+	process("m3", ok, dedup.OutcomeBusy)
 	close(release)
 	<-done
 
 	store.mu.Lock()
 	store.fail = true
 	store.mu.Unlock()
-	process("m4", ok, dedup.Processed) // ran, but not marked done
+	process("m4", ok, dedup.OutcomeProcessed) // ran, but not marked done
 
 	for outcome, want := range map[string]float64{"processed": 4, "duplicate": 2, "busy": 1, "failed": 1, "rejected": 1} {
 		if got := testutil.ToFloat64(m.messages.WithLabelValues("orders", outcome)); got != want {

@@ -13,7 +13,7 @@
 //	mw := idemhttp.Middleware(store, idemhttp.WithObserver(idm.Observer("pay")))
 //	d, _ := dedup.New(store, dedup.WithObserver(dd.Observer("orders")))
 //	dd.BloomFill("views", func() float64 {          // any func() float64, read at each scrape
-//		s, _ := filter.Stats(context.Background()) // a redisbloom.Filter
+//		s, _ := filter.Stats(context.Background()) // a bloomfilter.Filter
 //		return s.Current.FillRatio
 //	})
 //

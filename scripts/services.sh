@@ -250,7 +250,7 @@ wait_tcp() { # host port seconds
   return 1
 }
 
-# NATS with JetStream on 127.0.0.1:4222, for the dedup/natsdedup tests.
+# NATS with JetStream on 127.0.0.1:4222, for the dedup/natsconsumer tests.
 ensure_nats() {
   if tcp_open 127.0.0.1 4222; then say nats "up at 127.0.0.1:4222 (reused)"; return; fi
   if ! command -v nats-server >/dev/null 2>&1; then
@@ -264,7 +264,7 @@ ensure_nats() {
   say nats "started at 127.0.0.1:4222 (log $STATE_DIR/nats.log)"
 }
 
-# RabbitMQ on 127.0.0.1:5672 (guest/guest from loopback), for dedup/amqpdedup.
+# RabbitMQ on 127.0.0.1:5672 (guest/guest from loopback), for dedup/amqpconsumer.
 ensure_rabbitmq() {
   if tcp_open 127.0.0.1 5672; then say rabbitmq "up at 127.0.0.1:5672 (reused)"; return; fi
   if ! command -v rabbitmq-server >/dev/null 2>&1; then

@@ -24,9 +24,9 @@ Shows whether a message id is marked as processed (show), or deletes the
 mark so the next copy of the message is processed (forget).
 
 Store URLs:
-  redis://host:6379[/db][?prefix=P]          dedup/redisdedup (prefix default "dedup:"); rediss://, redis-cluster://
+  redis://host:6379[/db][?prefix=P]          dedup/redisstore (prefix default "dedup:"); rediss://, redis-cluster://
   redis://host:6379?bloom=NAME&capacity=N&rate=R[&period=24h][&prefix=bloom:]
-                                             a dedup/redisbloom filter, sized as its consumers size it
+                                             a dedup/bloomfilter filter, sized as its consumers size it
   postgres://user@host/db[?table=T]          the dedup/sqlinbox table (default dedup_inbox)
   sqlite:///path/inbox.db[?table=T]          the same in an existing SQLite file
   mem://                                     an empty store, to try the command on

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/dedup"
-	"github.com/latchkey-go/latchkey/dedup/redisbloom"
-	"github.com/latchkey-go/latchkey/dedup/redisdedup"
+	"github.com/latchkey-go/latchkey/dedup/bloomfilter"
+	"github.com/latchkey-go/latchkey/dedup/redisstore"
 	"github.com/latchkey-go/latchkey/dedup/sqlinbox"
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemhttp"
@@ -240,7 +240,7 @@ func TestDedupShowAndForget(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	c, prefix := testsvc.RedisClient(t)
-	rd := redisdedup.New(c, redisdedup.WithPrefix(prefix+"dedup:"))
+	rd := redisstore.New(c, redisstore.WithPrefix(prefix+"dedup:"))
 	path := filepath.Join(t.TempDir(), "inbox.db")
 	db, err := sql.Open("sqlite", backendurl.SQLiteDSN(path))
 	if err != nil {
@@ -299,7 +299,7 @@ func TestDedupShowAndForget(t *testing.T) {
 		t.Fatalf("forget --force: exit %d", code)
 	}
 
-	f, err := redisbloom.New(c, "orders", 1000, 0.01, redisbloom.WithPrefix(prefix+"bloom:"))
+	f, err := bloomfilter.New(c, "orders", 1000, 0.01, bloomfilter.WithPrefix(prefix+"bloom:"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/backendurl"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/lockurl"
 )
@@ -172,7 +173,7 @@ func TestRunStopsCommandOnLostLease(t *testing.T) {
 	cmd, out := runProc(t, dir, "--key", "k", "--ttl", "300ms", "--backend", sqliteURL(dir), "--",
 		"sh", "-c", `trap 'echo stopped > stopped; exit 0' TERM; touch started; while :; do sleep 0.05; done`)
 	waitFile(t, filepath.Join(dir, "started"))
-	db, err := sql.Open("sqlite", lockurl.SQLiteDSN(filepath.Join(dir, "locks.db")))
+	db, err := sql.Open("sqlite", backendurl.SQLiteDSN(filepath.Join(dir, "locks.db")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkey-go/latchkey/dedup"
-	"github.com/latchkey-go/latchkey/dedup/redisdedup"
+	"github.com/latchkey-go/latchkey/dedup/redisstore"
 	"github.com/latchkey-go/latchkey/dedup/sqlinbox"
 	"github.com/latchkey-go/latchkey/internal/dedupdrill"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
@@ -79,7 +79,7 @@ func runCrashChild(ctx context.Context, arg string) error {
 	case killRedisMark:
 		c := redis.NewClient(&redis.Options{Addr: s.Redis})
 		defer c.Close()
-		d, derr := dedup.New(redisdedup.New(c, redisdedup.WithPrefix(s.Prefix)), dedup.WithProcessingTTL(s.TTL))
+		d, derr := dedup.New(redisstore.New(c, redisstore.WithPrefix(s.Prefix)), dedup.WithProcessingTTL(s.TTL))
 		if derr != nil {
 			return derr
 		}
@@ -113,7 +113,7 @@ func runCrashChild(ctx context.Context, arg string) error {
 // process dies before the mark reaches Redis, the claim expires, and the
 // redelivery pays again. No ordering of two separate writes closes that
 // window; only committing them together does. (The broker crash drills of
-// redisstream, natsdedup and amqpdedup therefore kill their consumers only
+// redisconsumer, natsconsumer and amqpconsumer therefore kill their consumers only
 // before the effect.)
 func TestCrashBetweenEffectAndDone(t *testing.T) {
 	t.Parallel()
@@ -148,16 +148,16 @@ func TestCrashBetweenEffectAndDone(t *testing.T) {
 		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		o, err := e.in.Process(wctx, m, e.pay)
 		cancel()
-		if o != dedup.Rejected || err == nil {
+		if o != dedup.OutcomeRejected || err == nil {
 			t.Fatalf("copy delivered while the child held the row: %v, %v; want rejected by its deadline", o, err)
 		}
 		child.Kill(t)
 		// PostgreSQL rolls the dead connection's transaction back; the
 		// redelivery then takes the id.
-		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.Processed || err != nil {
+		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeProcessed || err != nil {
 			t.Fatalf("redelivery after the kill: %v, %v; want processed", o, err)
 		}
-		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.Duplicate || err != nil {
+		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeDuplicate || err != nil {
 			t.Fatalf("second redelivery: %v, %v; want duplicate", o, err)
 		}
 		if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
@@ -169,11 +169,11 @@ func TestCrashBetweenEffectAndDone(t *testing.T) {
 		t.Parallel()
 		e, ctx := newEnv(t, pg), ctxT(t)
 		child, m := start(t, e, crashSpec{Point: killCommitted})
-		if got := child.Expect(t, "committed", 30*time.Second); got != dedup.Processed.String() {
+		if got := child.Expect(t, "committed", 30*time.Second); got != dedup.OutcomeProcessed.String() {
 			t.Fatalf("child: %s, want processed", got)
 		}
 		child.Kill(t)
-		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.Duplicate || err != nil {
+		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeDuplicate || err != nil {
 			t.Fatalf("redelivery after the kill: %v, %v; want duplicate", o, err)
 		}
 		if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
@@ -188,13 +188,13 @@ func TestCrashBetweenEffectAndDone(t *testing.T) {
 		const ttl = 2 * time.Second // long enough for the child to commit its effect on a loaded machine
 		c := redis.NewClient(&redis.Options{Addr: addr})
 		t.Cleanup(func() {
-			c.Del(context.Background(), redisdedup.New(c, redisdedup.WithPrefix(prefix)).RecordKey("pay-"+killRedisMark))
+			c.Del(context.Background(), redisstore.New(c, redisstore.WithPrefix(prefix)).RecordKey("pay-"+killRedisMark))
 			c.Close()
 		})
 		child, m := start(t, e, crashSpec{Point: killRedisMark, Redis: addr, Prefix: prefix, TTL: ttl})
 		child.Expect(t, "committed", 30*time.Second)
 		child.Kill(t)
-		d, err := dedup.New(redisdedup.New(c, redisdedup.WithPrefix(prefix)), dedup.WithProcessingTTL(ttl))
+		d, err := dedup.New(redisstore.New(c, redisstore.WithPrefix(prefix)), dedup.WithProcessingTTL(ttl))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,10 +205,10 @@ func TestCrashBetweenEffectAndDone(t *testing.T) {
 		// Redeliver until settled: busy until the dead child's claim expires.
 		for {
 			o, err := d.Process(ctx, m, pay)
-			if o == dedup.Processed && err == nil {
+			if o == dedup.OutcomeProcessed && err == nil {
 				break
 			}
-			if o != dedup.Busy || ctx.Err() != nil {
+			if o != dedup.OutcomeBusy || ctx.Err() != nil {
 				t.Fatalf("redelivery: %v, %v", o, err)
 			}
 			time.Sleep(min(max(dedup.RetryAfter(err), 10*time.Millisecond), 100*time.Millisecond))

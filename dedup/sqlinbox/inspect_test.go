@@ -23,7 +23,7 @@ func TestInspect(t *testing.T) {
 			t.Fatalf("Lookup before processing = %v, want ErrNotFound", err)
 		}
 		before := time.Now()
-		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.Processed || err != nil {
+		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeProcessed || err != nil {
 			t.Fatal(o, err)
 		}
 		mk, err := e.in.Lookup(ctx, m.ID)
@@ -37,7 +37,7 @@ func TestInspect(t *testing.T) {
 		if err := e.in.Forget(ctx, m.ID, false); err != nil {
 			t.Fatal(err)
 		}
-		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.Processed || err != nil {
+		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeProcessed || err != nil {
 			t.Fatalf("the copy after Forget: %v, %v; want processed", o, err)
 		}
 		if l, _ := e.rows(t, m.ID); l != 2 {

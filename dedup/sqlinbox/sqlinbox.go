@@ -194,32 +194,32 @@ func (in *Inbox) Process(ctx context.Context, m dedup.Message, h TxHandler) (ded
 // process is Process.
 func (in *Inbox) process(ctx context.Context, m dedup.Message, h TxHandler) (dedup.Outcome, error) {
 	if h == nil {
-		return dedup.Rejected, fmt.Errorf("%w: nil handler", dedup.ErrInvalid)
+		return dedup.OutcomeRejected, fmt.Errorf("%w: nil handler", dedup.ErrInvalid)
 	}
 	if err := dedup.CheckID(m.ID); err != nil {
-		return dedup.Rejected, err
+		return dedup.OutcomeRejected, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, in.timeout)
 	defer cancel()
 	tx, err := in.db.BeginTx(ctx, in.txOpts)
 	if err != nil {
-		return dedup.Rejected, err
+		return dedup.OutcomeRejected, err
 	}
 	defer func() { _ = tx.Rollback() }() // after Commit: ErrTxDone, ignored
 	fresh, err := in.Claim(ctx, tx, m.ID)
 	if err != nil {
-		return dedup.Rejected, err
+		return dedup.OutcomeRejected, err
 	}
 	if !fresh {
-		return dedup.Duplicate, nil
+		return dedup.OutcomeDuplicate, nil
 	}
 	if err := h(ctx, tx, m); err != nil {
-		return dedup.Failed, err
+		return dedup.OutcomeFailed, err
 	}
 	if err := tx.Commit(); err != nil {
-		return dedup.Rejected, fmt.Errorf("sqlinbox: commit: %w", err)
+		return dedup.OutcomeRejected, fmt.Errorf("sqlinbox: commit: %w", err)
 	}
-	return dedup.Processed, nil
+	return dedup.OutcomeProcessed, nil
 }
 
 // Purge deletes the ids processed longer ago than the retention and reports

@@ -125,10 +125,10 @@ func TestCommitTogether(t *testing.T) {
 		e := newEnv(t, b)
 		ctx := context.Background()
 		m := dedup.Message{ID: "pay-1"}
-		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.Processed || err != nil {
+		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeProcessed || err != nil {
 			t.Fatalf("first: %v, %v", o, err)
 		}
-		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.Duplicate || err != nil {
+		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeDuplicate || err != nil {
 			t.Fatalf("duplicate: %v, %v", o, err)
 		}
 		if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
@@ -152,13 +152,13 @@ func TestRollbackTogether(t *testing.T) {
 			}
 			return boom
 		})
-		if o != dedup.Failed || !errors.Is(err, boom) {
+		if o != dedup.OutcomeFailed || !errors.Is(err, boom) {
 			t.Fatalf("failing handler: %v, %v", o, err)
 		}
 		if l, i := e.rows(t, m.ID); l != 0 || i != 0 {
 			t.Fatalf("after rollback: ledger %d, inbox %d rows; want none", l, i)
 		}
-		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.Processed || err != nil {
+		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeProcessed || err != nil {
 			t.Fatalf("redelivery: %v, %v", o, err)
 		}
 		if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
@@ -182,7 +182,7 @@ func TestTimeoutRollsBack(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		})
-		if o != dedup.Failed || !errors.Is(err, context.DeadlineExceeded) {
+		if o != dedup.OutcomeFailed || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("hung handler: %v, %v", o, err)
 		}
 		// The redelivery goes to a consumer without the short timeout, which
@@ -191,7 +191,7 @@ func TestTimeoutRollsBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o, err := redo.Process(ctx, m, e.pay); o != dedup.Processed || err != nil {
+		if o, err := redo.Process(ctx, m, e.pay); o != dedup.OutcomeProcessed || err != nil {
 			t.Fatalf("redelivery after the timeout: %v, %v", o, err)
 		}
 		if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
@@ -357,10 +357,10 @@ func TestObserver(t *testing.T) {
 			outcome dedup.Outcome
 			err     error
 		}{
-			{"obs-1", e.pay, dedup.Processed, nil},
-			{"obs-1", e.pay, dedup.Duplicate, nil},
-			{"obs-2", func(context.Context, *sql.Tx, dedup.Message) error { return boom }, dedup.Failed, boom},
-			{"", e.pay, dedup.Rejected, dedup.ErrInvalidID},
+			{"obs-1", e.pay, dedup.OutcomeProcessed, nil},
+			{"obs-1", e.pay, dedup.OutcomeDuplicate, nil},
+			{"obs-2", func(context.Context, *sql.Tx, dedup.Message) error { return boom }, dedup.OutcomeFailed, boom},
+			{"", e.pay, dedup.OutcomeRejected, dedup.ErrInvalidID},
 		}
 		for _, c := range calls {
 			o, err := e.in.Process(ctx, dedup.Message{ID: c.id}, c.h)

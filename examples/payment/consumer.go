@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/dedup"
-	"github.com/latchkey-go/latchkey/dedup/redisstream"
+	"github.com/latchkey-go/latchkey/dedup/redisconsumer"
 )
 
 // receiptsGroup is the consumer group that turns payment events into
@@ -21,11 +21,11 @@ const receiptsGroup = "receipts"
 // duplicate, a redelivery after a failure or a crash); the transactional inbox
 // makes its effect, one receipt counted and its amount added, happen once.
 func (s *Service) consume(ctx context.Context) error {
-	c, err := redisstream.NewConsumer(s.rdb, s.stream, receiptsGroup, s.cfg.Name, s.handleEvent,
-		redisstream.WithMinIdle(s.cfg.ConsumerMinIdle),
-		redisstream.WithBlock(s.cfg.ConsumerBlock),
-		redisstream.WithErrorHandler(func(ctx context.Context, err error) {
-			var ee *redisstream.EntryError
+	c, err := redisconsumer.New(s.rdb, s.stream, receiptsGroup, s.cfg.Name, s.handleEvent,
+		redisconsumer.WithMinIdle(s.cfg.ConsumerMinIdle),
+		redisconsumer.WithBlock(s.cfg.ConsumerBlock),
+		redisconsumer.WithErrorHandler(func(ctx context.Context, err error) {
+			var ee *redisconsumer.EntryError
 			if errors.As(err, &ee) { // its message says the payment id; keep ids out of the log
 				s.log.Warn("payment event left pending for redelivery", "entry", ee.EntryID, "err", ee.Err)
 				return
@@ -44,9 +44,9 @@ func (s *Service) handleEvent(ctx context.Context, m dedup.Message) error {
 	out, err := s.inbox.Process(ctx, m, s.applyReceipt)
 	s.observeEvent(ctx, out, err, time.Since(start))
 	switch out {
-	case dedup.Processed:
+	case dedup.OutcomeProcessed:
 		s.stats.receipts.Add(1)
-	case dedup.Duplicate:
+	case dedup.OutcomeDuplicate:
 		s.stats.receiptDups.Add(1)
 	}
 	return err

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/dedup"
-	"github.com/latchkey-go/latchkey/dedup/redisstream"
+	"github.com/latchkey-go/latchkey/dedup/redisconsumer"
 )
 
 // paymentEvent is the body of a payment's event on the stream.
@@ -41,7 +41,7 @@ func (s *Service) publish(ctx context.Context, p payment) error {
 	if err != nil {
 		return err
 	}
-	if _, err := redisstream.Publish(ctx, s.rdb, s.stream, dedup.Message{ID: p.PaymentID, Body: body}); err != nil {
+	if _, err := redisconsumer.Publish(ctx, s.rdb, s.stream, dedup.Message{ID: p.PaymentID, Body: body}); err != nil {
 		return err
 	}
 	_, err = s.db.ExecContext(ctx, `UPDATE ledger SET published_at = now() WHERE payment_id = $1 AND published_at IS NULL`, p.PaymentID)

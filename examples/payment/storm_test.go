@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/dedup"
-	"github.com/latchkey-go/latchkey/dedup/redisstream"
+	"github.com/latchkey-go/latchkey/dedup/redisconsumer"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 )
@@ -311,7 +311,7 @@ func TestStormDuplicateEvents(t *testing.T) {
 	for _, p := range all {
 		for range 2 {
 			body := fmt.Sprintf(`{"payment_id":%q,"order_id":%q,"account":%q,"amount":%d}`, p.PaymentID, p.OrderID, p.Account, p.Amount)
-			if _, err := redisstream.Publish(ctx, h.rdb, h.prefix+"events", dedup.Message{ID: p.PaymentID, Body: []byte(body)}); err != nil {
+			if _, err := redisconsumer.Publish(ctx, h.rdb, h.prefix+"events", dedup.Message{ID: p.PaymentID, Body: []byte(body)}); err != nil {
 				t.Fatal(err)
 			}
 		}

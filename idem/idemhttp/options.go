@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/textproto"
 	"strconv"
@@ -355,13 +356,13 @@ func WithMaxRequestBody(n int64) Option {
 // reaches its client in full but is never replayed truncated: the operation is
 // recorded as done, and copies get 500 with code "response-not-retained"
 // rather than a second run.
-func WithMaxResponseBody(n int) Option {
+func WithMaxResponseBody(n int64) Option {
 	return func(c *config) {
 		if n < 0 {
 			c.reject(fmt.Sprintf("idemhttp.WithMaxResponseBody(%d)", n), fmt.Errorf("%w: a negative body cap", idem.ErrInvalid))
 			return
 		}
-		c.maxResponse = n
+		c.maxResponse = int(min(n, math.MaxInt))
 	}
 }
 

@@ -15,7 +15,7 @@
 //		dedupdrill.Run(t, target, config, dedupdrill.Options{})
 //	}
 //
-// The deduplicator is a dedup.Deduper on redisdedup and the business effect
+// The deduplicator is a dedup.Deduper on dedup/redisstore and the business effect
 // is a Redis transaction (ledger sum plus a per-id count), so both processes
 // share them. The dedup mark and the effect are separate writes: a consumer
 // killed between them would, once its claim expired, have the effect run
@@ -43,7 +43,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkey-go/latchkey/dedup"
-	"github.com/latchkey-go/latchkey/dedup/redisdedup"
+	"github.com/latchkey-go/latchkey/dedup/redisstore"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
 
@@ -262,7 +262,7 @@ func Run(t *testing.T, tg Target, config string, o Options) Result {
 	r.ChildEffects, r.ParentEffects = num("effects:child"), num("effects:parent")
 	r.Failures = num("failures:child") + num("failures:parent")
 	r.ParentOutcomes = parent.outcomeCounts()
-	if n := r.ParentOutcomes[dedup.Rejected.String()]; n != 0 {
+	if n := r.ParentOutcomes[dedup.OutcomeRejected.String()]; n != 0 {
 		t.Errorf("%d deliveries rejected in the parent", n)
 	}
 	t.Logf("%d ids, %d messages (%d second copies): published in %v; drained %v after the child started, %v after the kill",
@@ -302,11 +302,11 @@ type proc struct {
 	inGap   int        // handlers between effect and mark; guarded by mu
 
 	last     atomic.Int64 // Unix nanoseconds of the last handler start or end
-	outcomes [int(dedup.Rejected) + 1]atomic.Int64
+	outcomes [int(dedup.OutcomeRejected) + 1]atomic.Int64
 }
 
 func newProc(s spec, c *redis.Client, name string, killAt int) *proc {
-	d, err := dedup.New(redisdedup.New(c, redisdedup.WithPrefix(s.key("dedup:"))),
+	d, err := dedup.New(redisstore.New(c, redisstore.WithPrefix(s.key("dedup:"))),
 		dedup.WithProcessingTTL(s.TTL), dedup.WithRetention(10*time.Minute))
 	if err != nil {
 		panic(err) // the options are constants
@@ -321,7 +321,7 @@ func (p *proc) lastCall() time.Time { return time.Unix(0, p.last.Load()) }
 
 func (p *proc) outcomeCounts() map[string]int64 {
 	m := map[string]int64{}
-	for o := dedup.Processed; o <= dedup.Rejected; o++ {
+	for o := dedup.OutcomeProcessed; o <= dedup.OutcomeRejected; o++ {
 		m[o.String()] = p.outcomes[o].Load()
 	}
 	return m

@@ -3,10 +3,10 @@
 // stores.
 //
 //	mem://                                   an empty in-process store (FromIdem over idem/memstore)
-//	redis://[user:pass@]host:6379[/db]       dedup/redisdedup; rediss:// for TLS; prefix=P (default "dedup:")
+//	redis://[user:pass@]host:6379[/db]       dedup/redisstore; rediss:// for TLS; prefix=P (default "dedup:")
 //	redis-cluster://host:port[,host:port]    the same on a Redis Cluster
 //	redis://host:6379?bloom=NAME&capacity=N&rate=R
-//	                                         the dedup/redisbloom filter NAME, with the sizing its consumers
+//	                                         the dedup/bloomfilter filter NAME, with the sizing its consumers
 //	                                         give it, period=D (default 24h) and prefix=P (default "bloom:")
 //	postgres://user:pass@host:5432/db        the dedup/sqlinbox table (table=T, default dedup_inbox;
 //	postgresql://...                         retention=D, default 24h, for when a mark may be purged)
@@ -31,8 +31,8 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/latchkey-go/latchkey/dedup"
-	"github.com/latchkey-go/latchkey/dedup/redisbloom"
-	"github.com/latchkey-go/latchkey/dedup/redisdedup"
+	"github.com/latchkey-go/latchkey/dedup/bloomfilter"
+	"github.com/latchkey-go/latchkey/dedup/redisstore"
 	"github.com/latchkey-go/latchkey/dedup/sqlinbox"
 	"github.com/latchkey-go/latchkey/idem/memstore"
 	"github.com/latchkey-go/latchkey/internal/backendurl"
@@ -161,7 +161,7 @@ func openRedis(ctx context.Context, raw string, u *url.URL) (Store, error) {
 	return closer{in, c.Close}, nil
 }
 
-// redisInspector is the redisdedup store, or with bloom=NAME the filter.
+// redisInspector is the dedup/redisstore store, or with bloom=NAME the filter.
 func redisInspector(c redisClient, p map[string]string) (dedup.Inspector, error) {
 	name, bloom := p["bloom"]
 	if !bloom {
@@ -170,11 +170,11 @@ func redisInspector(c redisClient, p map[string]string) (dedup.Inspector, error)
 				return nil, invalidf("%s is a Bloom filter's parameter; name the filter with bloom=NAME", n)
 			}
 		}
-		prefix := redisdedup.DefaultPrefix
+		prefix := redisstore.DefaultPrefix
 		if v, ok := p["prefix"]; ok {
 			prefix = v
 		}
-		return redisdedup.New(c, redisdedup.WithPrefix(prefix)), nil
+		return redisstore.New(c, redisstore.WithPrefix(prefix)), nil
 	}
 	capacity, err := strconv.ParseInt(p["capacity"], 10, 64)
 	if err != nil {
@@ -184,15 +184,15 @@ func redisInspector(c redisClient, p map[string]string) (dedup.Inspector, error)
 	if err != nil {
 		return nil, invalidf("bloom=%s needs rate=R, the false-positive rate its consumers give it", name)
 	}
-	period, err := duration(p, "period", redisbloom.DefaultPeriod)
+	period, err := duration(p, "period", bloomfilter.DefaultPeriod)
 	if err != nil {
 		return nil, err
 	}
-	opts := []redisbloom.Option{redisbloom.WithPeriod(period)}
+	opts := []bloomfilter.Option{bloomfilter.WithPeriod(period)}
 	if v, ok := p["prefix"]; ok {
-		opts = append(opts, redisbloom.WithPrefix(v))
+		opts = append(opts, bloomfilter.WithPrefix(v))
 	}
-	return redisbloom.New(c, name, capacity, rate, opts...)
+	return bloomfilter.New(c, name, capacity, rate, opts...)
 }
 
 func openPostgres(ctx context.Context, raw string, _ *url.URL) (Store, error) {

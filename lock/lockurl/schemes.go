@@ -35,7 +35,7 @@ func openSQLite(ctx context.Context, _ string, u *url.URL) (Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	dsn := SQLiteDSN(path)
+	dsn := backendurl.SQLiteDSN(path)
 	if u.RawQuery != "" {
 		dsn += "&" + u.RawQuery
 	}
@@ -61,12 +61,6 @@ func sqlitePath(u *url.URL) (string, error) {
 	}
 	return p, nil
 }
-
-// SQLiteDSN returns the modernc.org/sqlite data source name Open uses for the
-// database file at path: a 10 s busy timeout, WAL journal and
-// synchronous=NORMAL, so several processes can share the file. Programs that
-// keep their own tables in the same file should open it with this DSN too.
-func SQLiteDSN(path string) string { return backendurl.SQLiteDSN(path) }
 
 // postgres:// and postgresql://: everything in the URL is pgx's (pool size,
 // TLS, timeouts), see pgxpool.ParseConfig.

@@ -17,11 +17,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkey-go/latchkey/dedup"
-	"github.com/latchkey-go/latchkey/dedup/redisdedup"
+	dedupredis "github.com/latchkey-go/latchkey/dedup/redisstore"
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/memstore"
 	"github.com/latchkey-go/latchkey/idem/redisstore"
 	"github.com/latchkey-go/latchkey/idem/sqlstore"
+	"github.com/latchkey-go/latchkey/internal/backendurl"
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 	"github.com/latchkey-go/latchkey/lock/lockurl"
 )
@@ -132,7 +133,7 @@ func sqlitePathOf(dataURL string) string {
 func openData(ctx context.Context, dataURL string, conns int) (*dataDB, error) {
 	driver, dsn, dialect := "pgx", dataURL, sqldialect.Postgres
 	if p := sqlitePathOf(dataURL); p != "" {
-		driver, dsn, dialect = "sqlite", lockurl.SQLiteDSN(p), sqldialect.SQLite
+		driver, dsn, dialect = "sqlite", backendurl.SQLiteDSN(p), sqldialect.SQLite
 	}
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
@@ -227,7 +228,7 @@ func openStores(ctx context.Context, storeURL string, data *dataDB) (*stores, er
 		}
 		return &stores{
 			idem:  redisstore.New(c, redisstore.WithPrefix(redisIdemPrefix)),
-			dedup: redisdedup.New(c, redisdedup.WithPrefix(redisDedupPfx)),
+			dedup: dedupredis.New(c, dedupredis.WithPrefix(redisDedupPfx)),
 			naive: redisNaive{c},
 			close: c.Close,
 		}, nil

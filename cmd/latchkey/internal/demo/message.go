@@ -193,13 +193,13 @@ func consume(ctx context.Context, w *worker, _ struct{}) error {
 		if f[4] == "dedup" {
 			o, err := dd.Process(ctx, dedup.Message{ID: id}, handle)
 			switch o {
-			case dedup.Processed:
+			case dedup.OutcomeProcessed:
 				outcome = kindProcessed
-			case dedup.Duplicate:
+			case dedup.OutcomeDuplicate:
 				outcome = kindDuplicate
-			case dedup.Failed:
+			case dedup.OutcomeFailed:
 				outcome = kindFailed
-			case dedup.Busy:
+			case dedup.OutcomeBusy:
 				outcome = kindBusy
 			default:
 				return fmt.Errorf("delivery %d: %w", n, err)

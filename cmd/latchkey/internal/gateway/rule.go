@@ -193,7 +193,7 @@ func (s ruleSpec) build(onError func(*http.Request, error)) *rule {
 		idemhttp.WithRetention(l.Retention),
 		idemhttp.WithWait(l.Wait),
 		idemhttp.WithMaxRequestBody(l.MaxRequestBody),
-		idemhttp.WithMaxResponseBody(int(l.MaxResponseBody)),
+		idemhttp.WithMaxResponseBody(l.MaxResponseBody),
 		idemhttp.WithErrorHandler(onError),
 	}
 	if s.key == "optional" {

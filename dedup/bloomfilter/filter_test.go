@@ -1,0 +1,341 @@
+package bloomfilter_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/dedup/bloomfilter"
+)
+
+// The sizing follows the textbook formulas, with each of the two generations
+// at 1 - sqrt(1 - p) so that a check's combined rate stays within p.
+func TestSizing(t *testing.T) {
+	t.Parallel()
+	s, err := bloomfilter.NewSizing(100_000, 0.01)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := 1 - math.Sqrt(0.99)
+	if math.Abs(s.GenerationRate-pg) > 1e-12 {
+		t.Errorf("GenerationRate = %v, want %v", s.GenerationRate, pg)
+	}
+	opt := 100_000 * bloomfilter.OptimalBitsPerID(pg)
+	if float64(s.Bits) < opt || float64(s.Bits) > opt*1.005 || s.Hashes != 8 {
+		t.Errorf("m, k = %d, %d; want within 0.5%% above %.0f, 8", s.Bits, s.Hashes, opt)
+	}
+	if r := s.ExpectedRate(); r > 0.01 {
+		t.Errorf("ExpectedRate = %v, want at most 1%%", r)
+	}
+	if o := bloomfilter.OptimalBitsPerID(0.01); math.Abs(o-9.585) > 0.001 {
+		t.Errorf("OptimalBitsPerID(1%%) = %v, want 9.585", o)
+	}
+	t.Logf("n=100k p=1%%: m=%d k=%d, %.2f bits per id per generation (optimal single filter at 1%%: %.2f, ratio %.3f), expected rate both full %.4f%%",
+		s.Bits, s.Hashes, s.BitsPerID(), bloomfilter.OptimalBitsPerID(0.01), s.BitsPerID()/bloomfilter.OptimalBitsPerID(0.01), 100*s.ExpectedRate())
+}
+
+// At capacity, with both generations full (20,000 ids each), the measured
+// false-positive rate over 50,000 ids never added is within the configured
+// 1% (plus three standard deviations of the count); there are no false
+// negatives; and the memory per id is the optimum for each generation's
+// rate. The rate depends on m/n and k, not on n, so a larger n would only
+// make the test slower. The ids are fixed, so are the counts.
+func TestFalsePositiveRateAtCapacity(t *testing.T) {
+	t.Parallel()
+	const (
+		n = 20_000
+		p = 0.01
+	)
+	ctx := context.Background()
+	c, prefix := shared(t)
+	f := newFilter(t, c, prefix, n, p)
+	size := f.Sizing()
+
+	// Fill the first generation to capacity.
+	var members []string
+	fill := func(gen int64) {
+		for from := len(members); ; {
+			st, err := f.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Generation == gen && st.Added == n {
+				return
+			}
+			todo := n
+			if st.Generation == gen {
+				todo = int(n - st.Added)
+			}
+			batch := ids("member", from, todo)
+			from += todo
+			if _, err := f.TestAndAddBatch(ctx, batch); err != nil {
+				t.Fatal(err)
+			}
+			members = append(members, batch...)
+		}
+	}
+	probe := func(kind string, probes int, limit float64) float64 {
+		fp := count(testParallel(t, f, ids(kind, 0, probes)))
+		sigma := math.Sqrt(float64(probes) * limit * (1 - limit))
+		if float64(fp) > float64(probes)*limit+3*sigma {
+			t.Errorf("%s: %d false positives in %d, rate %.3f%%, above %.3f%% + 3 sigma", kind, fp, probes, 100*float64(fp)/float64(probes), 100*limit)
+		}
+		return float64(fp) / float64(probes)
+	}
+
+	fill(0)
+	one := probe("fresh-one", 20_000, size.GenerationRate)
+	st1, _ := f.Stats(ctx)
+	fill(1)
+	st2, err := f.Stats(ctx)
+	var usage [2]int64
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st2.Previous.BitsSet == 0 || st2.Current.BitsSet == 0 {
+		t.Fatalf("after two fills: %+v, want two full generations", st2)
+	}
+	both := probe("fresh-both", 50_000, p)
+
+	// No false negatives: ids added to either live generation are seen
+	// (every 20th, to keep the test short).
+	var sample []string
+	for i := 0; i < len(members); i += 20 {
+		sample = append(sample, members[i])
+	}
+	if miss := len(sample) - count(testParallel(t, f, sample)); miss != 0 {
+		t.Errorf("%d of %d added ids reported unseen", miss, len(sample))
+	}
+
+	// Memory: m/n is the optimum for the generation rate, and Redis holds
+	// the bitmap in about m/8 bytes.
+	if opt := bloomfilter.OptimalBitsPerID(size.GenerationRate); size.BitsPerID() > opt*1.005 || size.BitsPerID() < opt {
+		t.Errorf("bits per id %.4f, optimum %.4f", size.BitsPerID(), opt)
+	}
+	for i, k := range f.Keys()[1:] {
+		usage[i], err = c.MemoryUsage(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if limit := int64(float64(size.Bits/8) * 1.25); usage[i] > limit {
+			t.Errorf("%s uses %d bytes, want at most %d (m/8 = %d plus allocator rounding)", k, usage[i], limit, size.Bits/8)
+		}
+	}
+	t.Logf("n=%d p=%.0f%%: m=%d bits, k=%d, %.2f bits/id per generation (%.3fx the 9.59 of one filter at 1%%; optimal for its rate %.3f%%)",
+		n, 100*p, size.Bits, size.Hashes, size.BitsPerID(), size.BitsPerID()/bloomfilter.OptimalBitsPerID(p), 100*size.GenerationRate)
+	t.Logf("Redis MEMORY USAGE per generation: %d and %d bytes = %.2f and %.2f bits per id",
+		usage[0], usage[1], float64(usage[0])*8/n, float64(usage[1])*8/n)
+	t.Logf("measured false-positive rate: one generation full %.3f%% (expected %.3f%%, fill %.3f, stats estimate %.3f%%); both full %.3f%% (expected %.3f%%, stats estimate %.3f%%); configured %.0f%%",
+		100*one, 100*(1-math.Sqrt(1-size.ExpectedRate())), st1.Current.FillRatio, 100*st1.FalsePositiveRate,
+		100*both, 100*size.ExpectedRate(), 100*st2.FalsePositiveRate, 100*p)
+	if d := math.Abs(st2.Previous.EstimatedCount-n) / n; d > 0.02 {
+		t.Errorf("estimated count of the full generation %.0f, want within 2%% of %d", st2.Previous.EstimatedCount, n)
+	}
+}
+
+// A full generation rotates: its ids stay seen through the next generation
+// and are forgotten after that.
+func TestRotationByCapacity(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, prefix := shared(t)
+	f := newFilter(t, c, prefix, 50, 0.001)
+	old := ids("old", 0, 50)
+	if got, err := f.TestAndAddBatch(ctx, old); err != nil || count(got) != 0 {
+		t.Fatalf("first adds: %d seen, %v", count(got), err)
+	}
+	if _, err := f.TestAndAddBatch(ctx, ids("mid", 0, 50)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.Stats(ctx)
+	if err != nil || st.Generation != 1 || st.Added != 50 {
+		t.Fatalf("after 100 adds: %+v, %v; want generation 1 with 50 ids", st, err)
+	}
+	if got, _ := f.TestBatch(ctx, old); count(got) != len(old) {
+		t.Fatalf("previous generation: %d of %d ids seen, want all", count(got), len(old))
+	}
+	if _, err := f.TestAndAddBatch(ctx, ids("new", 0, 50)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.TestAndAdd(ctx, "one more"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := f.TestBatch(ctx, old)
+	if n := count(got); n > 2 { // expected false positives: 50 x ~0.1%
+		t.Fatalf("two rotations later %d of %d old ids still seen, want them aged out", n, len(old))
+	}
+}
+
+// Ids age out by time: after two periods nothing is left, in the filter or
+// in Redis (every key has an expiry within the window).
+func TestRotationByPeriod(t *testing.T) {
+	t.Parallel()
+	const period = 250 * time.Millisecond
+	ctx := context.Background()
+	c, prefix := shared(t)
+	f := newFilter(t, c, prefix, 1000, 0.01, bloomfilter.WithPeriod(period))
+	before := time.Now()
+	if seen, err := f.TestAndAdd(ctx, "a"); err != nil || seen {
+		t.Fatalf("TestAndAdd(a) = %v, %v", seen, err)
+	}
+	if seen, _ := f.Test(ctx, "a"); !seen && time.Since(before) < period {
+		t.Fatal("a unseen within its period")
+	}
+	for _, k := range f.Keys()[:2] { // the state and the current generation
+		if ttl := c.PTTL(ctx, k).Val(); ttl <= 0 || ttl > 2*period {
+			t.Errorf("%s PTTL %v, want within (0, %v]", k, ttl, 2*period)
+		}
+	}
+	time.Sleep(period + 50*time.Millisecond)
+	// One period on: a is in the previous generation; an add rotates.
+	if _, err := f.TestAndAdd(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := f.Stats(ctx)
+	if st.Generation != 1 {
+		t.Errorf("after one period: generation %d, want 1", st.Generation)
+	}
+	if seen, _ := f.Test(ctx, "a"); !seen && time.Since(before) < 2*period {
+		t.Error("a forgotten within two periods")
+	}
+	time.Sleep(2*period + 50*time.Millisecond)
+	for _, id := range []string{"a", "b"} {
+		if seen, _ := f.Test(ctx, id); seen {
+			t.Errorf("%s still seen after two periods", id)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // past the keys' PEXPIREAT on Redis's clock
+	if n := c.Exists(ctx, f.Keys()...).Val(); n != 0 {
+		t.Errorf("%d of the filter's keys left after its window", n)
+	}
+}
+
+// Of 32 consumers adding the same new id at once, exactly one is told it is
+// new; the same holds for every id of two racing batches.
+func TestConcurrentTestAndAdd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, prefix := shared(t)
+	f := newFilter(t, c, prefix, 10_000, 0.01)
+	for round := range 10 {
+		id := ids("race", round, 1)[0]
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			news int
+		)
+		start := make(chan struct{})
+		for range 32 {
+			wg.Go(func() {
+				<-start
+				seen, err := f.TestAndAdd(ctx, id)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !seen {
+					mu.Lock()
+					news++
+					mu.Unlock()
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if news != 1 {
+			t.Fatalf("round %d: %d of 32 consumers saw %q as new, want exactly 1", round, news, id)
+		}
+	}
+	batch := ids("batch", 0, 2500)
+	var res [2][]bool
+	var wg sync.WaitGroup
+	for i := range res {
+		wg.Go(func() {
+			var err error
+			if res[i], err = f.TestAndAddBatch(ctx, batch); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	for i := range batch {
+		if res[0][i] == res[1][i] {
+			t.Fatalf("id %d: both batches saw seen=%v, want exactly one new", i, res[0][i])
+		}
+	}
+}
+
+// Bad input is refused with a clear error before anything reaches Redis.
+func TestInvalidInput(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, prefix := shared(t)
+	for _, tc := range []struct {
+		name string
+		n    int64
+		p    float64
+		opts []bloomfilter.Option
+	}{
+		{"zero capacity", 0, 0.01, nil},
+		{"negative capacity", -5, 0.01, nil},
+		{"zero rate", 1000, 0, nil},
+		{"rate one", 1000, 1, nil},
+		{"negative rate", 1000, -0.1, nil},
+		{"NaN rate", 1000, math.NaN(), nil},
+		{"too big for a Redis string", 1 << 40, 0.01, nil},
+		{"zero period", 1000, 0.01, []bloomfilter.Option{bloomfilter.WithPeriod(0)}},
+		{"prefix with a brace", 1000, 0.01, []bloomfilter.Option{bloomfilter.WithPrefix("a{")}},
+	} {
+		opts := append([]bloomfilter.Option{bloomfilter.WithPrefix(prefix)}, tc.opts...)
+		if _, err := bloomfilter.New(c, "f", tc.n, tc.p, opts...); !errors.Is(err, dedup.ErrInvalid) {
+			t.Errorf("%s: New = %v, want ErrInvalid", tc.name, err)
+		} else {
+			t.Logf("%s: %v", tc.name, err)
+		}
+	}
+	if _, err := bloomfilter.New(nil, "f", 10, 0.01); !errors.Is(err, dedup.ErrInvalid) {
+		t.Errorf("nil client: %v", err)
+	}
+	if _, err := bloomfilter.New(c, "a}b", 10, 0.01); !errors.Is(err, dedup.ErrInvalid) {
+		t.Errorf("name with a brace: %v", err)
+	}
+	f := newFilter(t, c, prefix, 10, 0.01)
+	if _, err := f.TestAndAdd(ctx, ""); !errors.Is(err, dedup.ErrInvalidID) {
+		t.Errorf("empty id: %v, want ErrInvalidID", err)
+	}
+	if _, err := f.TestAndAddBatch(ctx, []string{"ok", "bad\n"}); !errors.Is(err, dedup.ErrInvalidID) {
+		t.Errorf("batch with a control character: %v, want ErrInvalidID", err)
+	}
+	if _, err := bloomfilter.NewLossy(f).Claim(ctx, "", time.Second); !errors.Is(err, dedup.ErrInvalidID) {
+		t.Errorf("Lossy empty id: %v, want ErrInvalidID", err)
+	}
+	if n := c.Exists(ctx, f.Keys()...).Val(); n != 0 {
+		t.Errorf("refused calls created %d keys", n)
+	}
+	if seen, err := f.TestAndAdd(ctx, "ok"); err != nil || seen {
+		t.Errorf("the batch's valid id was added anyway: %v, %v", seen, err)
+	}
+}
+
+// Two clients that disagree on the size of one filter are refused instead of
+// corrupting it.
+func TestSizingMismatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, prefix := shared(t)
+	a := newFilter(t, c, prefix, 1000, 0.01)
+	b := newFilter(t, c, prefix, 2000, 0.01)
+	if _, err := a.TestAndAdd(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.TestAndAdd(ctx, "y"); !errors.Is(err, bloomfilter.ErrSizingMismatch) {
+		t.Fatalf("other sizing: %v, want ErrSizingMismatch", err)
+	}
+	if seen, _ := a.Test(ctx, "y"); seen {
+		t.Error("the refused add changed the filter")
+	}
+}

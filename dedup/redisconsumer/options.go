@@ -1,0 +1,155 @@
+package redisconsumer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/latchkey-go/latchkey/dedup"
+)
+
+// Defaults of the options.
+const (
+	// DefaultIDField is the entry field that holds the message id.
+	DefaultIDField = "id"
+	// DefaultBodyField is the entry field that holds the message body.
+	DefaultBodyField = "body"
+	// DefaultBatchSize is how many entries one XREADGROUP or XAUTOCLAIM asks
+	// for.
+	DefaultBatchSize = 10
+	// DefaultBlock is how long one XREADGROUP waits for new entries.
+	DefaultBlock = 2 * time.Second
+	// DefaultMinIdle is how long a pending entry must have been idle before
+	// XAUTOCLAIM takes it over; it equals dedup.DefaultProcessingTTL.
+	DefaultMinIdle = dedup.DefaultProcessingTTL
+)
+
+// An Option configures New and Publish (which uses only the field
+// names).
+type Option func(*config)
+
+type config struct {
+	idField, bodyField string
+	batch              int64
+	block              time.Duration
+	minIdle            time.Duration
+	reclaimEvery       time.Duration // 0: minIdle/2
+	onError            func(context.Context, error)
+	invalid            error
+}
+
+func newConfig(opts []Option) config {
+	c := config{
+		idField:   DefaultIDField,
+		bodyField: DefaultBodyField,
+		batch:     DefaultBatchSize,
+		block:     DefaultBlock,
+		minIdle:   DefaultMinIdle,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.idField == c.bodyField && c.invalid == nil {
+		c.invalid = fmt.Errorf("%w: redisconsumer: id and body fields are both %q", dedup.ErrInvalid, c.idField)
+	}
+	if c.reclaimEvery == 0 {
+		c.reclaimEvery = max(c.minIdle/2, time.Millisecond)
+	}
+	return c
+}
+
+func (c *config) fail(format string, args ...any) {
+	if c.invalid == nil {
+		c.invalid = fmt.Errorf("%w: redisconsumer: "+format, append([]any{dedup.ErrInvalid}, args...)...)
+	}
+}
+
+// WithIDField names the entry field that holds the message id given to the
+// handler as dedup.Message.ID. Default: "id" ([DefaultIDField]).
+func WithIDField(name string) Option {
+	return func(c *config) {
+		if name == "" {
+			c.fail("empty id field name")
+			return
+		}
+		c.idField = name
+	}
+}
+
+// WithBodyField names the entry field that holds the message body. The
+// entry's other fields go to dedup.Message.Header. Default: "body"
+// ([DefaultBodyField]).
+func WithBodyField(name string) Option {
+	return func(c *config) {
+		if name == "" {
+			c.fail("empty body field name")
+			return
+		}
+		c.bodyField = name
+	}
+}
+
+// WithBatchSize sets how many entries one XREADGROUP or XAUTOCLAIM asks for,
+// 1 to 10,000. A batch is handled one entry after another and acknowledged
+// in one XACK. Default: 10 ([DefaultBatchSize]).
+func WithBatchSize(n int) Option {
+	return func(c *config) {
+		if n < 1 || n > 10000 {
+			c.fail("batch size %d outside [1, 10000]", n)
+			return
+		}
+		c.batch = int64(n)
+	}
+}
+
+// WithBlock sets how long one XREADGROUP waits for new entries, 1 ms to 1
+// minute. Run notices a cancelled context within about this long. Default: 2
+// seconds ([DefaultBlock]).
+func WithBlock(d time.Duration) Option {
+	return func(c *config) {
+		if d < time.Millisecond || d > time.Minute {
+			c.fail("block %v outside [1ms, 1m]", d)
+			return
+		}
+		c.block = d
+	}
+}
+
+// WithMinIdle sets how long a pending entry must have been idle before this
+// consumer takes it over with XAUTOCLAIM: it is also the delay before a failed
+// entry is retried. Keep it at least the deduplicator's processing TTL: an
+// entry taken over sooner from a live consumer finds its id still claimed
+// and stays pending. Default: 1 minute ([DefaultMinIdle]).
+func WithMinIdle(d time.Duration) Option {
+	return func(c *config) {
+		if d < time.Millisecond || d > dedup.MaxDuration {
+			c.fail("min idle %v outside [1ms, %v]", d, dedup.MaxDuration)
+			return
+		}
+		c.minIdle = d
+	}
+}
+
+// WithReclaimInterval sets how often the consumer scans the pending entries
+// list with XAUTOCLAIM (a scan that finds a full batch goes on at once).
+// Default: half the min-idle time.
+func WithReclaimInterval(d time.Duration) Option {
+	return func(c *config) {
+		if d < time.Millisecond || d > dedup.MaxDuration {
+			c.fail("reclaim interval %v outside [1ms, %v]", d, dedup.MaxDuration)
+			return
+		}
+		c.reclaimEvery = d
+	}
+}
+
+// WithErrorHandler sets a function told of every error Run survives: an
+// [*EntryError] for an entry left pending (or processed but not recorded),
+// and Redis errors, after which Run backs off and tries again. It is called
+// from Run's goroutine and must not block for long. Default: errors are
+// dropped.
+func WithErrorHandler(f func(ctx context.Context, err error)) Option {
+	return func(c *config) { c.onError = f }
+}
