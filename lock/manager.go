@@ -398,7 +398,7 @@ func (m *Manager) renewed(l *Lease, sent time.Time, err error) {
 		m.mu.Unlock()
 	}
 	if l.obs != nil {
-		l.obs.o.Observe(Event{Kind: EventRenew, Key: l.key, Err: err, Duration: time.Since(sent)})
+		l.obs.o(Event{Kind: EventRenew, Key: l.key, Err: err, Duration: time.Since(sent)})
 		if lost != nil {
 			l.observeLoss(lost)
 		}

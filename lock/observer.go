@@ -12,19 +12,14 @@ import (
 // attached without the lock package importing either (see the metrics
 // package for Prometheus collectors, and [LogObserver] for log/slog).
 //
-// Observe is called synchronously on the goroutine that caused the event
-// (the caller of Acquire or Release, or the Manager's renewal goroutines),
-// never with the Manager's mutex held, and possibly concurrently: it must be
-// safe for concurrent use and quick. It must not call back into the Lease.
-type Observer interface {
-	Observe(Event)
-}
-
-// ObserverFunc adapts a function to the Observer interface.
-type ObserverFunc func(Event)
-
-// Observe calls f(e).
-func (f ObserverFunc) Observe(e Event) { f(e) }
+// It is a function, as the observers of idem, idemhttp and dedup are. It is
+// called synchronously on the goroutine that caused the event (the caller of
+// Acquire or Release, or the Manager's renewal goroutines), never with the
+// Manager's mutex held, and possibly concurrently: it must be safe for
+// concurrent use and quick. It must not call back into the Lease. It has no
+// context, unlike idem's and dedup's, because renewals and losses happen in
+// the background, outside any caller's context.
+type Observer func(Event)
 
 // EventKind says what happened to a lease.
 type EventKind int
@@ -131,7 +126,7 @@ func observeAcquire(o Observer, key string, begin, firstFail time.Time, attempts
 	if !firstFail.IsZero() {
 		e.Waited = now.Sub(firstFail)
 	}
-	o.Observe(e)
+	o(e)
 }
 
 // lossReason classifies a lost lease's error.
@@ -148,20 +143,16 @@ func lossReason(fixed bool, err error) LossReason {
 // Observers returns an Observer that passes every event to each of obs in
 // order (nil entries are skipped), to attach metrics and logs together.
 func Observers(obs ...Observer) Observer {
-	var list multiObserver
+	var list []Observer
 	for _, o := range obs {
 		if o != nil {
 			list = append(list, o)
 		}
 	}
-	return list
-}
-
-type multiObserver []Observer
-
-func (m multiObserver) Observe(e Event) {
-	for _, o := range m {
-		o.Observe(e)
+	return func(e Event) {
+		for _, o := range list {
+			o(e)
+		}
 	}
 }
 
@@ -176,7 +167,7 @@ func LogObserver(logger *slog.Logger, logKeys bool) Observer {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &logObserver{log: logger, keys: logKeys}
+	return (&logObserver{log: logger, keys: logKeys}).observe
 }
 
 type logObserver struct {
@@ -184,7 +175,7 @@ type logObserver struct {
 	keys bool
 }
 
-func (o *logObserver) Observe(e Event) {
+func (o *logObserver) observe(e Event) {
 	level, msg := slog.LevelDebug, ""
 	switch e.Kind {
 	case EventAcquire:

@@ -26,7 +26,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 // Observer that does nothing, to show what observation itself costs.
 func BenchmarkAcquireReleaseObserved(b *testing.B) {
 	m, _ := NewManager(newFake())
-	m.SetObserver(ObserverFunc(func(Event) {}))
+	m.SetObserver(Observer(func(Event) {}))
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

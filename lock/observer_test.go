@@ -15,7 +15,7 @@ import (
 func TestObserverOneEndPerLease(t *testing.T) {
 	m, _ := NewManager(newFake())
 	var acquired, released, lost, renewed atomic.Int64
-	m.SetObserver(ObserverFunc(func(e Event) {
+	m.SetObserver(Observer(func(e Event) {
 		switch e.Kind {
 		case EventAcquire:
 			if e.Err == nil {
@@ -72,7 +72,7 @@ func TestObserverOneEndPerLease(t *testing.T) {
 func TestObserverOff(t *testing.T) {
 	m, _ := NewManager(newFake())
 	var events atomic.Int64
-	m.SetObserver(ObserverFunc(func(Event) { events.Add(1) }))
+	m.SetObserver(Observer(func(Event) { events.Add(1) }))
 	m.SetObserver(nil)
 	l, err := m.Acquire(context.Background(), "k")
 	if err != nil {

@@ -99,7 +99,7 @@ func (l *Lock) Observer(backend string) lock.Observer {
 		o.acquire[i] = l.acquire.WithLabelValues(backend, out)
 		o.wait[i] = l.wait.WithLabelValues(backend, out)
 	}
-	return o
+	return o.observe
 }
 
 // lockObserver holds one backend's metrics, resolved once.
@@ -113,7 +113,7 @@ type lockObserver struct {
 	backend                        string
 }
 
-func (o *lockObserver) Observe(e lock.Event) {
+func (o *lockObserver) observe(e lock.Event) {
 	switch e.Kind {
 	case lock.EventAcquire:
 		i := acquireOutcome(e.Err)

@@ -229,7 +229,7 @@ func TestLogObserverOmitsKeys(t *testing.T) {
 	for _, logKeys := range []bool{false, true} {
 		var buf strings.Builder
 		o := lock.LogObserver(newTextLogger(&buf), logKeys)
-		o.Observe(lock.Event{Kind: lock.EventLoss, Key: "acct-42", Err: lock.ErrLeaseLost, Reason: lock.LossRefused})
+		o(lock.Event{Kind: lock.EventLoss, Key: "acct-42", Err: lock.ErrLeaseLost, Reason: lock.LossRefused})
 		out := buf.String()
 		if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "reason=renewal_refused") {
 			t.Errorf("loss record: %q", out)
