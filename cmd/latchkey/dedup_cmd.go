@@ -169,31 +169,19 @@ func dedupSub(ctx context.Context, sub string, args []string, stdout, stderr io.
 	if m.State == dedup.InProgress && !*f.force {
 		return dedupFailed(cmd, &dedup.InProgressError{RetryAfter: max(time.Until(m.Expires), 0)}, rep, *f.asJSON, stdout, stderr)
 	}
-	if !m.Approximate { // a Bloom filter refuses below, before anyone is asked
-		question := "Forget this mark? The next copy of the message will be processed again."
+	question := "" // a Bloom filter refuses in Forget, before anyone is asked
+	if !m.Approximate {
+		question = "Forget this mark? The next copy of the message will be processed again."
 		if m.State == dedup.InProgress {
 			question = "Forget the claim of a message still being processed? A copy may be processed beside it."
 		}
-		if !*f.asJSON && !*f.yes {
-			rep.print(stderr, false)
-		}
-		if ok, code := mayForget(*f.yes, cmd, question, stderr); !ok {
-			return code
-		}
 	}
-	fctx, cancel := context.WithTimeout(ctx, inspectTimeout)
-	err = st.Forget(fctx, id, *f.force)
-	cancel()
-	if err != nil {
-		return dedupFailed(cmd, err, rep, *f.asJSON, stdout, stderr)
-	}
-	rep.Forgotten = true
-	if *f.asJSON {
-		rep.print(stdout, true)
-	} else {
-		fmt.Fprintf(stdout, "forgotten: %s\n", id)
-	}
-	return exitOK
+	return forgetting{
+		cmd: cmd, what: id, question: question, yes: *f.yes, asJSON: *f.asJSON,
+		show:   func(w io.Writer, asJSON bool) { rep.print(w, asJSON) },
+		forget: func(ctx context.Context) error { return st.Forget(ctx, id, *f.force) },
+		failed: func(err error) int { return dedupFailed(cmd, err, rep, *f.asJSON, stdout, stderr) },
+	}.run(ctx, stdout, stderr, func() { rep.Forgotten = true })
 }
 
 func dedupFailed(cmd string, err error, rep dedupReport, asJSON bool, stdout, stderr io.Writer) int {

@@ -197,25 +197,12 @@ func idemSub(ctx context.Context, sub string, args []string, stdout, stderr io.W
 	if rec.State == idem.InProgress {
 		question = "Forget this record of a request still in progress? A copy may run beside it."
 	}
-	if !*f.asJSON && !*f.yes {
-		rep.print(stderr, false)
-	}
-	if ok, code := mayForget(*f.yes, cmd, question, stderr); !ok {
-		return code
-	}
-	fctx, cancel := context.WithTimeout(ctx, inspectTimeout)
-	err = in.Forget(fctx, key, *f.force)
-	cancel()
-	if err != nil {
-		return idemFailed(cmd, err, rep, *f.asJSON, stdout, stderr)
-	}
-	rep.Forgotten = true
-	if *f.asJSON {
-		rep.print(stdout, true)
-	} else {
-		fmt.Fprintf(stdout, "forgotten: %s\n", key)
-	}
-	return exitOK
+	return forgetting{
+		cmd: cmd, what: key, question: question, yes: *f.yes, asJSON: *f.asJSON,
+		show:   func(w io.Writer, asJSON bool) { rep.print(w, asJSON) },
+		forget: func(ctx context.Context) error { return in.Forget(ctx, key, *f.force) },
+		failed: func(err error) int { return idemFailed(cmd, err, rep, *f.asJSON, stdout, stderr) },
+	}.run(ctx, stdout, stderr, func() { rep.Forgotten = true })
 }
 
 // openIdemInspector opens the store rawURL names. A sqlite:// file that

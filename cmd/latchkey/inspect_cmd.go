@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -111,4 +112,43 @@ func mayForget(yes bool, cmd, question string, stderr io.Writer) (bool, int) {
 	}
 	fmt.Fprintf(stderr, "%s: nothing forgotten\n", cmd)
 	return false, exitNotFound
+}
+
+// A forgetting is the end of "idem forget" and "dedup forget", once the
+// record was found and may be forgotten: ask on a terminal (unless --yes),
+// forget, and say so.
+type forgetting struct {
+	cmd      string // the command, for messages
+	what     string // the key or id forgotten, for the plain answer
+	question string // asked on a terminal; "" asks nothing
+	yes      bool
+	asJSON   bool
+	show     func(w io.Writer, asJSON bool)  // prints the record's report
+	forget   func(ctx context.Context) error // the store's Forget
+	failed   func(err error) int             // reports a failed Forget, returns the exit status
+}
+
+// run carries f out and returns the exit status.
+func (f forgetting) run(ctx context.Context, stdout, stderr io.Writer, forgotten func()) int {
+	if f.question != "" {
+		if !f.asJSON && !f.yes {
+			f.show(stderr, false)
+		}
+		if ok, code := mayForget(f.yes, f.cmd, f.question, stderr); !ok {
+			return code
+		}
+	}
+	fctx, cancel := context.WithTimeout(ctx, inspectTimeout)
+	err := f.forget(fctx)
+	cancel()
+	if err != nil {
+		return f.failed(err)
+	}
+	forgotten()
+	if f.asJSON {
+		f.show(stdout, true)
+	} else {
+		fmt.Fprintf(stdout, "forgotten: %s\n", f.what)
+	}
+	return exitOK
 }
