@@ -60,15 +60,32 @@ type ReleaseWatcher interface {
 	WatchRelease(ctx context.Context, key string) (wake <-chan struct{}, stop func(), err error)
 }
 
-// OwnerWatcher is implemented by backends that queue waiters: the Manager
-// then calls WatchReleaseOwner (and not WatchRelease, if the backend has it
-// too), passing the owner the waiting Acquire will try the key as, so the
-// backend can tell that Acquire's TryAcquire calls apart from other callers'
-// (to hand the lock to the longest waiter first, or to keep later arrivals
-// from barging ahead of it).
+// OwnerWatcher is implemented by backends that queue waiters on their
+// server (etcd's revisions, ZooKeeper's sequential nodes): the Manager then
+// calls WatchReleaseOwner (and not WatchRelease, if the backend has it too),
+// passing the owner the waiting Acquire will try the key as, so the backend
+// can tell that Acquire's TryAcquire calls apart from other callers' (to hand
+// the lock to the longest waiter first, or to keep later arrivals from
+// barging ahead of it). The Manager keeps no queue of its own for such a
+// backend, which would fight the server's; for every other backend it queues
+// its waiting Acquire calls per key and lets only the longest waiter attempt.
 type OwnerWatcher interface {
 	// WatchReleaseOwner is WatchRelease for the Acquire that tries key as owner.
 	WatchReleaseOwner(ctx context.Context, key, owner string) (wake <-chan struct{}, stop func(), err error)
+}
+
+// A HandoffReleaser is a Backend that can release a lock and let the next
+// waiter of the releasing Manager attempt it in the same round trip
+// (pipelining), instead of after the release's answer came back. When the
+// Manager hands a release to its own longest waiter it calls ReleaseHandoff
+// instead of Release, and that waiter needs no release hint; Release must
+// hint every waiter, the releasing Manager's included.
+type HandoffReleaser interface {
+	// ReleaseHandoff is Release that calls handoff once, as soon as an
+	// attempt made from then on is sure to reach the server after the
+	// release (at the latest when the release has completed, also when it
+	// failed). Its release hint need not reach the releasing Manager.
+	ReleaseHandoff(ctx context.Context, key, owner string, handoff func()) error
 }
 
 // Renewal is one lease to extend in a batch.

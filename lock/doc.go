@@ -16,6 +16,17 @@
 // everywhere. A Manager keeps one scheduler goroutine while it holds leases, not
 // one per lease, and none when it holds nothing.
 //
+// Waiting is the same everywhere: the Acquire calls of one Manager (one
+// backend's Locker) that wait for a key are served in arrival order, and
+// only the longest waiter attempts. A release through the Manager wakes it
+// at once; releases elsewhere reach it through the backend's release hint
+// (pub/sub, NOTIFY, watch) or, without one, its poll. Across Managers the
+// order is what the backend gives: etcd and ZooKeeper queue waiters on the
+// server, so every Manager's waiters are served in arrival order; on Redis,
+// Redlock, SQL and memory the Managers' longest waiters race for each
+// release, and a Manager hands a key straight to its own next waiter at
+// most every other release, so no Manager's waiters starve another's.
+//
 // [Manager.SetObserver], promoted to every backend's Locker, reports each
 // acquisition, renewal, loss and release to an [Observer]: the metrics package
 // turns them into Prometheus metrics and [LogObserver] into log/slog records.

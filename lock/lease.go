@@ -118,7 +118,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	rctx, cancel := detach(ctx, releaseTimeout)
 	defer cancel()
-	err := m.backend.Release(rctx, l.key, l.owner)
+	err := m.release(rctx, l.key, l.owner)
 	if err != nil {
 		err = fmt.Errorf("lock: release: %w", err)
 	}

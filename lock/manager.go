@@ -22,6 +22,7 @@ type Manager struct {
 	backend Backend
 	batch   BatchRenewer    // backend's, or nil
 	partial PartialAcquirer // backend's, or nil
+	handoff HandoffReleaser // backend's, or nil
 	// watch is the backend's WatchReleaseOwner, or its WatchRelease with
 	// the owner ignored, or nil.
 	watch func(ctx context.Context, key, owner string) (<-chan struct{}, func(), error)
@@ -31,14 +32,18 @@ type Manager struct {
 	running bool          // scheduler goroutine alive; guarded by mu
 	kick    chan struct{} // wakes the scheduler when an earlier event is scheduled
 
+	waiters waiters // the waiting Acquire calls, per key
+
 	obs atomic.Pointer[Observer] // nil: no observer (SetObserver)
 }
 
 var _ Locker = (*Manager)(nil)
 
 // NewManager returns a Manager for b. If b also implements BatchRenewer,
-// PartialAcquirer, OwnerWatcher or ReleaseWatcher, the Manager uses them. It
-// returns an error wrapping ErrInvalid if b is nil.
+// PartialAcquirer, HandoffReleaser, OwnerWatcher or ReleaseWatcher, the
+// Manager uses them. Unless b is an OwnerWatcher, whose server queues the
+// waiters, the Manager serves its waiting Acquire calls on one key in
+// arrival order. It returns an error wrapping ErrInvalid if b is nil.
 func NewManager(b Backend) (*Manager, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: nil backend", ErrInvalid)
@@ -46,6 +51,9 @@ func NewManager(b Backend) (*Manager, error) {
 	m := &Manager{backend: b, kick: make(chan struct{}, 1)}
 	m.batch, _ = b.(BatchRenewer)
 	m.partial, _ = b.(PartialAcquirer)
+	m.handoff, _ = b.(HandoffReleaser)
+	_, serverQueue := b.(OwnerWatcher)
+	m.waiters.fifo = !serverQueue
 	switch w := b.(type) {
 	case OwnerWatcher:
 		m.watch = w.WatchReleaseOwner
@@ -88,14 +96,38 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 	}
 	owner := newOwner(cfg.holder)
 
-	var wake <-chan struct{}
-	if m.watch != nil && cfg.wait != 0 {
-		// Watch before the first attempt, so a release between a failed
-		// attempt and the wait cannot be missed. If watching fails we still
-		// acquire, by polling.
-		if ch, stop, err := m.watch(ctx, key, owner); err == nil {
-			defer stop()
-			wake = ch
+	var (
+		wake <-chan struct{} // the backend's release hint, or nil
+		stop func()          // ends the watch behind wake
+		w    *waiter         // our place in key's queue, once we wait
+	)
+	defer func() {
+		if stop != nil {
+			stop()
+		}
+		if w != nil {
+			m.waiters.leave(w)
+		}
+	}()
+	watch := func() {
+		// If watching fails we still acquire, by polling.
+		if m.watch != nil && stop == nil {
+			if ch, s, err := m.watch(ctx, key, owner); err == nil {
+				wake, stop = ch, s
+			}
+		}
+	}
+	if cfg.wait != 0 {
+		switch {
+		case !m.waiters.fifo:
+			// The server queues us from the first attempt, which must
+			// know that we wait.
+			watch()
+		case m.waiters.busy(key):
+			// Others of this Manager wait longer: queue behind them
+			// rather than barge in.
+			w = m.waiters.join(key)
+			watch()
 		}
 	}
 	var limit <-chan time.Time
@@ -110,39 +142,69 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 			poll.Stop()
 		}
 	}()
-	b := backoff{safetyNet: wake != nil}
+	var (
+		b         backoff
+		holderTTL time.Duration // the holder's time left at seen
+		seen      time.Time     // when an attempt last found the key held
+	)
 	for {
-		start := time.Now()
-		token, valid, holderTTL, err := m.tryAcquire(ctx, key, owner, cfg)
-		if st != nil {
-			st.attempts++
-			if err != nil && st.firstFail.IsZero() && errors.Is(err, ErrNotAcquired) {
-				st.firstFail = time.Now()
-			}
-		}
-		if err == nil {
-			var o Observer
+		behind := w != nil && m.waiters.behind(w)
+		if !behind {
+			start := time.Now()
+			token, valid, hTTL, err := m.tryAcquire(ctx, key, owner, cfg)
 			if st != nil {
-				o = st.obs
+				st.attempts++
+				if err != nil && st.firstFail.IsZero() && errors.Is(err, ErrNotAcquired) {
+					st.firstFail = time.Now()
+				}
 			}
-			return m.hold(key, owner, token, cfg, start, valid, o), nil
-		}
-		if !errors.Is(err, ErrNotAcquired) {
-			if ctx.Err() != nil {
-				m.abandon(ctx, key, owner, cfg.ttl)
-				return nil, ctx.Err()
+			if err == nil {
+				if w != nil {
+					m.waiters.acquired(w)
+				}
+				var o Observer
+				if st != nil {
+					o = st.obs
+				}
+				return m.hold(key, owner, token, cfg, start, valid, o), nil
 			}
-			return nil, fmt.Errorf("lock: acquire: %w", err)
+			if !errors.Is(err, ErrNotAcquired) {
+				if ctx.Err() != nil {
+					m.abandon(ctx, key, owner, cfg.ttl)
+					return nil, ctx.Err()
+				}
+				return nil, fmt.Errorf("lock: acquire: %w", err)
+			}
+			holderTTL, seen = hTTL, time.Now()
+			if cfg.wait == 0 {
+				return nil, notAcquired(holderTTL, seen)
+			}
+			if w == nil {
+				w = m.waiters.join(key)
+				if m.waiters.fifo {
+					// Watch, then attempt again at once (if first in
+					// line): a release between the attempt that found
+					// the key held and the watch is not missed.
+					watch()
+					continue
+				}
+			}
 		}
-		seen := time.Now()
-		if cfg.wait == 0 {
-			return nil, notAcquired(holderTTL, seen)
-		}
+		b.safetyNet = wake != nil
 		d := b.next(holderTTL)
+		if behind {
+			// Only our turn matters, which the waiter ahead of us or a
+			// release hands us; the timer rechecks our place.
+			d = b.next(0)
+		}
 		if poll == nil {
 			poll = time.NewTimer(d)
 		} else {
 			poll.Reset(d)
+		}
+		var turn <-chan struct{}
+		if w != nil {
+			turn = w.turn
 		}
 		select {
 		case <-ctx.Done():
@@ -150,6 +212,8 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 		case <-limit:
 			return nil, notAcquired(holderTTL, seen)
 		case <-wake:
+			b.reset()
+		case <-turn:
 			b.reset()
 		case <-poll.C:
 		}
@@ -174,7 +238,25 @@ func (m *Manager) tryAcquire(ctx context.Context, key, owner string, cfg config)
 func (m *Manager) abandon(ctx context.Context, key, owner string, ttl time.Duration) {
 	rctx, cancel := detach(ctx, min(ttl, time.Second))
 	defer cancel()
-	_ = m.backend.Release(rctx, key, owner)
+	_ = m.release(rctx, key, owner)
+}
+
+// release deletes owner's lock on key. Every other time (handoffsInARow)
+// someone of this Manager waits for key, it also wakes the longest of them
+// itself, without waiting for the backend's release hint, and in the
+// release's own round trip if the backend is a HandoffReleaser; the other
+// times the hint wakes it as it wakes other Managers' waiters.
+func (m *Manager) release(ctx context.Context, key, owner string) error {
+	if !m.waiters.local(key) || !m.waiters.handOff(key) {
+		return m.backend.Release(ctx, key, owner)
+	}
+	wake := func() { m.waiters.wakeHead(key) }
+	if m.handoff != nil {
+		return m.handoff.ReleaseHandoff(ctx, key, owner, wake)
+	}
+	err := m.backend.Release(ctx, key, owner)
+	wake()
+	return err
 }
 
 // detach returns a context with ctx's values but not its cancellation or
@@ -253,7 +335,7 @@ func (m *Manager) loseLocked(l *Lease, err error) (cleanup func()) {
 		go func() {
 			ctx, cancel := detach(context.Background(), min(l.ttl, releaseTimeout))
 			defer cancel()
-			_ = m.backend.Release(ctx, l.key, l.owner)
+			_ = m.release(ctx, l.key, l.owner)
 		}()
 	}
 }
@@ -416,7 +498,7 @@ func (b *backoff) reset() { b.n = 0 }
 // next returns how long to wait before the next attempt, given the holder's
 // remaining lease (0 if unknown).
 func (b *backoff) next(holderTTL time.Duration) time.Duration {
-	base, ceil := 2*time.Millisecond, 100*time.Millisecond
+	base, ceil := 2*time.Millisecond, 10*time.Millisecond
 	if b.safetyNet {
 		base, ceil = 50*time.Millisecond, time.Second
 	}

@@ -114,6 +114,10 @@ func Run(t *testing.T, h Harness) {
 			})
 		}
 	})
+	t.Run("Fairness", func(t *testing.T) {
+		t.Run("ArrivalOrder", func(t *testing.T) { t.Parallel(); s.arrivalOrder(t) })
+		t.Run("NoStarvation", func(t *testing.T) { t.Parallel(); s.noStarvation(t) })
+	})
 	t.Run("DeadHolderSucceededAtExpiry", s.deadHolder)
 	t.Run("TokensIncreaseAcrossRestart", s.restart)
 }
@@ -897,4 +901,122 @@ func (c *Cuts) Cut(t *testing.T, l lock.Locker) {
 		return
 	}
 	cut.(func())()
+}
+
+// waitQueued returns once n Acquire calls of l wait for key, if l tells
+// (lock.Manager's Waiting), or after a generous pause if not.
+func waitQueued(t *testing.T, l lock.Locker, key string, n int) {
+	t.Helper()
+	w, ok := l.(interface{ Waiting(key string) int })
+	if !ok {
+		time.Sleep(500 * time.Millisecond)
+		return
+	}
+	for end := time.Now().Add(eventually); w.Waiting(key) < n; {
+		if time.Now().After(end) {
+			t.Fatalf("%d waiters queued for %q after %v, want %d", w.Waiting(key), key, eventually, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// arrivalOrder: five callers of one Locker wait in turn for a held key,
+// each starting once the one before is queued; they get it in the order
+// they came, none barging ahead of one that waited longer.
+func (s *suite) arrivalOrder(t *testing.T) {
+	l := s.locker(t)
+	k := key(t, "k")
+	first := mustAcquire(t, l, k)
+	const n = 5
+	var (
+		mu    sync.Mutex
+		order []int
+		wg    sync.WaitGroup
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lease, err := l.Acquire(ctxT(t), k, lock.WithTTL(5*time.Second))
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond) // the others stay queued meanwhile
+			if err := lease.Release(ctxT(t)); err != nil {
+				t.Errorf("waiter %d: release: %v", i, err)
+			}
+		}()
+		waitQueued(t, l, k, i+1)
+	}
+	release(t, first)
+	wg.Wait()
+	for i, g := range order {
+		if g != i {
+			t.Fatalf("served in the order %v, want arrival order", order)
+		}
+	}
+	t.Logf("served in the order %v", order)
+}
+
+// noStarvation: three Lockers (three processes), two goroutines in each,
+// take and give back one key as fast as they can until it has changed
+// hands 180 times. Every goroutine gets the key, and none more than three
+// times as often as another: a Locker whose goroutines hand the key to each
+// other does not shut out the rest.
+func (s *suite) noStarvation(t *testing.T) {
+	const lockers, perLocker, total = 3, 2, 180
+	k := key(t, "k")
+	var (
+		taken atomic.Int64
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		held  bool
+	)
+	counts := make([]int, lockers*perLocker)
+	for i := range lockers {
+		l := s.locker(t)
+		for j := range perLocker {
+			g := i*perLocker + j
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for taken.Load() < total {
+					lease, err := l.Acquire(ctxT(t), k, lock.WithTTL(5*time.Second))
+					if err != nil {
+						t.Errorf("goroutine %d: %v", g, err)
+						return
+					}
+					mu.Lock()
+					if held {
+						t.Errorf("goroutine %d holds the key with another", g)
+					}
+					held = true
+					mu.Unlock()
+					taken.Add(1)
+					counts[g]++
+					time.Sleep(time.Millisecond)
+					mu.Lock()
+					held = false
+					mu.Unlock()
+					if err := lease.Release(ctxT(t)); err != nil {
+						t.Errorf("goroutine %d: release: %v", g, err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	lo, hi := counts[0], counts[0]
+	for _, c := range counts {
+		lo, hi = min(lo, c), max(hi, c)
+	}
+	t.Logf("acquisitions per goroutine %v (max/min %d/%d)", counts, hi, lo)
+	if lo == 0 || hi > 3*lo {
+		t.Fatalf("acquisitions per goroutine %v: want every goroutine served, max at most 3 times min", counts)
+	}
 }

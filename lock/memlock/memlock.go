@@ -120,9 +120,8 @@ func (s *store) WatchRelease(_ context.Context, key string) (<-chan struct{}, fu
 	return ch, stop, nil
 }
 
-// notify wakes every waiter of key. In one process the herd is cheap, and
-// waking one waiter that is about to give up would strand the others until
-// their safety-net poll.
+// notify wakes every waiter of key; the lock.Manager lets only the longest
+// of each Locker's attempt.
 func (s *store) notify(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -34,7 +34,8 @@ var (
 // the mark outlives the wait; once nobody waits, releases stop publishing.
 const waitersFlagTTL = 10 * time.Second
 
-// backend implements lock.Backend, lock.BatchRenewer and lock.OwnerWatcher.
+// backend implements lock.Backend, lock.BatchRenewer, lock.ReleaseWatcher
+// and lock.HandoffReleaser.
 type backend struct {
 	client    Client
 	prefix    string
@@ -46,9 +47,10 @@ type backend struct {
 }
 
 var (
-	_ lock.Backend      = (*backend)(nil)
-	_ lock.BatchRenewer = (*backend)(nil)
-	_ lock.OwnerWatcher = (*backend)(nil)
+	_ lock.Backend         = (*backend)(nil)
+	_ lock.BatchRenewer    = (*backend)(nil)
+	_ lock.ReleaseWatcher  = (*backend)(nil)
+	_ lock.HandoffReleaser = (*backend)(nil)
 )
 
 func newBackend(client Client, o options) *backend {
@@ -72,10 +74,6 @@ func (b *backend) close() { b.w.close() }
 
 // TryAcquire implements lock.Backend.
 func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
-	if b.w.behind(key, owner) {
-		// A waiter of this Locker has waited longer: it goes first.
-		return 0, 0, lock.ErrNotAcquired
-	}
 	lk := lockKey(b.prefix, key)
 	n, err := b.exec.Run(ctx, nil, acquireScript, []string{lk, lk + ":fence", lk + ":waiters"},
 		owner, millis(ttl), b.retention, millis(waitersFlagTTL)).Int64()
@@ -85,7 +83,6 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	if n <= 0 {
 		return 0, time.Duration(-n) * time.Millisecond, lock.ErrNotAcquired
 	}
-	b.w.acquired(key, owner)
 	return uint64(n), 0, nil
 }
 
@@ -147,13 +144,30 @@ func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error 
 	return errs
 }
 
+// anonymous stands for the releasing Locker's id in the message of a
+// Release: it is no Locker's (ids are hex), so every Locker's waiters hear
+// it, the releasing one's included.
+const anonymous = "----------------"
+
 // Release implements lock.Backend.
 func (b *backend) Release(ctx context.Context, key, owner string) error {
+	return b.release(ctx, key, owner, anonymous, nil)
+}
+
+// ReleaseHandoff implements lock.HandoffReleaser: handoff runs as soon as
+// an attempt is sure to reach Redis after this release, so with batching
+// both travel in one round trip. The release message carries this Locker's
+// id, which its own subscription skips. If the release fails, the wake-up
+// was merely spurious.
+func (b *backend) ReleaseHandoff(ctx context.Context, key, owner string, handoff func()) error {
+	return b.release(ctx, key, owner, b.id, handoff)
+}
+
+// release deletes owner's lock on key and publishes the release, if someone
+// waited lately, under id; ordered is the Runner's.
+func (b *backend) release(ctx context.Context, key, owner, id string, ordered func()) error {
 	lk := lockKey(b.prefix, key)
-	// The head waiter of this Locker is woken as soon as its attempt is sure
-	// to reach Redis after this release: with batching, both then travel in
-	// one round trip. If the release fails, the wake-up was merely spurious.
-	n, err := b.exec.Run(ctx, func() { b.w.released(key) }, releaseScript, []string{lk, lk + ":waiters"}, owner, b.channel, b.id).Int64()
+	n, err := b.exec.Run(ctx, ordered, releaseScript, []string{lk, lk + ":waiters"}, owner, b.channel, id).Int64()
 	if err != nil {
 		return fmt.Errorf("redislock: %w", err)
 	}
@@ -170,7 +184,7 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 // watch's own. It does not wait for the Node's subscription: when that is
 // not confirmed yet, subscribing is a channel closed when its state next
 // changes, so the caller can wait for every Node at once (as
-// WatchReleaseOwner waits, up to a second, for its own). stop ends the
+// WatchRelease waits, up to a second, for its own). stop ends the
 // watch; it must be called exactly once.
 func (b *backend) WatchReleaseFunc(key string, notify func()) (subscribing <-chan struct{}, stop func(), err error) {
 	wt := &waiter{key: key, notify: notify}
@@ -181,9 +195,9 @@ func (b *backend) WatchReleaseFunc(key string, notify func()) (subscribing <-cha
 	return subscribing, func() { b.w.leave(wt) }, nil
 }
 
-// WatchReleaseOwner implements lock.OwnerWatcher.
-func (b *backend) WatchReleaseOwner(ctx context.Context, key, owner string) (<-chan struct{}, func(), error) {
-	return b.w.watch(ctx, key, owner)
+// WatchRelease implements lock.ReleaseWatcher.
+func (b *backend) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	return b.w.watch(ctx, key)
 }
 
 // errNotHeld is the answer of a renewal or release that found the lock not

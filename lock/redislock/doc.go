@@ -59,14 +59,15 @@
 // Each Locker has one pub/sub subscription, to the channel "<prefix>released",
 // opened by the first Acquire that may wait (before its first attempt) and
 // shared by all its waiters; Close ends it. A release publishes only when the
-// waiters mark is set, so uncontended locks publish nothing. Waiters of one
-// Locker queue per key: only the longest-waiting one attempts, a release (seen
-// locally or through the channel) wakes only it, and later arrivals, the
-// releasing goroutine included, queue behind it instead of barging in (a
-// try-once Acquire, WithWait(0), does not queue: it attempts at once). A
-// waiter that gives up is unlinked at once and passes its turn on. Missed
-// messages (a reconnecting subscription) cost only latency: the Manager polls
-// as a safety net, and a resubscription wakes every queue's head.
+// waiters mark is set, so uncontended locks publish nothing. A release message
+// wakes the Locker's waiters of its key, and the lock.Manager lets only the
+// longest of them attempt: within a Locker, waiters are served in arrival
+// order (see lock.Manager). When the Manager hands a release to its own next
+// waiter, that waiter's attempt travels in the same pipeline as the release,
+// and the message, carrying the Locker's id, is skipped by its own
+// subscription. Missed messages (a reconnecting subscription) cost only
+// latency: the Manager polls as a safety net, and a resubscription wakes
+// every waiter.
 //
 // Plain PUBLISH is used, not sharded SPUBLISH: on Redis Cluster a PUBLISH
 // reaches subscribers on every node, so one subscription to one channel serves

@@ -3,9 +3,10 @@ package redislock
 import "github.com/latchkey-go/latchkey/lock"
 
 var (
-	_ lock.Backend      = (*Node)(nil)
-	_ lock.BatchRenewer = (*Node)(nil)
-	_ lock.OwnerWatcher = (*Node)(nil)
+	_ lock.Backend         = (*Node)(nil)
+	_ lock.BatchRenewer    = (*Node)(nil)
+	_ lock.ReleaseWatcher  = (*Node)(nil)
+	_ lock.HandoffReleaser = (*Node)(nil)
 )
 
 // A Node is the lock.Backend a Locker runs on, for one Redis server or
@@ -13,8 +14,8 @@ var (
 // independent servers (lock/redlock) can run this package's scripts, key
 // layout, batching and pub/sub wake-ups on each of them. Programs want New.
 //
-// A Node implements lock.Backend, lock.BatchRenewer and lock.OwnerWatcher
-// with the meanings documented there; its fencing tokens and keys are those
+// A Node implements lock.Backend, lock.BatchRenewer, lock.ReleaseWatcher and
+// lock.HandoffReleaser with the meanings documented there; its fencing tokens and keys are those
 // of the package doc. Close stops its pub/sub subscription.
 type Node struct{ *backend }
 

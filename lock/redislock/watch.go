@@ -33,55 +33,43 @@ const (
 	closed                     // Close was called
 )
 
-// A waiter is one waiting Acquire, in its key's queue.
+// A waiter is one watch of a key: a waiting Acquire's, or a caller's of
+// WatchReleaseFunc.
 type waiter struct {
-	key        string
-	owner      string
-	wake       chan struct{} // capacity 1: a pending wake-up; nil if notify is set
-	notify     func()        // called instead of a send on wake, under watcher.mu
-	prev, next *waiter       // queue links; guarded by watcher.mu
-	acquired   bool          // it took the lock; guarded by watcher.mu
+	key    string
+	wake   chan struct{} // capacity 1: a pending wake-up; nil if notify is set
+	notify func()        // called instead of a send on wake, under watcher.mu
 }
 
-// A queue holds the waiters of one key, longest-waiting first.
-type queue struct{ head, tail *waiter }
-
-// watcher is a Locker's one pub/sub subscription, shared by all its waiters,
-// and its queues of waiters. A release wakes only the head of its key's queue,
-// which is the only waiter of this Locker that attempts the key; later
-// arrivals queue behind it instead of barging in. So hand-offs go in arrival
-// order, and one release costs one attempt, not one per waiter. A waiter that
-// leaves (acquired, cancelled, timed out) is unlinked at once, and if it was
-// the head and did not take the lock, the new head is woken in its place:
-// no departed waiter can hold up the queue.
+// watcher is a Locker's one pub/sub subscription, shared by all its waiters.
+// A release message wakes every waiter of its key; the lock.Manager lets only
+// the longest of them attempt.
 type watcher struct {
 	b *backend
 
 	mu      sync.Mutex
-	state   subState           // guarded by mu
-	ps      *redis.PubSub      // guarded by mu
-	changed chan struct{}      // closed on every state change; guarded by mu
-	queues  map[string]*queue  // by key; guarded by mu
-	owners  map[string]*waiter // by owner; guarded by mu
-	done    chan struct{}      // closed when the subscription goroutine ends
+	state   subState                        // guarded by mu
+	ps      *redis.PubSub                   // guarded by mu
+	changed chan struct{}                   // closed on every state change; guarded by mu
+	keys    map[string]map[*waiter]struct{} // by key; guarded by mu
+	done    chan struct{}                   // closed when the subscription goroutine ends
 }
 
 func newWatcher(b *backend) *watcher {
 	return &watcher{
 		b:       b,
 		changed: make(chan struct{}),
-		queues:  make(map[string]*queue),
-		owners:  make(map[string]*waiter),
+		keys:    make(map[string]map[*waiter]struct{}),
 		done:    make(chan struct{}),
 	}
 }
 
-// watch queues a waiter for key. The first call starts the subscription and
-// waits up to subscribeWait (or until ctx is done) for it to be confirmed, so
-// that no release after the first attempt goes unheard. If the subscription
-// is down, waiters are still queued and fall back on the Manager's poll.
-func (w *watcher) watch(ctx context.Context, key, owner string) (<-chan struct{}, func(), error) {
-	wt := &waiter{key: key, owner: owner, wake: make(chan struct{}, 1)}
+// watch watches key for a waiting Acquire. The first call starts the
+// subscription and waits up to subscribeWait (or until ctx is done) for it
+// to be confirmed, so that no release after the first attempt goes unheard.
+// If the subscription is down, the Acquire falls back on the Manager's poll.
+func (w *watcher) watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	wt := &waiter{key: key, wake: make(chan struct{}, 1)}
 	subscribing, err := w.join(wt)
 	if err != nil {
 		return nil, nil, err
@@ -98,11 +86,10 @@ func (w *watcher) watch(ctx context.Context, key, owner string) (<-chan struct{}
 	return wt.wake, func() { w.leave(wt) }, nil
 }
 
-// join queues wt, starting the subscription if nobody has waited yet. If the
+// join adds wt, starting the subscription if nobody has waited yet. If the
 // subscription is not confirmed yet it returns a channel closed when its
 // state next changes.
 func (w *watcher) join(wt *waiter) (subscribing <-chan struct{}, err error) {
-	key, owner := wt.key, wt.owner
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.state == closed {
@@ -112,87 +99,46 @@ func (w *watcher) join(wt *waiter) (subscribing <-chan struct{}, err error) {
 		w.setStateLocked(connecting)
 		go w.run()
 	}
-	q := w.queues[key]
-	if q == nil {
-		q = &queue{}
-		w.queues[key] = q
+	set := w.keys[wt.key]
+	if set == nil {
+		set = make(map[*waiter]struct{})
+		w.keys[wt.key] = set
 	}
-	if q.tail == nil {
-		q.head, q.tail = wt, wt
-	} else {
-		wt.prev, q.tail.next, q.tail = q.tail, wt, wt
-	}
-	if owner != "" {
-		w.owners[owner] = wt
-	}
+	set[wt] = struct{}{}
 	if w.state == connecting {
 		return w.changed, nil
 	}
 	return nil, nil
 }
 
-// leave unlinks wt; if it was the head and did not take the lock, the next
-// waiter becomes head and is woken to attempt.
+// leave removes wt.
 func (w *watcher) leave(wt *waiter) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	q := w.queues[wt.key]
-	wasHead := q.head == wt
-	if wt.prev != nil {
-		wt.prev.next = wt.next
-	} else {
-		q.head = wt.next
-	}
-	if wt.next != nil {
-		wt.next.prev = wt.prev
-	} else {
-		q.tail = wt.prev
-	}
-	wt.prev, wt.next = nil, nil
-	if wt.owner != "" {
-		delete(w.owners, wt.owner)
-	}
-	switch {
-	case q.head == nil:
-		delete(w.queues, wt.key)
-	case wasHead && !wt.acquired:
-		signal(q.head)
+	set := w.keys[wt.key]
+	delete(set, wt)
+	if len(set) == 0 {
+		delete(w.keys, wt.key)
 	}
 }
 
-// behind reports whether owner waits for key behind another waiter of this
-// Locker, in which case it must not attempt yet.
-func (w *watcher) behind(key, owner string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	wt := w.owners[owner]
-	return wt != nil && wt.key == key && w.queues[key].head != wt
-}
-
-// acquired records that owner took the lock, so its leaving wakes nobody.
-func (w *watcher) acquired(key, owner string) {
-	w.mu.Lock()
-	if wt := w.owners[owner]; wt != nil && wt.key == key {
-		wt.acquired = true
-	}
-	w.mu.Unlock()
-}
-
-// released wakes the head waiter of key.
+// released wakes the waiters of key.
 func (w *watcher) released(key string) {
 	w.mu.Lock()
-	if q := w.queues[key]; q != nil {
-		signal(q.head)
+	for wt := range w.keys[key] {
+		signal(wt)
 	}
 	w.mu.Unlock()
 }
 
-// wakeAll wakes the head of every queue, after the subscription was
-// (re)established and releases may have gone unheard.
+// wakeAll wakes every waiter, after the subscription was (re)established
+// and releases may have gone unheard.
 func (w *watcher) wakeAll() {
 	w.mu.Lock()
-	for _, q := range w.queues {
-		signal(q.head)
+	for _, set := range w.keys {
+		for wt := range set {
+			signal(wt)
+		}
 	}
 	w.mu.Unlock()
 }
@@ -209,7 +155,8 @@ func signal(wt *waiter) {
 }
 
 // onMessage handles a release message: the releasing Locker's id, then the
-// lock's Redis key. This Locker's own releases were handed off locally.
+// lock's Redis key. A release that carries this Locker's id was handed to
+// its waiter directly (ReleaseHandoff).
 func (w *watcher) onMessage(payload string) {
 	const idLen = 16
 	if len(payload) <= idLen || payload[:idLen] == w.b.id {

@@ -23,22 +23,23 @@ var (
 	raiseScript = redis.NewScript(raiseLua)
 )
 
-// backend implements lock.Backend, lock.BatchRenewer and lock.ReleaseWatcher
-// by running redislock's per-server backend on every node and counting.
+// backend implements lock.Backend, lock.BatchRenewer, lock.ReleaseWatcher
+// and lock.HandoffReleaser by running redislock's per-server backend on
+// every node and counting.
 type backend struct {
 	nodes     []*redislock.Node
 	raisers   []redisbatch.Runner // raisers[i] runs the write-back on nodes[i]'s client
 	quorum    int
 	timeout   time.Duration // per node call; 0: from the TTL
 	retention int64         // fencing counter retention, ms
-	local     *localQueues  // this Locker's waiters, per key
 	crew      crew          // goroutines for the nodes' calls
 }
 
 var (
-	_ lock.Backend      = (*backend)(nil)
-	_ lock.BatchRenewer = (*backend)(nil)
-	_ lock.OwnerWatcher = (*backend)(nil)
+	_ lock.Backend         = (*backend)(nil)
+	_ lock.BatchRenewer    = (*backend)(nil)
+	_ lock.ReleaseWatcher  = (*backend)(nil)
+	_ lock.HandoffReleaser = (*backend)(nil)
 )
 
 func (b *backend) close() {
@@ -86,17 +87,12 @@ func (b *backend) each(ctx context.Context, timeout time.Duration, f func(ctx co
 // has passed; otherwise it gives back every node it may have taken before
 // returning.
 func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
-	if b.local.behind(key, owner) {
-		// A waiter of this Locker has waited longer: it goes first.
-		return 0, 0, lock.ErrNotAcquired
-	}
 	start := time.Now()
 	a := attempt{key: key, owner: owner, ttl: ttl, timeout: b.nodeTimeout(ttl), quorum: b.quorum}
 	b.take(ctx, &a)
 	token, fenced := b.fence(ctx, &a)
 	elapsed := time.Since(start)
 	if fenced && elapsed < ttl-lock.DriftMargin(ttl) {
-		b.local.acquired(key, owner)
 		return token, 0, nil
 	}
 	b.giveBack(ctx, key, owner, a.set)
@@ -255,14 +251,24 @@ func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error 
 	return out
 }
 
-// Release implements lock.Backend: compare-and-delete on every node, then a
-// wake-up for this Locker's longest waiter on key, whose attempt therefore
-// finds every node released.
+// Release implements lock.Backend: compare-and-delete on every node, each
+// of which publishes the release to every Locker's waiters.
 func (b *backend) Release(ctx context.Context, key, owner string) error {
-	err := b.verdict(b.each(ctx, b.nodeTimeout(lock.MaxTTL), func(ctx context.Context, i int) error {
+	return b.verdict(b.each(ctx, b.nodeTimeout(lock.MaxTTL), func(ctx context.Context, i int) error {
 		return b.nodes[i].Release(ctx, key, owner)
 	}))
-	b.local.released(key)
+}
+
+// ReleaseHandoff implements lock.HandoffReleaser: compare-and-delete on
+// every node, whose release messages this Locker's own watches skip, then
+// handoff. So the waiter of this Locker that handoff wakes attempts once
+// every node has answered, and finds every node free, instead of a first
+// node's message setting it off while others still hold the old lock.
+func (b *backend) ReleaseHandoff(ctx context.Context, key, owner string, handoff func()) error {
+	err := b.verdict(b.each(ctx, b.nodeTimeout(lock.MaxTTL), func(ctx context.Context, i int) error {
+		return b.nodes[i].ReleaseHandoff(ctx, key, owner, func() {})
+	}))
+	handoff()
 	return err
 }
 
@@ -271,14 +277,19 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 // one.
 const subscribeWait = time.Second
 
-// watch watches key on every node (each node's release messages and this
-// Locker's own releases there): a release seen on any node calls deliver
-// with the returned channel, which the caller may also send on. Nodes that
-// cannot watch are left out; the Manager's poll covers them. It starts no
-// goroutine: the nodes call deliver from their own.
-func (b *backend) watch(ctx context.Context, key string, deliver func(wake chan struct{})) (chan struct{}, func(), error) {
+// WatchRelease implements lock.ReleaseWatcher: it watches key on every node
+// (each node's release messages): a release seen on any node wakes the
+// returned channel. Nodes that cannot watch are left out; the Manager's poll
+// covers them. It starts no goroutine: the nodes wake the channel from their
+// own.
+func (b *backend) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	wake := make(chan struct{}, 1)
-	notify := func() { deliver(wake) }
+	notify := func() {
+		select {
+		case wake <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}
 	stops := make([]func(), 0, len(b.nodes))
 	var subscribing []<-chan struct{}
 	for _, n := range b.nodes {

@@ -143,7 +143,6 @@ func New(clients []Client, opts ...Option) (*Locker, error) {
 		quorum:    o.quorum,
 		timeout:   o.timeout,
 		retention: o.retention.Milliseconds(),
-		local:     newLocalQueues(),
 	}
 	for _, c := range clients {
 		n, err := redislock.NewNode(c,

@@ -1,0 +1,181 @@
+package lock
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// handoffsInARow bounds how many releases of a key in a row a Manager hands
+// to its own longest waiter directly. The release after them is left to the
+// backend's release hint (or, without one, to the waiters' polls), which
+// reaches every Manager's waiters alike, so a Manager whose goroutines take
+// turns on a key cannot shut out the waiters of other Managers: a hand-off
+// that nobody else can win is followed by one that anyone may.
+const handoffsInARow = 1
+
+// waiters queues the waiting Acquire calls of one Manager, one queue per key,
+// longest-waiting first. With fifo, only a queue's head attempts: later
+// arrivals wait behind it instead of barging in, a release through the
+// Manager wakes the head, as does the backend's release hint, and a head
+// that leaves without the lock wakes the next. So hand-offs within a Manager go in arrival order, and one release
+// costs one attempt, not one per waiter. Without fifo (a backend that queues
+// waiters on its server) the queues only count.
+type waiters struct {
+	fifo bool
+	n    atomic.Int64 // waiters queued on any key, so that none costs no lock
+
+	mu     sync.Mutex
+	queues map[string]*queue // by key; guarded by mu
+}
+
+// A queue holds the waiters of one key, longest-waiting first; its fields
+// are guarded by waiters.mu.
+type queue struct {
+	head, tail *waiter
+	len        int
+	handoffs   int // releases handed to the head in their round trip, in a row
+}
+
+// A waiter is one waiting Acquire in its key's queue.
+type waiter struct {
+	key        string
+	turn       chan struct{} // capacity 1: wakes the Acquire to attempt
+	prev, next *waiter       // guarded by waiters.mu
+	acquired   bool          // it took the lock; guarded by waiters.mu
+}
+
+// busy reports whether anyone waits for key.
+func (ws *waiters) busy(key string) bool {
+	return ws.waiting(key) > 0
+}
+
+// waiting returns how many wait for key.
+func (ws *waiters) waiting(key string) int {
+	if ws.n.Load() == 0 {
+		return 0
+	}
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if q := ws.queues[key]; q != nil {
+		return q.len
+	}
+	return 0
+}
+
+// join queues a waiter for key at the tail; leave must be called once its
+// Acquire returns.
+func (ws *waiters) join(key string) *waiter {
+	w := &waiter{key: key, turn: make(chan struct{}, 1)}
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.queues == nil {
+		ws.queues = make(map[string]*queue)
+	}
+	q := ws.queues[key]
+	if q == nil {
+		q = &queue{}
+		ws.queues[key] = q
+	}
+	if q.tail == nil {
+		q.head, q.tail = w, w
+	} else {
+		w.prev, q.tail.next, q.tail = q.tail, w, w
+	}
+	q.len++
+	ws.n.Add(1)
+	return w
+}
+
+// leave unlinks w. If it was the head and did not take the lock, the next
+// waiter becomes head and is woken to attempt, so no departed waiter (one
+// cancelled or out of time) holds up the queue.
+func (ws *waiters) leave(w *waiter) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	q := ws.queues[w.key]
+	wasHead := q.head == w
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		q.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		q.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	q.len--
+	ws.n.Add(-1)
+	switch {
+	case q.head == nil:
+		delete(ws.queues, w.key)
+	case ws.fifo && wasHead && !w.acquired:
+		signal(q.head.turn)
+	}
+}
+
+// behind reports whether w must let a longer waiter attempt first.
+func (ws *waiters) behind(w *waiter) bool {
+	if !ws.fifo {
+		return false
+	}
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return ws.queues[w.key].head != w
+}
+
+// acquired records that w took the lock, so its leaving wakes nobody: the
+// next waiter waits for the lock's release.
+func (ws *waiters) acquired(w *waiter) {
+	ws.mu.Lock()
+	w.acquired = true
+	ws.mu.Unlock()
+}
+
+// local reports whether this Manager's queue for key decides who attempts
+// next, and someone is in it.
+func (ws *waiters) local(key string) bool {
+	return ws.fifo && ws.busy(key)
+}
+
+// handOff reports whether a release of key is to wake the head of key's
+// queue directly, and counts it: true if someone waits and fewer than
+// handoffsInARow releases before were handed off so.
+func (ws *waiters) handOff(key string) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	q := ws.queues[key]
+	switch {
+	case q == nil:
+		return false
+	case q.handoffs >= handoffsInARow:
+		q.handoffs = 0
+		return false
+	}
+	q.handoffs++
+	return true
+}
+
+// wakeHead wakes the head waiter of key, if any.
+func (ws *waiters) wakeHead(key string) {
+	ws.mu.Lock()
+	if q := ws.queues[key]; q != nil {
+		signal(q.head.turn)
+	}
+	ws.mu.Unlock()
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+}
+
+// Waiting returns how many Acquire calls through m wait for key: they found
+// it held and wait for their turn. Across Managers it knows nothing: a
+// waiter of another Manager, or of another process, is not counted.
+func (m *Manager) Waiting(key string) int {
+	return m.waiters.waiting(key)
+}
