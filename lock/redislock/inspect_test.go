@@ -48,7 +48,6 @@ func (*scanCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	return next
 }
 
-
 // A queue stuck behind one of 100,000 held locks: listing them pages through
 // SCAN a bounded number of calls at a time, never the whole keyspace.
 func TestListIsBoundedOnALargeKeyspace(t *testing.T) {
