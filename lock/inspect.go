@@ -38,7 +38,7 @@ type LockInfo struct {
 	// it (a Redis counter that outlived its retention).
 	Token uint64
 	// AcquiredAt is when the holder took the lock, by the server's clock;
-	// the zero Time where the backend does not record it (Redis, Redlock,
+	// the zero Time where the backend does not record it (Redis, SQL,
 	// etcd).
 	AcquiredAt time.Time
 	// TimeLeft is how long the server keeps the lock unless it is renewed
@@ -46,11 +46,11 @@ type LockInfo struct {
 	// holder's session).
 	TimeLeft time.Duration
 	// Waiters is how many contenders queue behind the holder, or Unknown
-	// where the backend cannot count them (Redis, Redlock, SQL: Waiting
-	// then tells whether anyone waits, where known).
+	// where the backend cannot count them (Redis, SQL: Waiting then
+	// tells whether anyone waits, where known).
 	Waiters int
 	// Waiting reports that someone waited for the lock lately: Waiters > 0,
-	// or, on Redis and Redlock, the flag a failed attempt leaves for 10 s.
+	// or, on Redis, the flag a failed attempt leaves for 10 s.
 	Waiting bool
 }
 
