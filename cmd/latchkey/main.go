@@ -32,6 +32,7 @@ func commands() []command {
 		{"demo", "run the classic duplicate failures for real, unguarded and guarded", demoCmd},
 		{"run", "run a command while holding a distributed lock (cron on many hosts)", runCmd},
 		{"gateway", "an idempotency reverse proxy in front of any HTTP service", gatewayCmd},
+		{"lock", "list, show or break the distributed locks on a backend", lockCmd},
 		{"idem", "show or forget the idempotency record of a request", idemCmd},
 		{"dedup", "show or forget the processed mark of a message id", dedupCmd},
 		{"version", "print the version", versionCmd},

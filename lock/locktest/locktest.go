@@ -59,6 +59,10 @@ type Harness struct {
 	// is the one stored. Nil skips that test (a backend without a server).
 	Holder func(t *testing.T, key string) string
 
+	// WaitersUnknown tells RunOperator that the backend's LockInfo cannot
+	// show that someone waits (neither Waiters nor Waiting).
+	WaitersUnknown bool
+
 	// TTL is the short lease the suite uses where renewal or expiry must
 	// happen during a test. Default: 300 ms. Backends whose servers answer
 	// slowly under load (a JVM) may ask for more; renewal then has TTL/3 to

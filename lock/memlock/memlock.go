@@ -51,8 +51,10 @@ func (l *Locker) Revoke(key string) {
 var errNotHeld = lockerr.NotHeld("memlock: the lock expired or another owner holds it")
 
 type entry struct {
-	owner   string
-	expires time.Time
+	owner    string
+	token    uint64
+	acquired time.Time
+	expires  time.Time
 }
 
 type store struct {
@@ -69,8 +71,8 @@ func (s *store) TryAcquire(_ context.Context, key, owner string, ttl time.Durati
 	if e, ok := s.locks[key]; ok && now.Before(e.expires) {
 		return 0, e.expires.Sub(now), lock.ErrNotAcquired
 	}
-	s.locks[key] = &entry{owner: owner, expires: now.Add(ttl)}
 	s.next++
+	s.locks[key] = &entry{owner: owner, token: s.next, acquired: now, expires: now.Add(ttl)}
 	return s.next, 0, nil
 }
 

@@ -21,6 +21,7 @@ type Locker struct {
 	*lock.Manager
 	backend  *backend
 	listener *listener // nil unless PostgreSQL through pgx
+	iq       inspectQueries
 	closeOne sync.Once
 }
 
@@ -91,7 +92,7 @@ func newLocker(ctx context.Context, db conn, d Dialect, pool *pgxpool.Pool, opts
 		}
 	}
 	b := &backend{db: db, dialect: d, q: q}
-	l := &Locker{backend: b}
+	l := &Locker{backend: b, iq: newInspectQueries(d, o.table)}
 	var lb lock.Backend = b
 	if pool != nil {
 		l.listener = newListener(pool, o.table+channelSuffix)

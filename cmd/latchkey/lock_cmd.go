@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/lockurl"
+)
+
+// defaultListLimit is how many locks "latchkey lock ls" lists without
+// --limit.
+const defaultListLimit = 100
+
+const lockUsage = `usage: latchkey lock ls [--prefix P] [--limit N] [--cursor C] [flags]
+       latchkey lock show KEY [flags]
+       latchkey lock break KEY [--yes] [--as NAME] [flags]
+
+The operator's view of the distributed locks on a backend:
+
+  ls     lists held locks whose keys start with --prefix, at most --limit
+         (default 100) per run, in pages: when there are more, the last line
+         says the --cursor to pass for the next page
+  show   shows one lock: holder, fencing token, when taken, time left, waiters
+  break  deletes a lock whoever holds it, so the next waiter gets in; the
+         broken holder learns at its next renewal and, since every later
+         token is higher, fenced writes refuse it. Asks on a terminal unless
+         --yes; --as (default $USER) names who asked, in the log line
+
+A time or count the backend does not record shows as "unknown".
+
+Exit status: 0; 1 if the lock is not held (show, break) or a break was
+declined; 69 if the backend could not be reached; 2 for usage errors.
+
+Flags:
+`
+
+func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || isHelpFlag(args[0]) {
+		w := stderr
+		if len(args) > 0 {
+			w = stdout
+		}
+		fmt.Fprint(w, lockUsage)
+		lockFlags("lock").fs.PrintDefaults()
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	sub, rest := args[0], args[1:]
+	f := lockFlags("lock " + sub)
+	switch sub {
+	case "ls":
+		f.fs.StringVar(&f.prefix, "prefix", "", "list only keys starting with this")
+		f.fs.IntVar(&f.limit, "limit", defaultListLimit, "at most this many locks (1 to "+strconv.Itoa(lock.MaxListLimit)+")")
+		f.fs.StringVar(&f.cursor, "cursor", "", "go on from where a page ended")
+	case "show":
+	case "break":
+		f.fs.BoolVar(&f.yes, "yes", false, "break without asking")
+		f.fs.StringVar(&f.as, "as", os.Getenv("USER"), "who asks for the break, for the log ($USER)")
+	default:
+		fmt.Fprintf(stderr, "latchkey lock: unknown subcommand %q (ls, show or break)\n", sub)
+		return exitUsage
+	}
+	f.fs.Usage = func() { fmt.Fprint(f.fs.Output(), lockUsage); f.fs.PrintDefaults() }
+	if code, ok := parseFlags(f.fs, rest, stdout, stderr); !ok {
+		return code
+	}
+	name := "latchkey lock " + sub
+	var key string
+	switch {
+	case sub == "ls" && f.fs.NArg() > 0:
+		fmt.Fprintf(stderr, "%s: takes no arguments (use --prefix)\n", name)
+		return exitUsage
+	case sub == "ls" && (f.limit < 1 || f.limit > lock.MaxListLimit):
+		fmt.Fprintf(stderr, "%s: --limit must be 1 to %d\n", name, lock.MaxListLimit)
+		return exitUsage
+	case sub != "ls" && f.fs.NArg() != 1:
+		fmt.Fprintf(stderr, "%s: give exactly one KEY\n", name)
+		return exitUsage
+	case sub != "ls":
+		key = f.fs.Arg(0)
+		if err := lock.ValidateKey(key); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return exitUsage
+		}
+	}
+	locker, err := lockurl.Open(ctx, f.backend)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		if errors.Is(err, lock.ErrInvalid) {
+			return exitUsage
+		}
+		return exitUnavailable
+	}
+	defer locker.Close()
+	switch sub {
+	case "ls":
+		return lockLs(ctx, locker, f, name, stdout, stderr)
+	case "show":
+		return lockShow(ctx, locker, key, f, name, stdout, stderr)
+	}
+	return lockBreak(ctx, locker, key, f, name, stdout, stderr)
+}
+
+type lockFlagSet struct {
+	fs      *flag.FlagSet
+	backend string
+	json    bool
+	prefix  string
+	limit   int
+	cursor  string
+	yes     bool
+	as      string
+}
+
+func lockFlags(name string) *lockFlagSet {
+	f := &lockFlagSet{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	f.fs.StringVar(&f.backend, "backend", defaultRunBackend(), "lock backend URL, as for latchkey run ($"+envBackend+")")
+	f.fs.BoolVar(&f.json, "json", false, "print JSON")
+	return f
+}
+
+// lockFailed reports a backend error and returns its exit status.
+func lockFailed(name string, err error, stderr io.Writer) int {
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	switch {
+	case errors.Is(err, lock.ErrInvalid):
+		return exitUsage
+	case errors.Is(err, lock.ErrNotHeld), errors.Is(err, lock.ErrUnsupported):
+		return exitNotFound
+	}
+	return exitUnavailable
+}
+
+func lockLs(ctx context.Context, l lock.Locker, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
+	page, err := lock.List(ctx, l, f.prefix, f.limit, f.cursor)
+	if err != nil {
+		return lockFailed(name, err, stderr)
+	}
+	if f.json {
+		out := struct {
+			Locks  []lockJSON `json:"locks"`
+			Cursor string     `json:"cursor,omitempty"`
+		}{Locks: []lockJSON{}, Cursor: page.Cursor}
+		for _, in := range page.Locks {
+			out.Locks = append(out.Locks, toLockJSON(in))
+		}
+		writeJSON(stdout, out)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tHOLDER\tTOKEN\tTIME LEFT\tWAITERS")
+	for _, in := range page.Locks {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", keyText(in.Key), holderText(in.Holder), in.Token, timeLeftText(in.TimeLeft), waitersText(in))
+	}
+	_ = tw.Flush()
+	if page.Cursor != "" {
+		fmt.Fprintf(stdout, "more: latchkey lock ls --prefix %s --limit %d --cursor %s\n", strconv.Quote(f.prefix), f.limit, page.Cursor)
+	}
+	return exitOK
+}
+
+func lockShow(ctx context.Context, l lock.Locker, key string, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
+	info, err := lock.Inspect(ctx, l, key)
+	if err != nil {
+		return lockFailed(name, err, stderr)
+	}
+	printLock(info, f.json, stdout)
+	if !info.Held {
+		return exitNotFound
+	}
+	return exitOK
+}
+
+func lockBreak(ctx context.Context, l lock.Locker, key string, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
+	if f.as == "" {
+		fmt.Fprintf(stderr, "%s: say who asks with --as NAME ($USER is not set)\n", name)
+		return exitUsage
+	}
+	info, err := lock.Inspect(ctx, l, key)
+	if err != nil {
+		return lockFailed(name, err, stderr)
+	}
+	if !info.Held {
+		fmt.Fprintf(stderr, "%s: %q is not held; nothing broken\n", name, key)
+		return exitNotFound
+	}
+	if !f.yes {
+		q := fmt.Sprintf("break %q, held by %s with token %d?", key, holderText(info.Holder), info.Token)
+		if ok, code := mayForget(false, name, q, stderr); !ok {
+			return code
+		}
+	}
+	broken, err := lock.Break(ctx, l, key, f.as, nil)
+	if err != nil {
+		return lockFailed(name, err, stderr)
+	}
+	printLock(broken, f.json, stdout)
+	if !f.json {
+		fmt.Fprintf(stdout, "broken by %s: the next holder's token will be above %d\n", f.as, broken.Token)
+	}
+	return exitOK
+}
+
+func printLock(in lock.LockInfo, asJSON bool, w io.Writer) {
+	if asJSON {
+		writeJSON(w, toLockJSON(in))
+		return
+	}
+	var f fields
+	f.add("key", strconv.Quote(in.Key))
+	if !in.Held {
+		f.add("held", "no")
+		if in.Waiting {
+			f.add("waiters", waitersText(in))
+		}
+		f.print(w)
+		return
+	}
+	f.add("held", "yes")
+	f.add("holder", holderText(in.Holder))
+	if in.Entry != "" {
+		f.add("entry", in.Entry)
+	}
+	f.add("token", tokenText(in.Token))
+	f.add("acquired", when(in.AcquiredAt, time.Now()))
+	f.add("time left", timeLeftText(in.TimeLeft))
+	f.add("waiters", waitersText(in))
+	f.print(w)
+}
+
+// lockJSON is a lock as --json prints it; unknown values are omitted.
+type lockJSON struct {
+	Key        string `json:"key"`
+	Held       bool   `json:"held"`
+	Holder     string `json:"holder,omitempty"`
+	Entry      string `json:"entry,omitempty"`
+	Token      uint64 `json:"token,omitempty"`
+	AcquiredAt string `json:"acquired_at,omitempty"`
+	TimeLeftMS *int64 `json:"time_left_ms,omitempty"`
+	Waiters    *int   `json:"waiters,omitempty"`
+	Waiting    bool   `json:"waiting"`
+}
+
+func toLockJSON(in lock.LockInfo) lockJSON {
+	j := lockJSON{Key: in.Key, Held: in.Held, Holder: in.Holder, Entry: in.Entry, Token: in.Token,
+		AcquiredAt: jsonTime(in.AcquiredAt), Waiting: in.Waiting}
+	if in.Held && in.TimeLeft != lock.Unknown {
+		ms := in.TimeLeft.Milliseconds()
+		j.TimeLeftMS = &ms
+	}
+	if in.Waiters != lock.Unknown {
+		n := in.Waiters
+		j.Waiters = &n
+	}
+	return j
+}
+
+func holderText(h string) string {
+	if h == "" {
+		return "(no label)"
+	}
+	return strconv.Quote(h)
+}
+
+func tokenText(t uint64) string {
+	if t == 0 {
+		return "unknown"
+	}
+	return strconv.FormatUint(t, 10)
+}
+
+func timeLeftText(d time.Duration) string {
+	if d == lock.Unknown {
+		return "unknown"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func waitersText(in lock.LockInfo) string {
+	switch {
+	case in.Waiters != lock.Unknown:
+		return strconv.Itoa(in.Waiters)
+	case in.Waiting:
+		return "some"
+	}
+	return "unknown"
+}
+
+// keyText is a key for a table cell: escaped like a Go string, without the
+// quotes, so no byte of it can break the table.
+func keyText(k string) string {
+	q := strconv.Quote(k)
+	return q[1 : len(q)-1]
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/lockurl"
+)
+
+func runLock(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(t.Context(), append([]string{"lock"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// A payment queue stuck behind a worker's lock: the operator lists it,
+// looks at it and breaks it; the worker's lease is lost and the next one
+// gets a higher token.
+func TestLockCommands(t *testing.T) {
+	url := "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "locks.db"))
+	ctx := t.Context()
+	l, err := lockurl.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	stuck, err := l.Acquire(ctx, "payments:queue:eu", lock.WithTTL(3*time.Second), lock.WithHolder("worker-7 pid 4242"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Acquire(ctx, "payments:queue:us", lock.WithTTL(3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errs := runLock(t, "ls", "--backend", url, "--prefix", "payments:", "--limit", "1", "--json")
+	var page struct {
+		Locks  []lockJSON `json:"locks"`
+		Cursor string     `json:"cursor"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &page) != nil || len(page.Locks) != 1 || page.Cursor == "" {
+		t.Fatalf("ls --limit 1 --json: %d %q %q", code, out, errs)
+	}
+	if page.Locks[0].Key != "payments:queue:eu" || page.Locks[0].Holder != "worker-7 pid 4242" || page.Locks[0].Token != stuck.Token() {
+		t.Fatalf("ls listed %+v", page.Locks[0])
+	}
+	code, out, _ = runLock(t, "ls", "--backend", url, "--prefix", "payments:", "--limit", "1", "--cursor", page.Cursor)
+	if code != exitOK || !strings.Contains(out, "payments:queue:us") || strings.Contains(out, "queue:eu") {
+		t.Fatalf("second page: %d %q", code, out)
+	}
+	code, out, _ = runLock(t, "ls", "--backend", url)
+	if code != exitOK || !strings.Contains(out, "KEY") || !strings.Contains(out, `"worker-7 pid 4242"`) || strings.Contains(out, "more:") {
+		t.Fatalf("ls: %d %q", code, out)
+	}
+
+	code, out, _ = runLock(t, "show", "--backend", url, "--json", "payments:queue:eu")
+	var shown lockJSON
+	if code != exitOK || json.Unmarshal([]byte(out), &shown) != nil || !shown.Held || shown.TimeLeftMS == nil || shown.Waiters != nil {
+		t.Fatalf("show --json: %d %q", code, out)
+	}
+	if code, out, _ = runLock(t, "show", "--backend", url, "payments:queue:none"); code != exitNotFound || !strings.Contains(out, "held:") {
+		t.Fatalf("show of a free key: %d %q", code, out)
+	}
+
+	// Bad input: a distinct status and nothing changed.
+	for _, args := range [][]string{
+		{"show", "--backend", url, ""},
+		{"show", "--backend", url, strings.Repeat("k", lock.MaxKeyLen+1)},
+		{"show", "--backend", "nosuch://x", "k"},
+		{"show", "--backend", url},
+		{"ls", "--backend", url, "--limit", "0"},
+		{"ls", "--backend", url, "--cursor", "!!"},
+		{"break", "--backend", url, "--as", "", "--yes", "payments:queue:eu"},
+		{"frobnicate"},
+	} {
+		if code, _, _ := runLock(t, args...); code != exitUsage {
+			t.Errorf("lock %q: status %d, want %d", args, code, exitUsage)
+		}
+	}
+	if code, _, errs := runLock(t, "show", "--backend", "redis://:hunter2@127.0.0.1:1", "k"); code != exitUnavailable || strings.Contains(errs, "hunter2") {
+		t.Errorf("backend down: status %d, %q; want %d without the password", code, errs, exitUnavailable)
+	}
+	if code, _, _ := runLock(t, "break", "--backend", url, "--yes", "--as", "ana", "payments:queue:none"); code != exitNotFound {
+		t.Errorf("break of a free key: status %d, want %d", code, exitNotFound)
+	}
+	select {
+	case <-stuck.Done():
+		t.Fatal("bad input broke the lock")
+	default:
+	}
+
+	code, out, errs = runLock(t, "break", "--backend", url, "--yes", "--as", "oncall-ana", "--json", "payments:queue:eu")
+	var broken lockJSON
+	if code != exitOK || json.Unmarshal([]byte(out), &broken) != nil || broken.Token != stuck.Token() {
+		t.Fatalf("break: %d %q %q", code, out, errs)
+	}
+	select {
+	case <-stuck.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the broken holder's Done never closed")
+	}
+	next, err := l.Acquire(ctx, "payments:queue:eu", lock.WithWait(0))
+	if err != nil || next.Token() <= stuck.Token() {
+		t.Fatalf("after the break: %v, token %v vs %d", err, next, stuck.Token())
+	}
+	_ = next.Release(context.Background())
+}
