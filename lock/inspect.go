@@ -94,7 +94,7 @@ type Breaker interface {
 // ErrInvalid for a bad key (nothing is read), ErrUnsupported if l is not an
 // Inspector, or the backend's error.
 func Inspect(ctx context.Context, l Locker, key string) (LockInfo, error) {
-	if err := ValidateKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return LockInfo{}, err
 	}
 	in, ok := l.(Inspector)
@@ -136,7 +136,7 @@ func List(ctx context.Context, l Locker, prefix string, limit int, cursor string
 // who (nothing is changed), one wrapping ErrNotHeld if nobody held key,
 // ErrUnsupported if l is not a Breaker, or the backend's error.
 func Break(ctx context.Context, l Locker, key, who string, log *slog.Logger) (LockInfo, error) {
-	if err := ValidateKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return LockInfo{}, err
 	}
 	if who == "" {

@@ -88,7 +88,7 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	case sub != "ls":
 		key = f.fs.Arg(0)
-		if err := lock.ValidateKey(key); err != nil {
+		if err := lock.CheckKey(key); err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", name, err)
 			return exitUsage
 		}

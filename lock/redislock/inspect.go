@@ -48,9 +48,10 @@ func (l *Locker) InspectLock(ctx context.Context, key string) (lock.LockInfo, er
 }
 
 // BreakLock implements lock.Breaker: one script deletes the lock and
-// publishes the release, keeping the fencing counter.
+// publishes the release, keeping the fencing counter. The release is
+// published as nobody's, so this Locker's own waiters hear it too.
 func (l *Locker) BreakLock(ctx context.Context, key string) (lock.LockInfo, error) {
-	info, err := l.b.inspect(ctx, key, breakScript, l.b.channel, l.b.id)
+	info, err := l.b.inspect(ctx, key, breakScript, l.b.channel, anonymous)
 	if err != nil {
 		return info, err
 	}
