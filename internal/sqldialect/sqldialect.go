@@ -27,7 +27,9 @@
 //     Assignments run left to right and each sees the columns assigned before
 //     it, so the columns the condition reads are assigned last. VALUES() is
 //     the form MariaDB knows (MySQL 8.0.20 and later accept it with a
-//     deprecation warning; MariaDB has no row alias).
+//     deprecation warning; MariaDB has no row alias). A condition never reads
+//     a BLOB or TEXT column's VALUES(): MariaDB hands back the row's value
+//     there once the column has been assigned.
 //   - Nothing is returned from an UPDATE, and its affected-row count is the
 //     rows changed, not matched, unless the client set CLIENT_FOUND_ROWS
 //     (go-sql-driver's clientFoundRows=true), which latchkey cannot see from
