@@ -40,7 +40,8 @@
 //     it did not, in either mode and on that statement's own connection. An
 //     UPDATE sets a column to LAST_INSERT_ID(x) with x > 0, and a match is
 //     LastInsertId() != 0; an upsert puts LAST_INSERT_ID(x) in VALUES and
-//     LAST_INSERT_ID(0) in the branch that keeps the row. Statements that
+//     LAST_INSERT_ID(0) in the branch that keeps the row. Its value is
+//     BIGINT UNSIGNED: CAST it AS SIGNED before subtracting. Statements that
 //     always change the row they match (a status that moves, a version + 1,
 //     an owner set to NULL) count affected rows as usual.
 //   - Reads that explain a refused write read the latest committed row with
