@@ -100,8 +100,8 @@ func (m *Machine) Allowed(from, to string) bool {
 // It returns Applied when this call changed the row, and Duplicate when the
 // row was already in state `to` (nothing changed). Errors: ErrIllegal (the
 // row is in another state, or no transition to `to` is declared; the server is
-// not touched then), ErrNotFound, an error wrapping ErrInvalid, or the
-// database's error.
+// not touched then), ErrNotFound, an error wrapping ErrInvalid, an error
+// wrapping ErrRetry (deadlock, lock wait timeout), or the database's error.
 func (m *Machine) Move(ctx context.Context, key any, to string, values Values) (Result, error) {
 	froms := m.sources[to]
 	if len(froms) == 0 {
