@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -119,4 +120,21 @@ func MySQLIsolation(t testing.TB, level string) []string {
 		name = "tx_isolation"
 	}
 	return []string{name, "'" + level + "'"}
+}
+
+// MySQLURL is MySQL as a mysql://user:pass@host:port/db URL, the form
+// lock/lockurl and idem/idemurl open.
+func MySQLURL(t testing.TB) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(MySQL(t))
+	if err != nil {
+		t.Fatalf("testsvc: %v", err)
+	}
+	u := url.URL{Scheme: "mysql", Host: cfg.Addr, Path: "/" + cfg.DBName}
+	if cfg.Passwd != "" {
+		u.User = url.UserPassword(cfg.User, cfg.Passwd)
+	} else {
+		u.User = url.User(cfg.User)
+	}
+	return u.String()
 }
