@@ -266,7 +266,7 @@ func TestRedact(t *testing.T) {
 
 func TestSchemes(t *testing.T) {
 	got := strings.Join(lockurl.Schemes(), " ")
-	if want := "etcd mem postgres postgresql redis redis-cluster rediss redlock sqlite zk"; got != want {
+	if want := "etcd mem mysql postgres postgresql redis redis-cluster rediss redlock sqlite zk"; got != want {
 		t.Fatalf("Schemes() = %q, want %q", got, want)
 	}
 }
