@@ -1,5 +1,6 @@
 // Package state makes updates of SQL rows safe against duplicates and races
-// without locks, in two ways, on PostgreSQL and SQLite through database/sql.
+// without locks, in two ways, on PostgreSQL, SQLite and MySQL or MariaDB
+// through database/sql.
 //
 // [Machine] moves a row's status column along declared transitions
 // (UNPAID -> PAID, PAID -> REFUNDED, ...). A move is one conditional UPDATE:
@@ -18,6 +19,17 @@
 // again and re-runs the function, a bounded number of times, with jittered
 // backoff between attempts. The check compares the version, never business
 // values, so a value that changed and changed back (ABA) is still a conflict.
+//
+// On MySQL 8.0 and MariaDB 10.6 or later, under READ COMMITTED or REPEATABLE
+// READ, both are the same single UPDATE: the status or the version always
+// changes, so the affected rows count matched rows whatever the client's
+// clientFoundRows. The read that tells Duplicate from ErrIllegal after a miss
+// is a locking read (LOCK IN SHARE MODE), which sees the latest committed
+// row rather than the snapshot of the caller's REPEATABLE READ transaction.
+// Optimistic's first read is a plain one: inside such a transaction, whose
+// snapshot does not move, use WithAttempts(1) and retry the transaction. On
+// every dialect a deadlock or lock wait timeout is an error wrapping
+// [ErrRetry].
 //
 // This package imports only the standard library.
 package state

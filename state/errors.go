@@ -1,6 +1,10 @@
 package state
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/latchkey-go/latchkey/internal/sqldialect"
+)
 
 // Sentinel errors. Callers test for them with errors.Is.
 var (
@@ -20,4 +24,12 @@ var (
 	// ErrInvalid wraps every bad-input error (nil db, bad identifier, empty
 	// transition table). Such calls change nothing and touch no server.
 	ErrInvalid = errors.New("state: invalid argument")
+
+	// ErrRetry is wrapped into the database's error when a statement failed
+	// on a deadlock, a lock wait timeout or a serialization failure (two
+	// transactions moving two rows in opposite orders, say). Nothing of the
+	// statement was applied; roll the transaction back and run it again from
+	// its start. The driver's error stays in the chain. It is the same value
+	// as sqlfence.ErrRetry and sqlinbox.ErrRetry.
+	ErrRetry = sqldialect.ErrRetry
 )

@@ -100,8 +100,8 @@ func (m *Machine) Allowed(from, to string) bool {
 // It returns Applied when this call changed the row, and Duplicate when the
 // row was already in state `to` (nothing changed). Errors: ErrIllegal (the
 // row is in another state, or no transition to `to` is declared; the server is
-// not touched then), ErrNotFound, an error wrapping ErrInvalid, or the
-// database's error.
+// not touched then), ErrNotFound, an error wrapping ErrInvalid, an error
+// wrapping ErrRetry (deadlock, lock wait timeout), or the database's error.
 func (m *Machine) Move(ctx context.Context, key any, to string, values Values) (Result, error) {
 	froms := m.sources[to]
 	if len(froms) == 0 {
@@ -125,16 +125,20 @@ func (m *Machine) Move(ctx context.Context, key any, to string, values Values) (
 	// why. If the read finds a source state again, the row moved back in
 	// between: try again.
 	for range 3 {
+		// The status always changes, so the affected rows are the matched
+		// rows on MySQL too, whatever its clientFoundRows.
 		res, err := m.t.db.ExecContext(ctx, q, args...)
 		if err != nil {
-			return 0, fmt.Errorf("state: move %s to %s: %w", m.t.name, to, err)
+			return 0, fmt.Errorf("state: move %s to %s: %w", m.t.name, to, sqldialect.Retryable(err))
 		}
 		if n, err := res.RowsAffected(); err != nil {
 			return 0, fmt.Errorf("state: move %s to %s: %w", m.t.name, to, err)
 		} else if n > 0 {
 			return Applied, nil
 		}
-		cur, err := m.Current(ctx, key)
+		// The latest committed row, not the REPEATABLE READ snapshot of the
+		// caller's transaction, which may predate the move the UPDATE met.
+		cur, err := m.current(ctx, key, m.t.dialect.LockRead())
 		if err != nil {
 			return 0, err
 		}
@@ -152,13 +156,18 @@ func (m *Machine) Move(ctx context.Context, key any, to string, values Values) (
 // database's error. Deciding a move on it would race; Move decides in its
 // UPDATE.
 func (m *Machine) Current(ctx context.Context, key any) (string, error) {
-	q := m.t.dialect.Rebind(fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1", m.status, m.t.name, m.t.key))
+	return m.current(ctx, key, "")
+}
+
+// current is Current, its SELECT ending in lockRead.
+func (m *Machine) current(ctx context.Context, key any, lockRead string) (string, error) {
+	q := m.t.dialect.Rebind(fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1%s", m.status, m.t.name, m.t.key, lockRead))
 	var cur sql.NullString
 	switch err := m.t.db.QueryRowContext(ctx, q, key).Scan(&cur); {
 	case errors.Is(err, sql.ErrNoRows):
 		return "", fmt.Errorf("%w: %s row %v", ErrNotFound, m.t.name, key)
 	case err != nil:
-		return "", fmt.Errorf("state: read %s: %w", m.t.name, err)
+		return "", fmt.Errorf("state: read %s: %w", m.t.name, sqldialect.Retryable(err))
 	}
 	return cur.String, nil
 }

@@ -73,8 +73,8 @@ func (o *Optimistic) In(db DB) *Optimistic {
 // version column.
 //
 // Errors: fn's error, ErrConflict (every attempt lost a race), ErrNotFound,
-// an error wrapping ErrInvalid, ctx's error while backing off, or the
-// database's error.
+// an error wrapping ErrInvalid, an error wrapping ErrRetry (deadlock, lock
+// wait timeout), ctx's error while backing off, or the database's error.
 func (o *Optimistic) Update(ctx context.Context, key any, read Into, fn func() (Values, error)) error {
 	cols := make([]string, 0, len(read))
 	for c := range read {
@@ -100,7 +100,7 @@ func (o *Optimistic) Update(ctx context.Context, key any, read Into, fn func() (
 		case errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("%w: %s row %v", ErrNotFound, o.t.name, key)
 		case err != nil:
-			return fmt.Errorf("state: read %s: %w", o.t.name, err)
+			return fmt.Errorf("state: read %s: %w", o.t.name, sqldialect.Retryable(err))
 		}
 		values, err := fn()
 		if err != nil || len(values) == 0 {
@@ -113,9 +113,11 @@ func (o *Optimistic) Update(ctx context.Context, key any, read Into, fn func() (
 		args = append(args, key, version)
 		q := o.t.dialect.Rebind(fmt.Sprintf("UPDATE %s SET %s%s = COALESCE(%s, 0) + 1 WHERE %s = $%d AND COALESCE(%s, 0) = $%d",
 			o.t.name, set, o.version, o.version, o.t.key, len(args)-1, o.version, len(args)))
+		// The version always changes: affected rows are matched rows on
+		// MySQL too.
 		res, err := o.t.db.ExecContext(ctx, q, args...)
 		if err != nil {
-			return fmt.Errorf("state: update %s: %w", o.t.name, err)
+			return fmt.Errorf("state: update %s: %w", o.t.name, sqldialect.Retryable(err))
 		}
 		if n, err := res.RowsAffected(); err != nil {
 			return fmt.Errorf("state: update %s: %w", o.t.name, err)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
@@ -26,6 +27,22 @@ var databases = []struct {
 		return "file:" + filepath.Join(t.TempDir(), "state.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
 	}},
 	{"postgres", "pgx", func(t *testing.T) string { return testsvc.PostgresURL(t) }},
+	// MariaDB under both isolation levels a MySQL user runs.
+	{"mysql-read-committed", "mysql", func(t *testing.T) string {
+		return testsvc.MySQL(t, testsvc.MySQLIsolation(t, "READ-COMMITTED")...)
+	}},
+	{"mysql-repeatable-read", "mysql", func(t *testing.T) string {
+		return testsvc.MySQL(t, testsvc.MySQLIsolation(t, "REPEATABLE-READ")...)
+	}},
+}
+
+// keyType is the type of a text primary key: MySQL indexes no TEXT column
+// whole.
+func keyType(driver string) string {
+	if driver == "mysql" {
+		return "VARCHAR(64)"
+	}
+	return "TEXT"
 }
 
 // forEachDB runs f on each database with a fresh orders table, unique to the
@@ -45,8 +62,8 @@ func forEachDB(t *testing.T, f func(t *testing.T, db *sql.DB, table string)) {
 			var b [6]byte
 			_, _ = rand.Read(b[:])
 			table := "state_orders_" + hex.EncodeToString(b[:])
-			if _, err := db.Exec(fmt.Sprintf(`CREATE TABLE %s (id TEXT PRIMARY KEY, status TEXT NOT NULL,
-				amount BIGINT NOT NULL DEFAULT 0, paid_by TEXT, version BIGINT NOT NULL DEFAULT 0)`, table)); err != nil {
+			if _, err := db.Exec(fmt.Sprintf(`CREATE TABLE %s (id %s PRIMARY KEY, status VARCHAR(32) NOT NULL,
+				amount BIGINT NOT NULL DEFAULT 0, paid_by TEXT, version BIGINT NOT NULL DEFAULT 0)`, table, keyType(d.driver))); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() {

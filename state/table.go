@@ -14,17 +14,20 @@ type DB = sqldialect.DB
 // identifiers; values are passed as statement parameters.
 type Values = sqldialect.Values
 
-// Dialect is the SQL flavour of the database: Detect, Postgres or SQLite.
-// It is one type across latchkey's SQL packages (state.Postgres and
-// sqlfence.Postgres are the same value).
+// Dialect is the SQL flavour of the database: Detect, Postgres, SQLite or
+// MySQL (MySQL 8.0 and MariaDB 10.6 or later). It is one type across
+// latchkey's SQL packages (state.Postgres and sqlfence.Postgres are the same
+// value).
 type Dialect = sqldialect.Dialect
 
-// The dialects. Detect tells PostgreSQL (pgx's stdlib driver, lib/pq) from
-// SQLite (modernc.org/sqlite qualifies) by the *sql.DB's driver.
+// The dialects. Detect tells PostgreSQL (pgx's stdlib driver, lib/pq),
+// SQLite (modernc.org/sqlite qualifies) and MySQL or MariaDB
+// (github.com/go-sql-driver/mysql) apart by the *sql.DB's driver.
 const (
 	Detect   = sqldialect.Unknown
 	Postgres = sqldialect.Postgres
 	SQLite   = sqldialect.SQLite
+	MySQL    = sqldialect.MySQL
 )
 
 // table is what both kinds of update know about their table.

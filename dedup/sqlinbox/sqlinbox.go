@@ -7,13 +7,20 @@
 // outlives WithTimeout.
 //
 // It works through database/sql on PostgreSQL (pgx's stdlib driver,
-// github.com/jackc/pgx/v5/stdlib) and SQLite (modernc.org/sqlite, opened with
-// WAL and a busy timeout: file:PATH?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)).
+// github.com/jackc/pgx/v5/stdlib), SQLite (modernc.org/sqlite, opened with
+// WAL and a busy timeout: file:PATH?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)),
+// and MySQL 8.0 or MariaDB 10.6 and later (github.com/go-sql-driver/mysql,
+// InnoDB) under READ COMMITTED or REPEATABLE READ. There the claim is one
+// INSERT ... ON DUPLICATE KEY UPDATE that changes nothing on a duplicate and
+// says which it was through LAST_INSERT_ID, whatever the client's
+// clientFoundRows (INSERT IGNORE would also swallow errors other than the
+// duplicate). Message ids are VARBINARY, compared byte for byte.
 //
 // A copy arriving while the first is processing waits on the id's unique
-// index until that transaction ends (PostgreSQL row lock; SQLite's single
-// writer): after a commit it is a duplicate, after a rollback it is
-// processed. Either way it is never acknowledged before the effect committed
+// index until that transaction ends (PostgreSQL's and InnoDB's row lock;
+// SQLite's single writer): after a commit it is a duplicate, after a
+// rollback it is processed. A deadlock or lock wait timeout there is an
+// error wrapping [ErrRetry]: the message is redelivered. Either way it is never acknowledged before the effect committed
 // and never processed twice.
 //
 // Use [Inbox.Wrap] or [Inbox.Process] to let the inbox run the transaction,
@@ -30,6 +37,13 @@ import (
 	"github.com/latchkey-go/latchkey/dedup"
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
+
+// ErrRetry is wrapped into the database's error when the claim failed on a
+// deadlock, a lock wait timeout or a serialization failure: nothing was
+// recorded; roll back and process the message again (Process and Wrap
+// return it, so the broker redelivers). It is the same value as
+// sqlfence.ErrRetry and state.ErrRetry.
+var ErrRetry = sqldialect.ErrRetry
 
 // DefaultTable is the inbox table when WithTable is not given.
 const DefaultTable = "dedup_inbox"
@@ -124,7 +138,11 @@ func New(db *sql.DB, opts ...Option) (*Inbox, error) {
 	}
 	in.claimQ = in.sql(claimSQL)
 	in.purgeQ = in.sql(purgeSQL)
-	for _, m := range migrations {
+	migs := migrations
+	if in.dialect == sqldialect.MySQL {
+		in.claimQ, migs = in.sql(mysqlClaimSQL), mysqlMigrations
+	}
+	for _, m := range migs {
 		in.migrations = append(in.migrations, in.sql(m))
 	}
 	return in, nil
@@ -144,16 +162,22 @@ func (in *Inbox) Migrate(ctx context.Context) error {
 // False means a transaction that committed the same id already processed the
 // message: skip the business writes. If another open transaction inserted id,
 // Claim waits until it ends. The row commits or rolls back with tx. It
-// returns dedup.ErrInvalidID for a bad id, or the database's error.
+// returns dedup.ErrInvalidID for a bad id, an error wrapping ErrRetry on a
+// deadlock or lock wait timeout, or the database's error.
 func (in *Inbox) Claim(ctx context.Context, tx Execer, id string) (bool, error) {
 	if err := dedup.CheckID(id); err != nil {
 		return false, err
 	}
 	r, err := tx.ExecContext(ctx, in.claimQ, id)
 	if err != nil {
-		return false, err
+		return false, sqldialect.Retryable(err)
 	}
-	n, err := r.RowsAffected()
+	var n int64
+	if in.dialect == sqldialect.MySQL {
+		n, err = r.LastInsertId() // 1 inserted, 0 duplicate: see mysqlClaimSQL
+	} else {
+		n, err = r.RowsAffected()
+	}
 	if err != nil {
 		return false, err
 	}
@@ -252,3 +276,18 @@ const (
 	claimSQL = `INSERT INTO {t} (msg_id, processed_ms) VALUES ($1, {now_ms}) ON CONFLICT (msg_id) DO NOTHING`
 	purgeSQL = `DELETE FROM {t} WHERE processed_ms < {now_ms} - $1`
 )
+
+// MySQL and MariaDB: the index inside CREATE TABLE (MySQL 8.0 has no CREATE
+// INDEX IF NOT EXISTS), and the claim as ON DUPLICATE KEY UPDATE that keeps
+// the row as it is. Its VALUES row sets LAST_INSERT_ID to 1, the duplicate
+// branch to 0.
+var mysqlMigrations = []string{
+	`CREATE TABLE IF NOT EXISTS {t} (
+	msg_id       VARBINARY(1024) NOT NULL PRIMARY KEY,
+	processed_ms BIGINT          NOT NULL,
+	INDEX {i} (processed_ms)
+) ENGINE=InnoDB`,
+}
+
+const mysqlClaimSQL = `INSERT INTO {t} (msg_id, processed_ms) VALUES ($1, {now_ms} + LAST_INSERT_ID(1) - 1)
+ON DUPLICATE KEY UPDATE processed_ms = processed_ms + LAST_INSERT_ID(0)`

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
@@ -33,6 +34,13 @@ var backends = []backend{
 	{"sqlite", "sqlite", func(t *testing.T) string {
 		return "file:" + filepath.Join(t.TempDir(), "inbox.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
 	}},
+	// MariaDB under both isolation levels a MySQL user runs.
+	{"mysql-read-committed", "mysql", func(t *testing.T) string {
+		return testsvc.MySQL(t, testsvc.MySQLIsolation(t, "READ-COMMITTED")...)
+	}},
+	{"mysql-repeatable-read", "mysql", func(t *testing.T) string {
+		return testsvc.MySQL(t, testsvc.MySQLIsolation(t, "REPEATABLE-READ")...)
+	}},
 }
 
 func forEach(t *testing.T, fn func(t *testing.T, b backend)) {
@@ -46,6 +54,7 @@ func forEach(t *testing.T, fn func(t *testing.T, b backend)) {
 
 // env is an inbox and a ledger table, unique to the test, dropped at the end.
 type env struct {
+	mysql  bool // ? instead of $1 in the tests' own statements
 	db     *sql.DB
 	in     *sqlinbox.Inbox
 	table  string
@@ -60,7 +69,7 @@ func newEnv(t *testing.T, b backend, opts ...sqlinbox.Option) *env {
 	}
 	var r [6]byte
 	_, _ = rand.Read(r[:])
-	e := &env{db: db, table: "inbox_" + hex.EncodeToString(r[:]), ledger: "ledger_" + hex.EncodeToString(r[:])}
+	e := &env{mysql: b.driver == "mysql", db: db, table: "inbox_" + hex.EncodeToString(r[:]), ledger: "ledger_" + hex.EncodeToString(r[:])}
 	e.in, err = sqlinbox.New(db, append([]sqlinbox.Option{sqlinbox.WithTable(e.table)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +81,7 @@ func newEnv(t *testing.T, b backend, opts ...sqlinbox.Option) *env {
 	if err := e.in.Migrate(ctx); err != nil {
 		t.Fatalf("second Migrate: %v", err)
 	}
-	if _, err := db.ExecContext(ctx, "CREATE TABLE "+e.ledger+" (msg TEXT NOT NULL, amount BIGINT NOT NULL)"); err != nil {
+	if _, err := db.ExecContext(ctx, "CREATE TABLE "+e.ledger+" (msg VARCHAR(1024) NOT NULL, amount BIGINT NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -88,14 +97,22 @@ func newEnv(t *testing.T, b backend, opts ...sqlinbox.Option) *env {
 
 // pay is the business write: a ledger row, in the inbox's transaction.
 func (e *env) pay(ctx context.Context, tx *sql.Tx, m dedup.Message) error {
-	_, err := tx.ExecContext(ctx, "INSERT INTO "+e.ledger+" (msg, amount) VALUES ($1, 100)", m.ID)
+	_, err := tx.ExecContext(ctx, e.q("INSERT INTO "+e.ledger+" (msg, amount) VALUES ($1, 100)"), m.ID)
 	return err
+}
+
+// q is a statement of the tests' own, written with $1, for e's database.
+func (e *env) q(s string) string {
+	if e.mysql {
+		return strings.ReplaceAll(s, "$1", "?")
+	}
+	return s
 }
 
 func (e *env) count(t *testing.T, q string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := e.db.QueryRow(q, args...).Scan(&n); err != nil {
+	if err := e.db.QueryRow(e.q(q), args...).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/latchkey-go/latchkey/fence"
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
@@ -29,17 +30,7 @@ func (g *Guard) Claim(ctx context.Context, h fence.Holder, key any) error {
 		return err
 	}
 	q, args := g.update(t, key, nil, nil, nil)
-	return g.decide(ctx, t, key, func() (bool, error) {
-		res, err := g.db.ExecContext(ctx, q, args...)
-		if err != nil {
-			return false, fmt.Errorf("sqlfence: claim %s: %w", g.table, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return false, fmt.Errorf("sqlfence: claim %s: %w", g.table, err)
-		}
-		return n > 0, nil
-	})
+	return g.decide(ctx, t, key, func() (bool, error) { return g.exec(ctx, "claim", q, args) })
 }
 
 // Read claims the row as [Guard.Claim] does and returns the columns named
@@ -63,8 +54,10 @@ func (g *Guard) Claim(ctx context.Context, h fence.Holder, key any) error {
 // higher token may write in between, and then the later write is refused
 // with fence.ErrStale, so an update can be refused but never lost.
 //
-// Read is one UPDATE ... RETURNING statement (SQLite 3.35 or later); when it
-// matches no row, a SELECT of the row's token tells why. Errors:
+// Read is one UPDATE ... RETURNING statement (SQLite 3.35 or later); on
+// MySQL, which has no RETURNING, an UPDATE and a locking SELECT, two round
+// trips. When the claim matches no row, a SELECT of the row's token tells
+// why. A deadlock or lock wait timeout is an error wrapping ErrRetry. Errors:
 // fence.ErrStale (the row has a higher token; nothing changed, nothing
 // read), fence.ErrNotFound (no such row; nothing is created), an error
 // wrapping fence.ErrInvalid (bad holder, no columns, a name that is not a
@@ -84,13 +77,38 @@ func (g *Guard) Read(ctx context.Context, h fence.Holder, key any, into Into) er
 		return fmt.Errorf("%w: sqlfence: %w", fence.ErrInvalid, err)
 	}
 	q, args := g.update(t, key, nil, nil, cols)
+	if g.dialect == MySQL {
+		return g.readMySQL(ctx, t, key, q, args, cols, dest)
+	}
 	return g.decide(ctx, t, key, func() (bool, error) {
 		switch err := g.db.QueryRowContext(ctx, q, args...).Scan(dest...); {
 		case errors.Is(err, sql.ErrNoRows):
 			return false, nil
 		case err != nil:
-			return false, fmt.Errorf("sqlfence: read %s: %w", g.table, err)
+			return false, fmt.Errorf("sqlfence: read %s: %w", g.table, sqldialect.Retryable(err))
 		}
 		return true, nil
 	})
+}
+
+// readMySQL is Read without RETURNING: the claim's UPDATE, then a locking
+// SELECT of the columns on the row that still carries h's token. In a
+// transaction the UPDATE's row lock holds from the claim to commit, and the
+// SELECT reads the row as the UPDATE left it, not the transaction's
+// REPEATABLE READ snapshot. Without one, a newer holder may claim between the
+// two statements: the SELECT then finds a higher token and Read returns
+// fence.ErrStale, with nothing read.
+func (g *Guard) readMySQL(ctx context.Context, t uint64, key any, claim string, args []any, cols []string, dest []any) error {
+	if err := g.decide(ctx, t, key, func() (bool, error) { return g.exec(ctx, "read", claim, args) }); err != nil {
+		return err
+	}
+	q := g.dialect.Rebind(fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 AND COALESCE(%s, 0) = $2%s",
+		strings.Join(cols, ", "), g.table, g.key, g.token, g.dialect.LockRead()))
+	switch err := g.db.QueryRowContext(ctx, q, key, int64(t)).Scan(dest...); {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%w: %s row %v was claimed by a newer holder right after token %d's claim", fence.ErrStale, g.table, key, t)
+	case err != nil:
+		return fmt.Errorf("sqlfence: read %s: %w", g.table, sqldialect.Retryable(err))
+	}
+	return nil
 }

@@ -155,11 +155,21 @@ func TestReadClaimsBeforeTheStaleWrite(t *testing.T) {
 }
 
 // waitBlocked waits until the stale holder's UPDATE on table waits for the
-// fresh holder's row lock, on PostgreSQL, where the server shows it. SQLite
-// shows nothing: its writer waits in its busy handler or has not started,
-// and the test's outcome is the same either way.
+// fresh holder's row lock, on PostgreSQL and MySQL, where the server shows
+// it. SQLite shows nothing: its writer waits in its busy handler or has not
+// started, and the test's outcome is the same either way.
 func waitBlocked(t *testing.T, d database, db *sql.DB, table string) {
 	t.Helper()
+	if d.isMySQL() {
+		// db's one connection is in the transaction: ask on another.
+		probe, err := sql.Open(d.driver, d.dsn(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer probe.Close()
+		waitBlockedMySQL(t, probe, table)
+		return
+	}
 	if d.name != "postgres" {
 		return
 	}
@@ -291,6 +301,26 @@ func TestReadBadInput(t *testing.T) {
 	} {
 		if !errors.Is(err, fence.ErrInvalid) {
 			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// waitBlockedMySQL is waitBlocked on MySQL, where InnoDB lists the
+// transactions that wait for a lock.
+func waitBlockedMySQL(t *testing.T, db *sql.DB, table string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var n int
+		err := db.QueryRow(`SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE ?`,
+			"UPDATE "+table+" %").Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stale holder's write never waited for the row lock")
 		}
 	}
 }

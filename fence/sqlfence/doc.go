@@ -1,5 +1,5 @@
 // Package sqlfence guards rows of your own SQL tables with fencing tokens, on
-// PostgreSQL and SQLite through database/sql.
+// PostgreSQL, SQLite and MySQL or MariaDB through database/sql.
 //
 // Add a token column to the table you protect; it holds the highest token
 // applied to the row:
@@ -50,4 +50,25 @@
 //
 // SQLite needs version 3.35 or later (RETURNING); open it with WAL and a
 // busy timeout, as lock/sqllock's documentation describes.
+//
+// MySQL 8.0 and MariaDB 10.6 or later (github.com/go-sql-driver/mysql,
+// InnoDB), under READ COMMITTED or REPEATABLE READ:
+//
+//	ALTER TABLE accounts ADD COLUMN fence_token BIGINT NOT NULL DEFAULT 0
+//
+// Update and Claim are one UPDATE that sets the token through
+// LAST_INSERT_ID, so a claim or write that leaves the row as it was (the
+// same token, the same values) is told from a refusal without relying on
+// the client's clientFoundRows setting. Read has no RETURNING to use: it is
+// the claim's UPDATE and then a locking SELECT of the row (LOCK IN SHARE
+// MODE), two round trips, which in a transaction reads the row the UPDATE
+// locked, never an older REPEATABLE READ snapshot. Upsert is one INSERT ...
+// ON DUPLICATE KEY UPDATE; since that fires on any unique index, it changes a
+// row only when the row met has the key given, and returns an error wrapping
+// fence.ErrInvalid when the new row collides with another on a different
+// unique key. The SELECT that explains a refusal is a locking read too.
+//
+// On every dialect, a statement that fails on a deadlock, a lock wait
+// timeout or a serialization failure returns an error wrapping [ErrRetry]
+// (and the driver's error): roll back and run the whole transaction again.
 package sqlfence

@@ -25,6 +25,9 @@ var targets = []fencetest.Target{
 	{Name: "postgres", Open: func(ctx context.Context, config string) (*fencetest.Conn, error) {
 		return openTarget(ctx, "pgx", sqllock.Postgres, config)
 	}},
+	{Name: "mysql", Open: func(ctx context.Context, config string) (*fencetest.Conn, error) {
+		return openTarget(ctx, "mysql", sqllock.MySQL, config)
+	}},
 }
 
 func TestMain(m *testing.M) { fencetest.Main(m, targets...) }
@@ -63,10 +66,13 @@ func openTarget(ctx context.Context, driver string, d sqllock.Dialect, config st
 	if err != nil {
 		return nil, err
 	}
-	ph := "$1"
-	if d == sqllock.SQLite {
+	ph, keyType := "$1", "TEXT"
+	switch d {
+	case sqllock.SQLite:
 		db.SetMaxOpenConns(1) // see lock/sqllock's package doc
 		ph = "?"
+	case sqllock.MySQL:
+		ph, keyType = "?", "VARCHAR(255)"
 	}
 	locker, err := sqllock.New(ctx, db, d, sqllock.WithTable(prefix+"_locks"))
 	if err != nil {
@@ -74,7 +80,7 @@ func openTarget(ctx context.Context, driver string, d sqllock.Dialect, config st
 		return nil, err
 	}
 	table := prefix + "_reg"
-	if _, err := db.ExecContext(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (k TEXT PRIMARY KEY, v TEXT NOT NULL, fence_token BIGINT NOT NULL DEFAULT 0)`, table)); err != nil {
+	if _, err := db.ExecContext(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (k %s PRIMARY KEY, v TEXT NOT NULL, fence_token BIGINT NOT NULL DEFAULT 0)`, table, keyType)); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -96,6 +102,8 @@ func targetConfig(t *testing.T, target string) string {
 	switch target {
 	case "sqlite":
 		dsn, driver = sqliteDSN(filepath.Join(t.TempDir(), "drill.db")), "sqlite"
+	case "mysql":
+		dsn, driver = testsvc.MySQL(t), "mysql"
 	default:
 		dsn, driver = testsvc.PostgresURL(t), "pgx"
 	}

@@ -53,18 +53,29 @@ func WithKeyColumn(name string) Option { return func(g *Guard) { g.key = name } 
 // BIGINT; NULL counts as 0. Default: "fence_token" ([DefaultTokenColumn]).
 func WithTokenColumn(name string) Option { return func(g *Guard) { g.token = name } }
 
-// Dialect is the SQL flavour of the database: Detect, Postgres or SQLite.
-// It is one type across latchkey's SQL packages (sqlfence.Postgres and
-// state.Postgres are the same value).
+// Dialect is the SQL flavour of the database: Detect, Postgres, SQLite or
+// MySQL (MySQL 8.0 and MariaDB 10.6 or later). It is one type across
+// latchkey's SQL packages (sqlfence.Postgres and state.Postgres are the same
+// value).
 type Dialect = sqldialect.Dialect
 
-// The dialects. Detect tells PostgreSQL (pgx's stdlib driver, lib/pq) from
-// SQLite (modernc.org/sqlite qualifies) by the *sql.DB's driver.
+// The dialects. Detect tells PostgreSQL (pgx's stdlib driver, lib/pq),
+// SQLite (modernc.org/sqlite qualifies) and MySQL or MariaDB
+// (github.com/go-sql-driver/mysql) apart by the *sql.DB's driver.
 const (
 	Detect   = sqldialect.Unknown
 	Postgres = sqldialect.Postgres
 	SQLite   = sqldialect.SQLite
+	MySQL    = sqldialect.MySQL
 )
+
+// ErrRetry is wrapped into the database's error when a guarded statement
+// failed on a deadlock, a lock wait timeout or a serialization failure (two
+// transactions claiming two rows in opposite orders, say). Nothing of the
+// statement was applied; roll the transaction back and run it again from its
+// start, with the same lease. The driver's error stays in the chain. It is the
+// same value as state.ErrRetry and sqlinbox.ErrRetry.
+var ErrRetry = sqldialect.ErrRetry
 
 // WithDialect sets the dialect. Default: Detect.
 func WithDialect(d Dialect) Option { return func(g *Guard) { g.dialect = d } }
@@ -125,42 +136,61 @@ func (g *Guard) Update(ctx context.Context, h fence.Holder, key any, values Valu
 		return err
 	}
 	q, args := g.update(t, key, cols, values, nil)
-	return g.decide(ctx, t, key, func() (bool, error) {
-		res, err := g.db.ExecContext(ctx, q, args...)
-		if err != nil {
-			return false, fmt.Errorf("sqlfence: update %s: %w", g.table, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return false, fmt.Errorf("sqlfence: update %s: %w", g.table, err)
-		}
-		return n > 0, nil
-	})
+	return g.decide(ctx, t, key, func() (bool, error) { return g.exec(ctx, "update", q, args) })
 }
 
 // update builds the guarded UPDATE: it sets cols from values and the token
 // column to t on the row with key, if the row's token is at most t, and
-// returns the columns named in returning.
+// returns the columns named in returning (not on MySQL, which has no
+// RETURNING: see Read). Each parameter is used once, in order, as MySQL's ?
+// need. On MySQL the token is set through LAST_INSERT_ID, so that the
+// statement's result tells a matched row from none (see matched).
 func (g *Guard) update(t uint64, key any, cols []string, values Values, returning []string) (string, []any) {
 	var b strings.Builder
-	args := make([]any, 0, len(cols)+2)
+	args := make([]any, 0, len(cols)+3)
+	p := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
 	fmt.Fprintf(&b, "UPDATE %s SET ", g.table)
 	for _, c := range cols {
 		if d, ok := values[c].(Delta); ok {
-			args = append(args, d.by)
-			fmt.Fprintf(&b, "%s = %s + $%d, ", c, c, len(args))
+			fmt.Fprintf(&b, "%s = %s + %s, ", c, c, p(d.by))
 			continue
 		}
-		args = append(args, values[c])
-		fmt.Fprintf(&b, "%s = $%d, ", c, len(args))
+		fmt.Fprintf(&b, "%s = %s, ", c, p(values[c]))
 	}
-	args = append(args, int64(t), key)
-	tp, kp := len(args)-1, len(args)
-	fmt.Fprintf(&b, "%s = $%d WHERE %s = $%d AND COALESCE(%s, 0) <= $%d", g.token, tp, g.key, kp, g.token, tp)
-	if len(returning) > 0 {
+	if g.dialect == MySQL {
+		fmt.Fprintf(&b, "%s = LAST_INSERT_ID(%s)", g.token, p(int64(t)))
+	} else {
+		fmt.Fprintf(&b, "%s = %s", g.token, p(int64(t)))
+	}
+	fmt.Fprintf(&b, " WHERE %s = %s AND COALESCE(%s, 0) <= %s", g.key, p(key), g.token, p(int64(t)))
+	if len(returning) > 0 && g.dialect != MySQL {
 		fmt.Fprintf(&b, " RETURNING %s", strings.Join(returning, ", "))
 	}
 	return g.dialect.Rebind(b.String()), args
+}
+
+// exec runs a guarded UPDATE built by update and reports whether it matched
+// the row. MySQL counts changed rows, not matched ones, unless the client set
+// clientFoundRows, and a claim with the row's own token changes nothing; its
+// statement's LAST_INSERT_ID, the token it set or 0, tells either way.
+func (g *Guard) exec(ctx context.Context, what, q string, args []any) (bool, error) {
+	res, err := g.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return false, fmt.Errorf("sqlfence: %s %s: %w", what, g.table, sqldialect.Retryable(err))
+	}
+	var n int64
+	if g.dialect == MySQL {
+		n, err = res.LastInsertId()
+	} else {
+		n, err = res.RowsAffected()
+	}
+	if err != nil {
+		return false, fmt.Errorf("sqlfence: %s %s: %w", what, g.table, err)
+	}
+	return n != 0, nil
 }
 
 // decide runs a guarded statement, which reports whether it matched the row,
@@ -173,7 +203,7 @@ func (g *Guard) decide(ctx context.Context, t uint64, key any, run func() (bool,
 		if matched, err := run(); err != nil || matched {
 			return err
 		}
-		cur, err := g.Token(ctx, key)
+		cur, err := g.tokenOf(ctx, key, g.dialect.LockRead())
 		if err != nil {
 			return err
 		}
@@ -206,6 +236,9 @@ func (g *Guard) Upsert(ctx context.Context, h fence.Holder, key any, values Valu
 		args = append(args, values[c])
 	}
 	args = append(args, int64(t))
+	if g.dialect == MySQL {
+		return g.upsertMySQL(ctx, t, key, names, args)
+	}
 	ph := make([]string, len(names))
 	set := make([]string, 0, len(cols)+1)
 	for i := range names {
@@ -220,7 +253,7 @@ func (g *Guard) Upsert(ctx context.Context, h fence.Holder, key any, values Valu
 		sqldialect.Bare(g.table), g.token, g.token))
 	res, err := g.db.ExecContext(ctx, q, args...)
 	if err != nil {
-		return fmt.Errorf("sqlfence: upsert %s: %w", g.table, err)
+		return fmt.Errorf("sqlfence: upsert %s: %w", g.table, sqldialect.Retryable(err))
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
@@ -232,18 +265,60 @@ func (g *Guard) Upsert(ctx context.Context, h fence.Holder, key any, values Valu
 	return nil
 }
 
+// upsertMySQL is Upsert as INSERT ... ON DUPLICATE KEY UPDATE, which has no
+// WHERE: each assignment keeps the row's value unless the guard passes, and
+// the token column, which the guard reads, is assigned last. The guard also
+// asks that the row met is the row with key: ON DUPLICATE KEY fires on any
+// unique index, and a collision on another one must change nothing. The
+// VALUES row sets LAST_INSERT_ID to the token, a refusal to 0.
+func (g *Guard) upsertMySQL(ctx context.Context, t uint64, key any, names []string, args []any) error {
+	ph := make([]string, len(names))
+	for i := range names {
+		ph[i] = fmt.Sprintf("$%d", i+1)
+	}
+	ph[len(ph)-1] = "LAST_INSERT_ID(" + ph[len(ph)-1] + ")"
+	pass := fmt.Sprintf("%s <=> VALUES(%s) AND COALESCE(%s, 0) <= VALUES(%s)", g.key, g.key, g.token, g.token)
+	set := make([]string, 0, len(names))
+	for _, c := range names[1 : len(names)-1] {
+		set = append(set, fmt.Sprintf("%s = IF(%s, VALUES(%s), %s)", c, pass, c, c))
+	}
+	set = append(set, fmt.Sprintf("%s = IF(%s, VALUES(%s), %s + LAST_INSERT_ID(0))", g.token, pass, g.token, g.token))
+	q := g.dialect.Rebind(fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON DUPLICATE KEY UPDATE %s",
+		g.table, strings.Join(names, ", "), strings.Join(ph, ", "), strings.Join(set, ", ")))
+	if ok, err := g.exec(ctx, "upsert", q, args); err != nil || ok {
+		return err
+	}
+	cur, err := g.tokenOf(ctx, key, g.dialect.LockRead())
+	if errors.Is(err, fence.ErrNotFound) {
+		return fmt.Errorf("%w: sqlfence: upsert %s: row %v collides with another row on a unique key other than %s; nothing changed",
+			fence.ErrInvalid, g.table, key, g.key)
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: token %d, row has %d", fence.ErrStale, t, cur)
+}
+
 // Token returns the highest token applied to the row with key (0 when its
 // token column is NULL). Errors: fence.ErrNotFound, or the database's error.
 // It is for reports and tests: deciding a write on it would race; the guarded
 // writes decide in the statement.
 func (g *Guard) Token(ctx context.Context, key any) (uint64, error) {
-	q := g.dialect.Rebind(fmt.Sprintf("SELECT COALESCE(%s, 0) FROM %s WHERE %s = $1", g.token, g.table, g.key))
+	return g.tokenOf(ctx, key, "")
+}
+
+// tokenOf is Token, its SELECT ending in lockRead: a refusal is explained
+// from the latest committed row (dialect's LockRead), not from the snapshot
+// of the caller's REPEATABLE READ transaction, which may predate the row the
+// refused statement saw.
+func (g *Guard) tokenOf(ctx context.Context, key any, lockRead string) (uint64, error) {
+	q := g.dialect.Rebind(fmt.Sprintf("SELECT COALESCE(%s, 0) FROM %s WHERE %s = $1%s", g.token, g.table, g.key, lockRead))
 	var cur int64
 	switch err := g.db.QueryRowContext(ctx, q, key).Scan(&cur); {
 	case errors.Is(err, sql.ErrNoRows):
 		return 0, fmt.Errorf("%w: %s row %v", fence.ErrNotFound, g.table, key)
 	case err != nil:
-		return 0, fmt.Errorf("sqlfence: read token of %s: %w", g.table, err)
+		return 0, fmt.Errorf("sqlfence: read token of %s: %w", g.table, sqldialect.Retryable(err))
 	}
 	return uint64(cur), nil
 }

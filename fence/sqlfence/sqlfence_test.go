@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
@@ -29,6 +30,26 @@ type database struct {
 var databases = []database{
 	{"sqlite", "sqlite", func(t *testing.T) string { return sqliteDSN(filepath.Join(t.TempDir(), "fence.db")) }},
 	{"postgres", "pgx", func(t *testing.T) string { return testsvc.PostgresURL(t) }},
+	// MariaDB under both isolation levels a MySQL user runs: REPEATABLE
+	// READ's snapshot is the one a read after a write must not trust.
+	{"mysql-read-committed", "mysql", func(t *testing.T) string {
+		return testsvc.MySQL(t, testsvc.MySQLIsolation(t, "READ-COMMITTED")...)
+	}},
+	{"mysql-repeatable-read", "mysql", func(t *testing.T) string {
+		return testsvc.MySQL(t, testsvc.MySQLIsolation(t, "REPEATABLE-READ")...)
+	}},
+}
+
+// isMySQL reports whether the database is MySQL or MariaDB.
+func (d database) isMySQL() bool { return d.driver == "mysql" }
+
+// keyType is the type of a text primary key: MySQL indexes no TEXT column
+// whole.
+func keyType(db *sql.DB) string {
+	if fmt.Sprintf("%T", db.Driver()) == "*mysql.MySQLDriver" {
+		return "VARCHAR(64)"
+	}
+	return "TEXT"
 }
 
 func sqliteDSN(path string) string {
@@ -45,7 +66,7 @@ func uniqueTable(prefix string) string {
 func inventoryTable(t *testing.T, db *sql.DB) string {
 	t.Helper()
 	table := uniqueTable("fence_inv_")
-	_, err := db.Exec(fmt.Sprintf(`CREATE TABLE %s (id TEXT PRIMARY KEY, qty BIGINT, note TEXT, fence_token BIGINT DEFAULT 0)`, table))
+	_, err := db.Exec(fmt.Sprintf(`CREATE TABLE %s (id %s PRIMARY KEY, qty BIGINT, note TEXT, fence_token BIGINT DEFAULT 0)`, table, keyType(db)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@
 //	sqlite:idem.db                          the same, path relative to the working directory
 //	postgres://user:pass@host:5432/db       PostgreSQL through pgx's database/sql driver (idem/sqlstore)
 //	postgresql://...                        the same
+//	mysql://user:pass@host:3306/db          MySQL 8.0 or MariaDB 10.6+ through go-sql-driver/mysql (idem/sqlstore)
 //	redis://[user:pass@]host:6379[/db]      one Redis (idem/redisstore); rediss:// for TLS
 //	redis-cluster://host:port[,host:port]   a Redis Cluster reached through any listed node
 //
@@ -50,6 +51,7 @@ var schemes = backendurl.Schemes[Store]{
 		"sqlite":        openSQLite,
 		"postgres":      openPostgres,
 		"postgresql":    openPostgres,
+		"mysql":         openMySQL,
 		"redis":         openRedis,
 		"rediss":        openRedis,
 		"redis-cluster": openRedisCluster,

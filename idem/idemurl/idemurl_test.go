@@ -113,6 +113,12 @@ func TestMem(t *testing.T) {
 	}
 }
 
+func TestMySQL(t *testing.T) {
+	t.Parallel()
+	raw := testsvc.MySQLURL(t)
+	shared(t, open(t, raw), open(t, raw+"?clientFoundRows=true"))
+}
+
 func TestBadURLs(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -120,7 +126,9 @@ func TestBadURLs(t *testing.T) {
 		invalid bool
 		says    string
 	}{
-		{"consul://u:hunter22@h", true, "supported: mem://, postgres://"},
+		{"consul://u:hunter22@h", true, "supported: mem://, mysql://, postgres://"},
+		{"mysql://u:hunter22@127.0.0.1", true, "names no database"},
+		{"mysql://u:hunter22@127.0.0.1:1/db?timeout=1s", false, "127.0.0.1:1"},
 		{"no-scheme", true, "has no scheme"},
 		{"postgres://u:hunter22@[::1/db", true, "cannot parse"},
 		{"sqlite://host/x.db", true, "has host"},
@@ -152,7 +160,7 @@ func TestBadURLs(t *testing.T) {
 
 func TestSchemes(t *testing.T) {
 	got := strings.Join(idemurl.Schemes(), " ")
-	if want := "mem postgres postgresql redis redis-cluster rediss sqlite"; got != want {
+	if want := "mem mysql postgres postgresql redis redis-cluster rediss sqlite"; got != want {
 		t.Fatalf("Schemes() = %q, want %q", got, want)
 	}
 }

@@ -38,8 +38,8 @@ RETURNING token`
 	lookupSQL = `SELECT state, fingerprint, result, expires_ms - {now_ms} FROM {t}
 WHERE idem_key = $1 AND expires_ms >= {now_ms}`
 
-	recordSQL = `UPDATE {t} SET state = 2, token = NULL, result = $3, expires_ms = {now_ms} + $4
-WHERE idem_key = $1 AND token = $2 AND state = 1`
+	recordSQL = `UPDATE {t} SET state = 2, token = NULL, result = $1, expires_ms = {now_ms} + $2
+WHERE idem_key = $3 AND token = $4 AND state = 1`
 
 	releaseSQL = `DELETE FROM {t} WHERE idem_key = $1 AND token = $2 AND state = 1`
 
@@ -50,4 +50,50 @@ WHERE idem_key = $1 AND token = $2 AND state = 1`
 	consumeTokenSQL = `DELETE FROM {tt} WHERE token = $1 RETURNING bind, expires_ms - {now_ms}`
 
 	purgeTokensSQL = `DELETE FROM {tt} WHERE expires_ms < {now_ms}`
+)
+
+// MySQL and MariaDB: no ON CONFLICT, no RETURNING, no CREATE INDEX IF NOT
+// EXISTS (MySQL 8.0), so their own text for those statements; the others
+// are shared. Keys and tokens are VARBINARY, compared byte for byte.
+var mysqlMigrations = []string{
+	`CREATE TABLE IF NOT EXISTS {t} (
+	idem_key    VARBINARY(1024) NOT NULL PRIMARY KEY,
+	state       SMALLINT        NOT NULL,
+	token       VARBINARY(255),
+	fingerprint {blob}          NOT NULL,
+	result      {blob},
+	expires_ms  BIGINT          NOT NULL,
+	created_ms  BIGINT          NOT NULL,
+	INDEX {t}{x} (expires_ms)
+) ENGINE=InnoDB`,
+	`CREATE TABLE IF NOT EXISTS {tt} (
+	token      VARBINARY(255) NOT NULL PRIMARY KEY,
+	bind       {blob}         NOT NULL,
+	expires_ms BIGINT         NOT NULL,
+	INDEX {tt}{x} (expires_ms)
+) ENGINE=InnoDB`,
+}
+
+const (
+	// mysqlClaimSQL is claimSQL as one INSERT ... ON DUPLICATE KEY UPDATE.
+	// Every assignment takes over a dead row only, judged on expires_ms,
+	// which is assigned last so that each condition reads the old value.
+	// LAST_INSERT_ID says whether the claim is ours: 1 from the VALUES row,
+	// 0 when a live row stays.
+	mysqlClaimSQL = `INSERT INTO {t} (idem_key, state, token, fingerprint, result, expires_ms, created_ms)
+VALUES ($1, 1, $2, $3, NULL, {now_ms} + $4 + LAST_INSERT_ID(1) - 1, {now_ms})
+ON DUPLICATE KEY UPDATE
+	state = IF(expires_ms < {now_ms}, 1, state),
+	token = IF(expires_ms < {now_ms}, VALUES(token), token),
+	fingerprint = IF(expires_ms < {now_ms}, VALUES(fingerprint), fingerprint),
+	result = IF(expires_ms < {now_ms}, NULL, result),
+	created_ms = IF(expires_ms < {now_ms}, VALUES(created_ms), created_ms),
+	expires_ms = IF(expires_ms < {now_ms}, VALUES(expires_ms), expires_ms + LAST_INSERT_ID(0))`
+
+	// mysqlConsumeTokenSQL spends a token in one UPDATE: it marks the row
+	// spent (a negative expiry, which Purge deletes) whatever the bind, as
+	// consumeTokenSQL deletes it, and LAST_INSERT_ID says whether it was
+	// live and bound to $1.
+	mysqlConsumeTokenSQL = `UPDATE {tt} SET expires_ms = -1 - CAST(LAST_INSERT_ID(bind = $1 AND expires_ms >= {now_ms}) AS SIGNED)
+WHERE token = $2 AND expires_ms >= 0`
 )

@@ -1,6 +1,7 @@
 // Package sqlstore is an idem.Store and idem.TokenStore on a SQL database
-// through database/sql: PostgreSQL (pgx's stdlib driver) and SQLite
-// (modernc.org/sqlite).
+// through database/sql: PostgreSQL (pgx's stdlib driver), SQLite
+// (modernc.org/sqlite), and MySQL 8.0 or MariaDB 10.6 and later
+// (github.com/go-sql-driver/mysql).
 //
 // Every key is a row; its primary key is the unique index that makes a claim
 // one atomic INSERT ... ON CONFLICT DO UPDATE ... WHERE expired ... RETURNING.
@@ -8,6 +9,12 @@
 // so "expired" is judged once, by the database's clock, under the row's lock.
 // A replay is that statement plus one SELECT. Tokens are consumed with one
 // DELETE ... RETURNING.
+//
+// On MySQL the claim is one INSERT ... ON DUPLICATE KEY UPDATE that tells
+// whether it claimed through LAST_INSERT_ID (one round trip, plus the SELECT
+// when the key is taken, as elsewhere), and a token is spent by one UPDATE
+// that marks its row spent for Purge to delete. Neither depends on the
+// client's clientFoundRows setting.
 //
 // Call Migrate once at start-up (it is idempotent), and Purge now and then to
 // delete expired rows; expired rows are ignored whether purged or not.
@@ -100,7 +107,12 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		consumeToken: fill(consumeTokenSQL),
 		purgeTokens:  fill(purgeTokensSQL),
 	}
-	for _, m := range migrations {
+	migs := migrations
+	if s.dialect == MySQL {
+		s.q.claim, s.q.consumeToken = fill(mysqlClaimSQL), fill(mysqlConsumeTokenSQL)
+		migs = mysqlMigrations
+	}
+	for _, m := range migs {
 		s.q.migrations = append(s.q.migrations, fill(m))
 	}
 	return s, nil
@@ -143,16 +155,12 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, d time.Durat
 	// then the claim is simply tried again.
 	for range 8 {
 		tok := idem.NewToken()
-		var got string
-		err := s.db.QueryRowContext(ctx, s.q.claim, key, tok, []byte(fingerprint), ms(d)).Scan(&got)
-		if err == nil {
-			if got != tok {
-				return idem.Claim{}, fmt.Errorf("sqlstore: claim returned a foreign token")
-			}
-			return idem.Claim{State: idem.Claimed, Token: tok}, nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
+		claimed, err := s.claim(ctx, key, tok, fingerprint, d)
+		if err != nil {
 			return idem.Claim{}, err
+		}
+		if claimed {
+			return idem.Claim{State: idem.Claimed, Token: tok}, nil
 		}
 		var (
 			state  int
@@ -182,13 +190,38 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, d time.Durat
 	return idem.Claim{}, errors.New("sqlstore: claim kept racing with releases; giving up")
 }
 
+// claim runs the claim statement and reports whether it claimed key for tok.
+func (s *Store) claim(ctx context.Context, key, tok, fingerprint string, d time.Duration) (bool, error) {
+	args := []any{key, tok, []byte(fingerprint), ms(d)}
+	if s.dialect == MySQL {
+		r, err := s.db.ExecContext(ctx, s.q.claim, args...)
+		if err != nil {
+			return false, err
+		}
+		id, err := r.LastInsertId()
+		return id == 1, err
+	}
+	var got string
+	switch err := s.db.QueryRowContext(ctx, s.q.claim, args...).Scan(&got); {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, err
+	case got != tok:
+		return false, fmt.Errorf("sqlstore: claim returned a foreign token")
+	}
+	return true, nil
+}
+
 // Record implements idem.Store with one UPDATE. A claim past its deadline
 // that nobody took over is still recorded: its run was the only one.
 func (s *Store) Record(ctx context.Context, key, token string, result []byte, retention time.Duration) error {
 	if result == nil {
 		result = []byte{}
 	}
-	return s.one(s.db.ExecContext(ctx, s.q.record, key, token, result, ms(retention)))
+	// The row always changes (state 1 to 2), so the affected rows are the
+	// matched rows on MySQL too.
+	return s.one(s.db.ExecContext(ctx, s.q.record, result, ms(retention), key, token))
 }
 
 // Release implements idem.Store with one DELETE.
@@ -216,8 +249,21 @@ func (s *Store) PutToken(ctx context.Context, token, bind string, ttl time.Durat
 	return err
 }
 
-// ConsumeToken implements idem.TokenStore with one DELETE ... RETURNING.
+// ConsumeToken implements idem.TokenStore with one DELETE ... RETURNING, or
+// on MySQL one UPDATE that marks the token spent.
 func (s *Store) ConsumeToken(ctx context.Context, token, bind string) error {
+	if s.dialect == MySQL {
+		r, err := s.db.ExecContext(ctx, s.q.consumeToken, []byte(bind), token)
+		if err != nil {
+			return err
+		}
+		if ok, err := r.LastInsertId(); err != nil {
+			return err
+		} else if ok != 1 {
+			return idem.ErrTokenInvalid
+		}
+		return nil
+	}
 	var (
 		got  []byte
 		left int64

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
@@ -48,6 +49,9 @@ type backend struct {
 
 var backends = []backend{
 	{"postgres", "pgx", func(t *testing.T) string { return testsvc.PostgresURL(t) }},
+	// Both affected-row conventions a MySQL user may have set.
+	{"mysql", "mysql", func(t *testing.T) string { return testsvc.MySQL(t) }},
+	{"mysql-found-rows", "mysql", func(t *testing.T) string { return testsvc.MySQL(t, "clientFoundRows", "true") }},
 	{"sqlite", "sqlite", func(t *testing.T) string {
 		return "file:" + filepath.Join(t.TempDir(), "idem.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
 	}},
@@ -236,5 +240,13 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	defer pg.Close()
 	if s, err := sqlstore.New(pg); err != nil || s.Dialect() != sqlstore.Postgres {
 		t.Fatalf("detect postgres = %v, %v", s, err)
+	}
+	my, err := sql.Open("mysql", "root@tcp(127.0.0.1:1)/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer my.Close()
+	if s, err := sqlstore.New(my); err != nil || s.Dialect() != sqlstore.MySQL {
+		t.Fatalf("detect mysql = %v, %v", s, err)
 	}
 }

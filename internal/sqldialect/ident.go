@@ -6,10 +6,11 @@ import (
 	"strings"
 )
 
-// MaxIdent is the longest identifier latchkey sends, in bytes: PostgreSQL's
-// limit (longer names are silently cut short there, so two could become
-// one). MySQL allows 64 and SQLite any length, so a name that fits works on
-// every dialect and a schema can move between them.
+// MaxIdent is the longest identifier latchkey sends, in bytes: the smallest
+// of the dialects' limits ([Dialect.MaxIdent]), PostgreSQL's (longer names
+// are silently cut short there, so two could become one). MySQL allows 64
+// and refuses longer ones, SQLite allows any length, so a name that fits
+// works on every dialect and a schema can move between them.
 //
 // It holds for the names a package derives from a caller's too (an index
 // <table>_expires, a channel <table>_released): the caller's name must leave
@@ -21,6 +22,11 @@ var (
 	identRe  = regexp.MustCompile(`^` + identPat + `$`)
 	tableRe  = regexp.MustCompile(`^(` + identPat + `\.)?` + identPat + `$`)
 )
+
+// MaxIdent is the longest identifier the server of d accepts, in bytes, or 0
+// when it sets no limit (SQLite). MaxIdent, the package constant, is at most
+// each of them.
+func (d Dialect) MaxIdent() int { return specs[d].maxIdent }
 
 // Ident reports an error unless name is a plain SQL identifier: a letter or
 // underscore, then letters, digits, underscores, at most MaxIdent bytes with

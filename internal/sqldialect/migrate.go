@@ -10,10 +10,20 @@ import (
 // idempotent (CREATE ... IF NOT EXISTS), in one transaction. On PostgreSQL
 // the transaction first takes an advisory lock on name, since two concurrent
 // CREATE TABLE IF NOT EXISTS of one table can collide there; SQLite's single
-// writer serialises them already.
+// writer serialises them already. MySQL commits each DDL statement by itself
+// and serialises concurrent ones on the table's metadata lock, so there the
+// statements simply run one after the other.
 func (d Dialect) Migrate(ctx context.Context, db *sql.DB, name string, stmts []string, invalid error) error {
 	if err := d.Check(ctx, db, invalid); err != nil {
 		return err
+	}
+	if d == MySQL {
+		for _, m := range stmts {
+			if _, err := db.ExecContext(ctx, m); err != nil {
+				return fmt.Errorf("migrate: %w", err)
+			}
+		}
+		return nil
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {

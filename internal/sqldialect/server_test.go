@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
@@ -26,6 +27,7 @@ func TestServers(t *testing.T) {
 	}{
 		{sqldialect.Postgres, "pgx", testsvc.PostgresURL(t)},
 		{sqldialect.SQLite, "sqlite", filepath.Join(t.TempDir(), "clock.db")},
+		{sqldialect.MySQL, "mysql", testsvc.MySQLServerDSN(t)},
 	} {
 		t.Run(c.d.String(), func(t *testing.T) {
 			db, err := sql.Open(c.driver, c.dsn)
@@ -73,5 +75,108 @@ func TestCheckUnreachable(t *testing.T) {
 	defer db.Close()
 	if err := sqldialect.Postgres.Check(t.Context(), db, errInvalid); err == nil || errors.Is(err, errInvalid) {
 		t.Errorf("Check on no server = %v, want the connection's error", err)
+	}
+}
+
+// TestMySQLClockIgnoresTimeZone: the clock is UTC arithmetic, so a session
+// whose time zone observes daylight saving time reads the same instant.
+func TestMySQLClockIgnoresTimeZone(t *testing.T) {
+	db, err := sql.Open("mysql", testsvc.MySQLServerDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	var utc, shifted int64
+	q := sqldialect.MySQL.Fill(`SELECT {now_ms}`)
+	if err := db.QueryRow(q).Scan(&utc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`SET time_zone = '+05:00'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(q).Scan(&shifted); err != nil {
+		t.Fatal(err)
+	}
+	if d := shifted - utc; d < 0 || d > 60_000 {
+		t.Errorf("{now_ms} moved by %d ms with the session's time zone", d)
+	}
+}
+
+// TestMySQLMatchedMarker: the LAST_INSERT_ID(expr) marker tells a matched
+// UPDATE that changed nothing from one that matched no row, whatever the
+// client's CLIENT_FOUND_ROWS setting, where the affected-row count cannot.
+func TestMySQLMatchedMarker(t *testing.T) {
+	for _, found := range []string{"false", "true"} {
+		t.Run("clientFoundRows="+found, func(t *testing.T) {
+			db, err := sql.Open("mysql", testsvc.MySQL(t, "clientFoundRows", found))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			db.SetMaxOpenConns(1) // the marker must not leak across statements of one connection
+			if _, err := db.Exec(`CREATE TABLE m (k VARBINARY(10) PRIMARY KEY, v BIGINT NOT NULL)`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(`INSERT INTO m VALUES ('a', 7)`); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				k    string
+				want int64
+			}{{"a", 7}, {"b", 0}, {"a", 7}} {
+				res, err := db.Exec(`UPDATE m SET v = LAST_INSERT_ID(?) WHERE k = ?`, 7, c.k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if id, err := res.LastInsertId(); err != nil || id != c.want {
+					t.Errorf("UPDATE of %q setting what it holds: LastInsertId = %d (%v), want %d", c.k, id, err, c.want)
+				}
+			}
+		})
+	}
+}
+
+// TestRetryableOnMySQL: a lock wait timeout is ErrRetry, with the driver's
+// error still in the chain.
+func TestRetryableOnMySQL(t *testing.T) {
+	dsn := testsvc.MySQL(t)
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE r (k INT PRIMARY KEY, v INT)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO r VALUES (1, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	if _, err := holder.Exec(`UPDATE r SET v = 1 WHERE k = 1`); err != nil {
+		t.Fatal(err)
+	}
+	waiter, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Rollback()
+	if _, err := waiter.Exec(`SET SESSION innodb_lock_wait_timeout = 1`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = waiter.Exec(`UPDATE r SET v = 2 WHERE k = 1`)
+	if err == nil {
+		t.Fatal("a second writer of a locked row did not wait")
+	}
+	got := sqldialect.Retryable(err)
+	if !errors.Is(got, sqldialect.ErrRetry) || !errors.Is(got, err) {
+		t.Errorf("Retryable(%v) = %v, want ErrRetry wrapping it", err, got)
+	}
+	if other := errors.New("x"); sqldialect.Retryable(other) != other || sqldialect.Retryable(nil) != nil {
+		t.Error("Retryable changed an error that is not a conflict")
 	}
 }

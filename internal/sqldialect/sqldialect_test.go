@@ -11,7 +11,8 @@ func TestFromDriverType(t *testing.T) {
 		"*pq.Driver":            Postgres,
 		"*sqlite.Driver":        SQLite,
 		"*sqlite3.SQLiteDriver": SQLite,
-		"*mysql.MySQLDriver":    Unknown,
+		"*mysql.MySQLDriver":    MySQL,
+		"*mssql.Driver":         Unknown,
 	} {
 		if got := FromDriverType(name); got != want {
 			t.Errorf("FromDriverType(%q) = %v, want %v", name, got, want)
@@ -26,6 +27,27 @@ func TestRebind(t *testing.T) {
 	}
 	if got, want := SQLite.Rebind(q), "UPDATE t SET a = ?1 WHERE b = ?2 AND c <= ?1 AND d = ?12"; got != want {
 		t.Errorf("sqlite: %q, want %q", got, want)
+	}
+	if got, want := MySQL.Rebind("UPDATE t SET a = $1 WHERE b = $2 AND c = $3"), "UPDATE t SET a = ? WHERE b = ? AND c = ?"; got != want {
+		t.Errorf("mysql: %q, want %q", got, want)
+	}
+	// ? is filled in order: a statement that reuses or reorders numbers is
+	// left for the server to refuse, never filled with the wrong values.
+	for _, bad := range []string{q, "UPDATE t SET a = $2 WHERE b = $1"} {
+		if got := MySQL.Rebind(bad); got != bad {
+			t.Errorf("mysql rebound %q to %q", bad, got)
+		}
+	}
+}
+
+func TestIdentLimits(t *testing.T) {
+	for _, d := range []Dialect{Postgres, SQLite, MySQL} {
+		if m := d.MaxIdent(); m != 0 && m < MaxIdent {
+			t.Errorf("%v allows %d bytes, below MaxIdent %d", d, m, MaxIdent)
+		}
+	}
+	if MySQL.MaxIdent() != 64 || Postgres.MaxIdent() != 63 || SQLite.MaxIdent() != 0 {
+		t.Errorf("MaxIdent: mysql %d, postgres %d, sqlite %d", MySQL.MaxIdent(), Postgres.MaxIdent(), SQLite.MaxIdent())
 	}
 }
 
@@ -110,6 +132,14 @@ func TestCheckVersion(t *testing.T) {
 		{SQLite, "3.34.1", false},
 		{SQLite, "2.8.17", false},
 		{SQLite, "3.x", false},
+		{MySQL, "8.0.36", true},
+		{MySQL, "8.4.0-log", true},
+		{MySQL, "5.7.44", false},
+		{MySQL, "10.11.6-MariaDB-0+deb12u1", true},
+		{MySQL, "5.5.5-10.11.6-MariaDB", true},
+		{MySQL, "10.6.0-MariaDB", true},
+		{MySQL, "10.5.23-MariaDB", false}, // no JSON_TABLE
+		{MySQL, "MariaDB", false},
 		{Unknown, "1", false},
 	} {
 		if err := c.d.CheckVersion(c.reported); (err == nil) != c.ok {
@@ -118,6 +148,12 @@ func TestCheckVersion(t *testing.T) {
 	}
 	if err := SQLite.CheckVersion("3.34.1"); err == nil || !strings.Contains(err.Error(), "3.35") {
 		t.Errorf("the error names the version needed: %v", err)
+	}
+	if err := MySQL.CheckVersion("10.5.23-MariaDB"); err == nil || !strings.Contains(err.Error(), "MariaDB 10.5.23 is older than 10.6") {
+		t.Errorf("the error names MariaDB and the version it needs: %v", err)
+	}
+	if MySQL.MinVersion() != "8.0 (MariaDB 10.6)" {
+		t.Errorf("MySQL.MinVersion = %q", MySQL.MinVersion())
 	}
 	if Postgres.MinVersion() != "12.0" || SQLite.MinVersion() != "3.35" || Unknown.MinVersion() != "" {
 		t.Errorf("MinVersion: %q %q %q", Postgres.MinVersion(), SQLite.MinVersion(), Unknown.MinVersion())

@@ -27,10 +27,14 @@ func (v version) String() string {
 }
 
 // MinVersion is the oldest server version of d that latchkey supports, such
-// as "3.35" (empty for an unsupported dialect).
+// as "3.35", or for MySQL "8.0 (MariaDB 10.6)"; empty for an unsupported
+// dialect.
 func (d Dialect) MinVersion() string {
 	if !d.Supported() {
 		return ""
+	}
+	if d == MySQL {
+		return fmt.Sprintf("%v (MariaDB %v)", mysqlMin, mariaDBMin)
 	}
 	return specs[d].minVersion.String()
 }
@@ -46,12 +50,17 @@ func (d Dialect) CheckVersion(reported string) error {
 	if !ok {
 		return fmt.Errorf("unsupported SQL dialect %v", d)
 	}
-	v, err := s.parseVersion(strings.TrimSpace(reported))
-	if err != nil {
-		return fmt.Errorf("%s reported version %q: %w", s.name, reported, err)
+	reported = strings.TrimSpace(reported)
+	name, min := s.name, s.minVersion
+	if s.flavour != nil {
+		name, min = s.flavour(reported)
 	}
-	if v.less(s.minVersion) {
-		return fmt.Errorf("%s %v is older than %v, the oldest latchkey supports", s.name, v, s.minVersion)
+	v, err := s.parseVersion(reported)
+	if err != nil {
+		return fmt.Errorf("%s reported version %q: %w", name, reported, err)
+	}
+	if v.less(min) {
+		return fmt.Errorf("%s %v is older than %v, the oldest latchkey supports", name, v, min)
 	}
 	return nil
 }
@@ -101,4 +110,31 @@ func dottedVersion(s string) (version, error) {
 		v[i] = n
 	}
 	return v, nil
+}
+
+// The oldest MySQL and MariaDB servers supported: JSON_TABLE (sqllock's
+// batch renewal) came with MySQL 8.0 and MariaDB 10.6.
+var (
+	mysqlMin   = version{8, 0, 0}
+	mariaDBMin = version{10, 6, 0}
+)
+
+// mysqlFlavour tells MariaDB from MySQL by VERSION()'s answer
+// ("10.11.6-MariaDB-0+deb12u1", "8.0.36").
+func mysqlFlavour(reported string) (string, version) {
+	if strings.Contains(strings.ToLower(reported), "mariadb") {
+		return "MariaDB", mariaDBMin
+	}
+	return "MySQL", mysqlMin
+}
+
+// mysqlVersion reads VERSION(): the dotted number before any suffix
+// ("-MariaDB...", "-log"), after the "5.5.5-" that MariaDB put in front of
+// its own number for old replication clients.
+func mysqlVersion(s string) (version, error) {
+	s = strings.TrimPrefix(s, "5.5.5-")
+	if i := strings.IndexFunc(s, func(r rune) bool { return r != '.' && (r < '0' || r > '9') }); i >= 0 {
+		s = s[:i]
+	}
+	return dottedVersion(s)
 }

@@ -116,6 +116,11 @@ func TestPostgres(t *testing.T) {
 	excludes(t, open(t, raw), open(t, alt), key)
 }
 
+func TestMySQL(t *testing.T) {
+	raw := testsvc.MySQLURL(t)
+	excludes(t, open(t, raw), open(t, raw+"?clientFoundRows=true"), testsvc.KeyPrefix(t)+"k")
+}
+
 func TestRedis(t *testing.T) {
 	addr := testsvc.RedisAddr(t)
 	key := testsvc.KeyPrefix(t) + "k"
@@ -186,7 +191,7 @@ func TestBadURLs(t *testing.T) {
 		says        string
 	}{
 		{url: "", invalid: true, says: "no scheme"},
-		{url: "locks.db", invalid: true, says: "supported: etcd://, mem://, postgres://, postgresql://, redis://, redis-cluster://, rediss://, redlock://, sqlite://, zk://"},
+		{url: "locks.db", invalid: true, says: "supported: etcd://, mem://, mysql://, postgres://, postgresql://, redis://, redis-cluster://, rediss://, redlock://, sqlite://, zk://"},
 		{url: "redis://:" + secret + "@127.0.0.1:6379/0?no_such_option=1", invalid: true, says: "no_such_option"},
 		{url: "redis://:" + secret + "@127.0.0.1:1/0?dial_timeout=1s", says: "127.0.0.1:1"},
 		{url: "redis-cluster://", invalid: true, says: "names no node"},
@@ -213,6 +218,10 @@ func TestBadURLs(t *testing.T) {
 		{url: "postgres://user:" + secret + "@127.0.0.1/db?sslmode=bogus", invalid: true, says: "sslmode"},
 		{url: "postgres://user:" + secret + "@127.0.0.1:1/db?connect_timeout=2", says: "user:xxxxx@127.0.0.1:1"},
 		{url: "postgres://user@127.0.0.1:1/db?connect_timeout=2&password=" + secret, says: "127.0.0.1:1"},
+		{url: "mysql://user:" + secret + "@127.0.0.1:1/db?timeout=2s", says: "127.0.0.1:1"},
+		{url: "mysql://user:" + secret + "@127.0.0.1", invalid: true, says: "names no database"},
+		{url: "mysql:///db", invalid: true, says: "names no server"},
+		{url: "mysql://user:" + secret + "@127.0.0.1/db?clientFoundRows=maybe", invalid: true, says: "clientFoundRows"},
 	} {
 		t.Run(tc.url, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -243,6 +252,7 @@ func TestBadURLs(t *testing.T) {
 func TestRedact(t *testing.T) {
 	for in, want := range map[string]string{
 		"postgres://u:pw@h:5432/db?sslmode=disable":    "postgres://u:xxxxx@h:5432/db?sslmode=disable",
+		"mysql://u:pw@h:3306/db?tls=true":              "mysql://u:xxxxx@h:3306/db?tls=true",
 		"postgres://u@h/db?password=pw&sslmode=verify": "postgres://u@h/db?password=xxxxx&sslmode=verify",
 		"postgres://u:pw@[::1/db":                      "postgres://xxxxx@[::1/db",
 		"sqlite:///tmp/x.db":                           "sqlite:///tmp/x.db",
@@ -256,7 +266,7 @@ func TestRedact(t *testing.T) {
 
 func TestSchemes(t *testing.T) {
 	got := strings.Join(lockurl.Schemes(), " ")
-	if want := "etcd mem postgres postgresql redis redis-cluster rediss redlock sqlite zk"; got != want {
+	if want := "etcd mem mysql postgres postgresql redis redis-cluster rediss redlock sqlite zk"; got != want {
 		t.Fatalf("Schemes() = %q, want %q", got, want)
 	}
 }

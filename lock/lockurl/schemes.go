@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"sync"
 
+	_ "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
@@ -79,6 +80,26 @@ func openPostgres(ctx context.Context, raw string, _ *url.URL) (Locker, error) {
 		return nil, err
 	}
 	return &sqlLocker{Locker: l, closeDB: func() error { pool.Close(); return nil }}, nil
+}
+
+// mysql://user:pass@host:3306/db?params: MySQL or MariaDB through
+// go-sql-driver/mysql (see backendurl.MySQLDSN for the parameters); waiters
+// poll, MySQL having no NOTIFY.
+func openMySQL(ctx context.Context, _ string, u *url.URL) (Locker, error) {
+	dsn, err := backendurl.MySQLDSN(u)
+	if err != nil {
+		return nil, invalidf("%w", err)
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return nil, invalidf("%w", err)
+	}
+	l, err := sqllock.New(ctx, db, sqllock.MySQL) // creates the table: the first round trip
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &sqlLocker{Locker: l, closeDB: db.Close}, nil
 }
 
 // sqlLocker closes the connections it was opened with after the Locker.

@@ -26,6 +26,9 @@ var (
 )
 
 func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
+	if b.dialect == MySQL {
+		return b.tryAcquireMySQL(ctx, key, owner, ttl)
+	}
 	var (
 		token sql.NullInt64
 		left  int64
@@ -50,7 +53,38 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	return 0, time.Duration(max(left, 0)) * time.Millisecond, lock.ErrNotAcquired
 }
 
+// tryAcquireMySQL is TryAcquire in the statements of mysqlQueries: the token
+// comes back as the statement's LAST_INSERT_ID, 0 when the key is held.
+func (b *backend) tryAcquireMySQL(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
+	token, err := b.db.(sqlConn).lastID(ctx, b.q.acquire, key, owner, ttl.Milliseconds())
+	if err != nil {
+		return 0, 0, fmt.Errorf("sqllock: %w", err)
+	}
+	if token > 0 {
+		return uint64(token), 0, nil
+	}
+	// A lease in its last millisecond is reported as 1 ms, not unknown.
+	var left int64
+	if ok, err := b.db.queryRow(ctx, b.q.holder, []any{key}, &left); err != nil || !ok {
+		left = 0
+	} else {
+		left = max(left, 1)
+	}
+	return 0, time.Duration(left) * time.Millisecond, lock.ErrNotAcquired
+}
+
 func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
+	if b.dialect == MySQL {
+		// Matched, even when the expiry stayed what it was: see mysqlQueries.
+		at, err := b.db.(sqlConn).lastID(ctx, b.q.renew, ttl.Milliseconds(), key, owner)
+		if err != nil {
+			return fmt.Errorf("sqllock: %w", err)
+		}
+		if at == 0 {
+			return errNotHeld
+		}
+		return nil
+	}
 	n, err := b.db.exec(ctx, b.q.renew, key, owner, ttl.Milliseconds())
 	if err != nil {
 		return fmt.Errorf("sqllock: %w", err)
@@ -66,10 +100,19 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 	if b.dialect == Postgres {
 		args = append(args, keyHash(key))
 	}
-	var released any
-	ok, err := b.db.queryRow(ctx, b.q.release, args, &released)
-	if err != nil {
-		return fmt.Errorf("sqllock: %w", err)
+	var ok bool
+	if b.dialect == MySQL {
+		n, err := b.db.exec(ctx, b.q.release, args...)
+		if err != nil {
+			return fmt.Errorf("sqllock: %w", err)
+		}
+		ok = n > 0 // the owner always changes to NULL: changed rows are matched rows
+	} else {
+		var released any
+		var err error
+		if ok, err = b.db.queryRow(ctx, b.q.release, args, &released); err != nil {
+			return fmt.Errorf("sqllock: %w", err)
+		}
 	}
 	if !ok {
 		return errNotHeld
@@ -104,6 +147,8 @@ func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error 
 func (b *backend) renewChunk(ctx context.Context, chunk []lock.Renewal) (map[string]bool, error) {
 	var args []any
 	switch b.dialect {
+	case MySQL:
+		return b.renewChunkMySQL(ctx, chunk)
 	case Postgres:
 		keys, owners, ttls := make([]string, len(chunk)), make([]string, len(chunk)), make([]int64, len(chunk))
 		for i, r := range chunk {
@@ -126,6 +171,42 @@ func (b *backend) renewChunk(ctx context.Context, chunk []lock.Renewal) (map[str
 		return nil, err
 	}
 	renewed := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		renewed[k] = true
+	}
+	return renewed, nil
+}
+
+// renewChunkMySQL renews a chunk in one UPDATE; only when fewer rows changed
+// than leases were asked does a SELECT tell which are still held. Keys and
+// owners travel hex-encoded, so JSON keeps every byte.
+func (b *backend) renewChunkMySQL(ctx context.Context, chunk []lock.Renewal) (map[string]bool, error) {
+	triples := make([][3]any, len(chunk))
+	for i, r := range chunk {
+		triples[i] = [3]any{hex.EncodeToString([]byte(r.Key)), hex.EncodeToString([]byte(r.Owner)), r.TTL.Milliseconds()}
+	}
+	js, err := json.Marshal(triples)
+	if err != nil {
+		return nil, err
+	}
+	n, err := b.db.exec(ctx, b.q.batch, string(js))
+	if err != nil {
+		return nil, err
+	}
+	renewed := make(map[string]bool, len(chunk))
+	if n == int64(len(chunk)) {
+		// Each lease is one row, and no row can change for two of them.
+		for _, r := range chunk {
+			renewed[r.Key] = true
+		}
+		return renewed, nil
+	}
+	// Held now means renewed: a lease that the UPDATE found expired cannot
+	// be its owner's again, owners being new for every Acquire.
+	keys, err := b.db.queryStrings(ctx, b.q.held, string(js))
+	if err != nil {
+		return nil, err
+	}
 	for _, k := range keys {
 		renewed[k] = true
 	}

@@ -29,6 +29,16 @@ func (c sqlConn) exec(ctx context.Context, q string, args ...any) (int64, error)
 	return res.RowsAffected()
 }
 
+// lastID runs q and returns the LAST_INSERT_ID it left, MySQL's way of
+// answering from an UPDATE (see sqldialect's package doc).
+func (c sqlConn) lastID(ctx context.Context, q string, args ...any) (int64, error) {
+	res, err := c.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
 func (c sqlConn) queryRow(ctx context.Context, q string, args []any, dest ...any) (bool, error) {
 	err := c.db.QueryRowContext(ctx, q, args...).Scan(dest...)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -6,18 +6,21 @@ import (
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
 
-// Dialect is the SQL flavour of the database: Detect, Postgres or SQLite.
+// Dialect is the SQL flavour of the database: Detect, Postgres, SQLite or
+// MySQL (MySQL 8.0 and MariaDB 10.6 or later).
 // It is one type across latchkey's SQL packages (sqllock.Postgres and
 // sqlstore.Postgres are the same value). New refuses a server older than
 // latchkey supports, naming the version it needs.
 type Dialect = sqldialect.Dialect
 
-// The dialects. Detect tells PostgreSQL (pgx's stdlib driver, lib/pq) from
-// SQLite (modernc.org/sqlite qualifies) by the *sql.DB's driver.
+// The dialects. Detect tells PostgreSQL (pgx's stdlib driver, lib/pq),
+// SQLite (modernc.org/sqlite qualifies) and MySQL or MariaDB
+// (github.com/go-sql-driver/mysql) apart by the *sql.DB's driver.
 const (
 	Detect   = sqldialect.Unknown
 	Postgres = sqldialect.Postgres
 	SQLite   = sqldialect.SQLite
+	MySQL    = sqldialect.MySQL
 )
 
 // channelSuffix names the PostgreSQL channel releases notify, after the table.
@@ -27,20 +30,26 @@ const channelSuffix = "_released"
 type queries struct {
 	migrate []string
 	acquire string // $1 key, $2 owner, $3 ttl ms -> token, holder's remaining ms (at least 1)
-	holder  string // $1 key -> remaining ms (SQLite; PostgreSQL's acquire says it)
+	holder  string // $1 key -> remaining ms (SQLite, MySQL; PostgreSQL's acquire says it)
 	renew   string // $1 key, $2 owner, $3 ttl ms -> rows affected
 	release string // $1 key, $2 owner -> rows (PostgreSQL also notifies)
 	batch   string // $1 keys, $2 owners, $3 ttls -> renewed keys
+	// held (MySQL) lists the keys of a batch that their owners hold, after
+	// the batch's UPDATE, which returns none.
+	held string
 }
 
 func newQueries(d Dialect, table string) (queries, error) {
 	if !d.Supported() {
-		return queries{}, fmt.Errorf("cannot tell the SQL dialect (%v): pass sqllock.Postgres or sqllock.SQLite", d)
+		return queries{}, fmt.Errorf("cannot tell the SQL dialect (%v): pass sqllock.Postgres, sqllock.SQLite or sqllock.MySQL", d)
 	}
 	if err := sqldialect.Ident("table", table, channelSuffix); err != nil {
 		return queries{}, err
 	}
 	fill := func(q string) string { return d.Fill(q, "{table}", table, "{channel}", table+channelSuffix) }
+	if d == MySQL {
+		return mysqlQueries(fill), nil
+	}
 	q := queries{
 		migrate: []string{fill(`CREATE TABLE IF NOT EXISTS {table} (
 	key        TEXT PRIMARY KEY,
@@ -88,4 +97,55 @@ WHERE l.key = v.key AND l.owner = v.owner AND l.expires_at > {now_ms}
 RETURNING key`) // SQLite's RETURNING sees only the target's columns, unqualified
 	}
 	return q, nil
+}
+
+// mysqlQueries are the statements for MySQL and MariaDB. The key column is
+// named key there too (quoted: KEY is a reserved word); keys and owners are
+// binary strings, compared byte for byte. The owner is VARBINARY, not a
+// BLOB: MariaDB's VALUES() of a BLOB column reads the row's value once the
+// column has been assigned, which would turn "the owner is now ours" true for
+// every attempt.
+//
+// Acquire is one INSERT ... ON DUPLICATE KEY UPDATE. The owner is assigned
+// first, on the condition PostgreSQL's WHERE has (free or expired), which
+// reads the old expiry; expiry and token follow on "the owner is now ours".
+// (The one owner that can already hold the row is this attempt's own, after a
+// lost answer: it takes its lease again with a new token, which is still a
+// single holder.) The token comes back through LAST_INSERT_ID: the VALUES
+// row sets it to the new row's token, the update to the raised token or to 0
+// when the row stays the holder's. Held, a second statement asks how long the
+// holder has left.
+//
+// Renewal sets the expiry through LAST_INSERT_ID, so a renewal that lands in
+// the same millisecond as the last one, changing nothing, still counts as
+// held. Release always changes the row (owner to NULL): its affected rows say.
+// A batch renews through a join with JSON_TABLE, keys and owners hex-encoded
+// so any bytes survive; when fewer rows changed than were asked, a SELECT
+// tells which are still held.
+func mysqlQueries(fill func(string) string) queries {
+	return queries{
+		migrate: []string{fill("CREATE TABLE IF NOT EXISTS {table} (\n" +
+			"\t`key`      VARBINARY(1024) NOT NULL PRIMARY KEY,\n" +
+			"\towner      VARBINARY(1024),\n" +
+			"\texpires_at BIGINT NOT NULL,\n" +
+			"\ttoken      BIGINT NOT NULL\n" +
+			") ENGINE=InnoDB")},
+		acquire: fill("INSERT INTO {table} (`key`, owner, expires_at, token)\n" +
+			"VALUES ($1, $2, {now_ms} + $3, LAST_INSERT_ID({now_us}))\n" +
+			"ON DUPLICATE KEY UPDATE\n" +
+			"\towner = IF(owner IS NULL OR expires_at <= {now_ms}, VALUES(owner), owner),\n" +
+			"\texpires_at = IF(owner = VALUES(owner), VALUES(expires_at), expires_at),\n" +
+			"\ttoken = IF(owner = VALUES(owner), LAST_INSERT_ID(GREATEST(token + 1, VALUES(token))), token + LAST_INSERT_ID(0))"),
+		holder:  fill("SELECT expires_at - {now_ms} FROM {table} WHERE `key` = $1 AND owner IS NOT NULL"),
+		renew:   fill("UPDATE {table} SET expires_at = LAST_INSERT_ID({now_ms} + $1) WHERE `key` = $2 AND owner = $3 AND expires_at > {now_ms}"),
+		release: fill("UPDATE {table} SET owner = NULL, expires_at = 0 WHERE `key` = $1 AND owner = $2 AND expires_at > {now_ms}"),
+		batch: fill("UPDATE {table} AS l JOIN JSON_TABLE($1, '$[*]' COLUMNS (\n" +
+			"\tk VARCHAR(2048) PATH '$[0]', o TEXT PATH '$[1]', ttl BIGINT PATH '$[2]')) AS v\n" +
+			"ON l.`key` = UNHEX(v.k) AND l.owner = UNHEX(v.o)\n" +
+			"SET l.expires_at = {now_ms} + v.ttl WHERE l.expires_at > {now_ms}"),
+		held: fill("SELECT l.`key` FROM {table} AS l JOIN JSON_TABLE($1, '$[*]' COLUMNS (\n" +
+			"\tk VARCHAR(2048) PATH '$[0]', o TEXT PATH '$[1]')) AS v\n" +
+			"ON l.`key` = UNHEX(v.k) AND l.owner = UNHEX(v.o)\n" +
+			"WHERE l.expires_at > {now_ms}"),
+	}
 }

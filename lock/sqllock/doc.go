@@ -1,4 +1,5 @@
-// Package sqllock is a lease lock on a SQL table, for PostgreSQL and SQLite.
+// Package sqllock is a lease lock on a SQL table, for PostgreSQL, SQLite and
+// MySQL or MariaDB.
 //
 // Each key has one row holding its owner, its expiry and its fencing token.
 // Time always comes from the database's clock, never the client's, so clients
@@ -16,8 +17,20 @@
 //
 // Waiting: on PostgreSQL through pgx ([NewPgx]), release sends NOTIFY and
 // waiters LISTEN on one shared connection per Locker, so they wake at once; on
-// SQLite, and on PostgreSQL through database/sql, waiters poll with capped
-// backoff, timed by the holder's remaining lease.
+// SQLite, on MySQL (which has no NOTIFY), and on PostgreSQL through
+// database/sql, waiters poll with capped backoff, timed by the holder's
+// remaining lease.
+//
+// MySQL and MariaDB (github.com/go-sql-driver/mysql; MySQL 8.0, MariaDB 10.6
+// or later; InnoDB): acquiring is one INSERT ... ON DUPLICATE KEY UPDATE whose
+// token comes back as its LAST_INSERT_ID, one round trip; a held key costs a
+// second, a SELECT of the holder's remaining lease. Renewal and release are
+// one UPDATE each, and do not depend on the client's clientFoundRows setting.
+// A renewal tick renews all of a Locker's leases in one UPDATE joined with
+// JSON_TABLE, plus a SELECT only when some were lost. The clock is
+// UTC_TIMESTAMP(6), whole microseconds, whatever the session's time zone. A
+// connection killed on the server is replaced by database/sql on the next
+// statement; the lease survives if that comes before its deadline.
 //
 // SQLite: open the database with WAL and a busy timeout, e.g.
 // "file:/path/locks.db?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)",

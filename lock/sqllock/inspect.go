@@ -25,6 +25,18 @@ type inspectQueries struct {
 
 func newInspectQueries(d Dialect, table string) inspectQueries {
 	fill := func(q string) string { return d.Fill(q, "{table}", table) }
+	if d == MySQL {
+		// key is a reserved word there, and keys are bytes (VARBINARY), so
+		// LIKE compares them exactly; the arguments are listArgs'.
+		return inspectQueries{
+			one: fill("SELECT owner, token, expires_at - {now_ms} FROM {table}\n" +
+				"WHERE `key` = ? AND owner IS NOT NULL AND expires_at > {now_ms}"),
+			list: fill("SELECT `key`, owner, token, expires_at - {now_ms} FROM {table}\n" +
+				"WHERE `key` LIKE ? ESCAPE '|' AND `key` > ?\n" +
+				"\tAND owner IS NOT NULL AND expires_at > {now_ms}\n" +
+				"ORDER BY `key` LIMIT ?"),
+		}
+	}
 	return inspectQueries{
 		one: fill(`SELECT owner, token, expires_at - {now_ms} FROM {table}
 WHERE key = $1 AND owner IS NOT NULL AND expires_at > {now_ms}`),
@@ -38,9 +50,10 @@ ORDER BY key LIMIT $4`),
 	}
 }
 
-// likePrefix is a LIKE pattern matching the strings that start with p.
-func likePrefix(p string) string {
-	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p) + "%"
+// likePrefix is a LIKE pattern matching the strings that start with p, its
+// wildcards escaped with esc.
+func likePrefix(p, esc string) string {
+	return strings.NewReplacer(esc, esc+esc, `%`, esc+`%`, `_`, esc+`_`).Replace(p) + "%"
 }
 
 // InspectLock implements lock.Inspector. The table records neither when a
@@ -79,7 +92,11 @@ func (l *Locker) ListLocks(ctx context.Context, prefix string, limit int, cursor
 		return lock.LockPage{}, fmt.Errorf("%w: sqllock: %q is not a cursor of this listing", lock.ErrInvalid, cursor)
 	}
 	var page lock.LockPage
-	err = queryRows(ctx, l.backend.db, l.iq.list, []any{likePrefix(prefix), prefix, string(raw), limit}, func(scan func(...any) error) error {
+	args := []any{likePrefix(prefix, `\`), prefix, string(raw), limit}
+	if l.backend.dialect == MySQL {
+		args = []any{likePrefix(prefix, "|"), string(raw), limit}
+	}
+	err = queryRows(ctx, l.backend.db, l.iq.list, args, func(scan func(...any) error) error {
 		var key, owner string
 		var token, left int64
 		if err := scan(&key, &owner, &token, &left); err != nil {

@@ -36,14 +36,14 @@ type options struct {
 
 // WithTable sets the lease table's name, a plain SQL identifier (letters,
 // digits, underscores) short enough that the PostgreSQL channel named after
-// it, <table>_released, fits an identifier too: at most 54 bytes. Default:
-// "latchkey_locks" ([DefaultTable]).
+// it, <table>_released, fits an identifier too: at most 54 bytes, on every
+// dialect. Default: "latchkey_locks" ([DefaultTable]).
 func WithTable(name string) Option { return func(o *options) { o.table = name } }
 
 // New returns a Locker on db, a database/sql handle for dialect d (Detect
 // tells it from the driver), and creates the lease table if it does not
-// exist. On PostgreSQL through database/sql,
-// waiters poll; use NewPgx for LISTEN/NOTIFY wake-ups. Errors wrap
+// exist. On PostgreSQL through database/sql, and on MySQL,
+// waiters poll; use NewPgx for LISTEN/NOTIFY wake-ups on PostgreSQL. Errors wrap
 // lock.ErrInvalid for a nil db, an unknown dialect, a bad table name or a
 // server older than latchkey supports.
 func New(ctx context.Context, db *sql.DB, d Dialect, opts ...Option) (*Locker, error) {

@@ -1,0 +1,45 @@
+package backendurl
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// MySQLDSN returns the go-sql-driver/mysql data source name for a
+// mysql://user:pass@host:port/db?params URL: TCP to host (port 3306 when
+// none is given), the database the path names (required: the tables live
+// there), and the query parameters as the driver's DSN parameters
+// (clientFoundRows, tls, timeout, readTimeout, or a session variable such as
+// tx_isolation='READ-COMMITTED'). parseTime=true unless the URL says otherwise, so
+// DATETIME columns of the program's own tables scan into time.Time. The DSN
+// holds the password: never print it; print Redact(rawURL).
+func MySQLDSN(u *url.URL) (string, error) {
+	if u.Opaque != "" || u.Host == "" {
+		return "", errors.New("mysql URL names no server; write mysql://user:pass@host:3306/db")
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	if db == "" || strings.Contains(db, "/") {
+		return "", fmt.Errorf("mysql URL names no database (or a path %q); write mysql://user:pass@host:3306/db", u.Path)
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "3306")
+	}
+	// The driver parses the parameters; user and password are set after, as
+	// fields, so no character of theirs can be read as DSN syntax.
+	cfg, err := mysql.ParseDSN("tcp(" + addr + ")/" + db + "?" + u.RawQuery)
+	if err != nil {
+		return "", fmt.Errorf("mysql URL: %w", err)
+	}
+	cfg.User = u.User.Username()
+	cfg.Passwd, _ = u.User.Password()
+	if !u.Query().Has("parseTime") {
+		cfg.ParseTime = true
+	}
+	return cfg.FormatDSN(), nil
+}
