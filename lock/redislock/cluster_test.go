@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/latchkey-go/latchkey/internal/redisnode"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/locktest"
@@ -87,7 +88,7 @@ func TestConformanceCluster(t *testing.T) {
 			return l
 		},
 		Revoke: func(t *testing.T, key string) {
-			if err := admin.Del(ctxT(t), lockKey(DefaultPrefix, key)).Err(); err != nil {
+			if err := admin.Del(ctxT(t), redisnode.LockKey(DefaultPrefix, key)).Err(); err != nil {
 				t.Errorf("revoke: %v", err)
 			}
 		},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/latchkey-go/latchkey/internal/redisnode"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 )
@@ -40,7 +41,7 @@ func TestErrorsReadOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := admin.Del(ctxT(t), lockKey(prefix, "k")).Err(); err != nil {
+		if err := admin.Del(ctxT(t), redisnode.LockKey(prefix, "k")).Err(); err != nil {
 			t.Fatal(err)
 		}
 		<-lease.Done()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/latchkey-go/latchkey/internal/redisnode"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/locktest"
@@ -62,7 +63,7 @@ func TestListIsBoundedOnALargeKeyspace(t *testing.T) {
 	owner := strings.Repeat("ab", 16) + " bulk"
 	names := make([]string, 0, n)
 	for i := range n {
-		names = append(names, lockKey(prefix, fmt.Sprintf("queue:%06d", i)))
+		names = append(names, redisnode.LockKey(prefix, fmt.Sprintf("queue:%06d", i)))
 	}
 	t.Cleanup(func() {
 		for i := 0; i < n; i += 10_000 {
@@ -90,8 +91,8 @@ func TestListIsBoundedOnALargeKeyspace(t *testing.T) {
 	if len(page.Locks) != 50 || page.Cursor == "" {
 		t.Fatalf("List(limit 50) = %d locks, cursor %q; want 50 and a cursor", len(page.Locks), page.Cursor)
 	}
-	if got := scans.n.Load(); got < 1 || got > maxScansPerPage {
-		t.Fatalf("one page took %d SCAN calls, want 1 to %d", got, maxScansPerPage)
+	if got := scans.n.Load(); got < 1 || got > redisnode.MaxScansPerPage {
+		t.Fatalf("one page took %d SCAN calls, want 1 to %d", got, redisnode.MaxScansPerPage)
 	}
 	for _, in := range page.Locks {
 		if !in.Held || in.Holder != "bulk" || !strings.HasPrefix(in.Key, "queue:") || in.TimeLeft != lock.Unknown {
@@ -103,7 +104,7 @@ func TestListIsBoundedOnALargeKeyspace(t *testing.T) {
 	if err != nil || len(next.Locks) != 50 || next.Cursor == "" {
 		t.Fatalf("second page: %d locks, cursor %q, %v", len(next.Locks), next.Cursor, err)
 	}
-	if got := scans.n.Load(); got > maxScansPerPage {
+	if got := scans.n.Load(); got > redisnode.MaxScansPerPage {
 		t.Fatalf("the second page took %d SCAN calls", got)
 	}
 

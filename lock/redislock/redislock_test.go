@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/latchkey-go/latchkey/internal/redisnode"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/locktest"
@@ -84,7 +84,7 @@ func TestConformance(t *testing.T) {
 		Cut:    cuts.Cut,
 		Holder: func(t *testing.T, key string) string { return storedHolder(t, admin, prefix, key) },
 		Revoke: func(t *testing.T, key string) {
-			if err := admin.Del(ctxT(t), lockKey(prefix, key)).Err(); err != nil {
+			if err := admin.Del(ctxT(t), redisnode.LockKey(prefix, key)).Err(); err != nil {
 				t.Errorf("revoke: %v", err)
 			}
 		},
@@ -106,7 +106,7 @@ func TestConformancePrivate(t *testing.T) {
 			return l
 		},
 		Revoke: func(t *testing.T, key string) {
-			if err := admin.Del(ctxT(t), lockKey(DefaultPrefix, key)).Err(); err != nil {
+			if err := admin.Del(ctxT(t), redisnode.LockKey(DefaultPrefix, key)).Err(); err != nil {
 				t.Errorf("revoke: %v", err)
 			}
 		},
@@ -134,7 +134,7 @@ func TestConformanceNoBatching(t *testing.T) {
 		Cut:    cuts.Cut,
 		Holder: func(t *testing.T, key string) string { return storedHolder(t, admin, prefix, key) },
 		Revoke: func(t *testing.T, key string) {
-			if err := admin.Del(ctxT(t), lockKey(prefix, key)).Err(); err != nil {
+			if err := admin.Del(ctxT(t), redisnode.LockKey(prefix, key)).Err(); err != nil {
 				t.Errorf("revoke: %v", err)
 			}
 		},
@@ -145,7 +145,7 @@ func TestConformanceNoBatching(t *testing.T) {
 // storedHolder reads the holder label stored with key's lock.
 func storedHolder(t *testing.T, c *redis.Client, prefix, key string) string {
 	t.Helper()
-	owner, err := c.Get(ctxT(t), lockKey(prefix, key)).Result()
+	owner, err := c.Get(ctxT(t), redisnode.LockKey(prefix, key)).Result()
 	if err != nil {
 		t.Fatalf("GET the lock: %v", err)
 	}
@@ -172,46 +172,6 @@ func TestNewInvalid(t *testing.T) {
 			t.Errorf("New with a bad option = %v, want ErrInvalid", err)
 		}
 	}
-}
-
-func TestKeyNames(t *testing.T) {
-	t.Parallel()
-	keys := []string{"a", "order:42", "}", "}x", `\`, `\}`, `\\`, `}}`, "{x}", "a}b", "x{", "ü"}
-	seen := map[string]string{}
-	for _, k := range keys {
-		name := lockKey("p:", k)
-		if prev, dup := seen[name]; dup {
-			t.Errorf("keys %q and %q share the name %q", prev, k, name)
-		}
-		seen[name] = k
-		got, ok := userKey("p:", name)
-		if !ok || got != k {
-			t.Errorf("userKey(lockKey(%q)) = %q, %v", k, got, ok)
-		}
-		// All three names must hash to one slot: the tag between the first
-		// '{' and the next '}' is the same, non-empty part.
-		tag := hashTag(name)
-		if tag == "" || tag != hashTag(name+":fence") || tag != hashTag(name+":waiters") {
-			t.Errorf("key %q: hash tags %q %q %q", k, tag, hashTag(name+":fence"), hashTag(name+":waiters"))
-		}
-	}
-	if got := lockKey(DefaultPrefix, "order:42"); got != "latchkey:lock:{order:42}" {
-		t.Errorf("lockKey = %q", got)
-	}
-}
-
-// hashTag is Redis Cluster's rule: the part between the first '{' and the
-// first '}' after it, if not empty.
-func hashTag(s string) string {
-	i := strings.IndexByte(s, '{')
-	if i < 0 {
-		return ""
-	}
-	j := strings.IndexByte(s[i+1:], '}')
-	if j <= 0 {
-		return ""
-	}
-	return s[i+1 : i+1+j]
 }
 
 // TestFairHandOff has waiters of one Locker contend for one key and checks

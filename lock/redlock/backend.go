@@ -13,8 +13,8 @@ import (
 
 	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/internal/redisbatch"
+	"github.com/latchkey-go/latchkey/internal/redisnode"
 	"github.com/latchkey-go/latchkey/lock"
-	"github.com/latchkey-go/latchkey/lock/redislock"
 )
 
 var (
@@ -27,7 +27,7 @@ var (
 // and lock.HandoffReleaser by running redislock's per-server backend on
 // every node and counting.
 type backend struct {
-	nodes     []*redislock.Node
+	nodes     []*redisnode.Node
 	raisers   []redisbatch.Runner // raisers[i] runs the write-back on nodes[i]'s client
 	quorum    int
 	timeout   time.Duration // per node call; 0: from the TTL

@@ -9,7 +9,7 @@
 //	// write with lease.Token(); stop when <-lease.Done()
 //
 // On each node the lock is exactly a lock/redislock lock (same scripts, keys,
-// fencing counter and release channel, run through redislock.Node); this
+// fencing counter and release channel, run by the same code); this
 // package only adds the quorum and the token write-back. Use a prefix of its
 // own (WithPrefix) on servers that also serve redislock Lockers.
 //

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/internal/redisbatch"
+	"github.com/latchkey-go/latchkey/internal/redisnode"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/redislock"
 )
@@ -123,8 +124,8 @@ func New(clients []Client, opts ...Option) (*Locker, error) {
 	}
 	o := options{
 		quorum:    len(clients)/2 + 1,
-		prefix:    redislock.DefaultPrefix,
-		retention: redislock.DefaultTokenRetention,
+		prefix:    redisnode.DefaultPrefix,
+		retention: redisnode.DefaultTokenRetention,
 		batching:  true,
 		sends:     DefaultSendsInFlight,
 	}
@@ -145,11 +146,11 @@ func New(clients []Client, opts ...Option) (*Locker, error) {
 		retention: o.retention.Milliseconds(),
 	}
 	for _, c := range clients {
-		n, err := redislock.NewNode(c,
-			redislock.WithPrefix(o.prefix),
-			redislock.WithTokenRetention(o.retention),
-			redislock.WithBatching(o.batching),
-			redislock.WithSendsInFlight(o.sends))
+		n, err := redisnode.New(c,
+			redisnode.WithPrefix(o.prefix),
+			redisnode.WithTokenRetention(o.retention),
+			redisnode.WithBatching(o.batching),
+			redisnode.WithSendsInFlight(o.sends))
 		if err != nil {
 			b.close()
 			return nil, err

@@ -10,10 +10,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/latchkey-go/latchkey/internal/redisnode"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/locktest"
-	"github.com/latchkey-go/latchkey/lock/redislock"
 )
 
 // cluster is five private redis-servers and an admin client for each.
@@ -78,7 +78,7 @@ func (c *cluster) del(t testing.TB, key string, nodes ...int) {
 // keys returns the Redis keys of key's lock and fencing counter under the
 // default prefix.
 func keys(key string) (lockKey, fenceKey string) {
-	n, err := redislock.NewNode(redis.NewClient(&redis.Options{}))
+	n, err := redisnode.New(redis.NewClient(&redis.Options{}))
 	if err != nil {
 		panic(err)
 	}

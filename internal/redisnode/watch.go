@@ -1,4 +1,4 @@
-package redislock
+package redisnode
 
 import (
 	"context"
@@ -45,7 +45,7 @@ type waiter struct {
 // A release message wakes every waiter of its key; the lock.Manager lets only
 // the longest of them attempt.
 type watcher struct {
-	b *backend
+	b *Node
 
 	mu      sync.Mutex
 	state   subState                        // guarded by mu
@@ -55,7 +55,7 @@ type watcher struct {
 	done    chan struct{}                   // closed when the subscription goroutine ends
 }
 
-func newWatcher(b *backend) *watcher {
+func newWatcher(b *Node) *watcher {
 	return &watcher{
 		b:       b,
 		changed: make(chan struct{}),

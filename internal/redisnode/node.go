@@ -1,8 +1,16 @@
-package redislock
+// Package redisnode is the lock.Backend on one Redis server or Cluster that
+// lock/redislock's Locker runs on and that lock/redlock runs on each of its
+// independent servers: the scripts, the key layout, the batching and the
+// shared pub/sub subscription that wakes waiters. Its guarantees (keys,
+// fencing tokens, waiting, loss) are those documented in lock/redislock's
+// package doc, and its error messages are redislock's.
+package redisnode
 
 import (
 	"context"
+	cryptorand "crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -34,27 +42,52 @@ var (
 // the mark outlives the wait; once nobody waits, releases stop publishing.
 const waitersFlagTTL = 10 * time.Second
 
-// backend implements lock.Backend, lock.BatchRenewer, lock.ReleaseWatcher
-// and lock.HandoffReleaser.
-type backend struct {
+// Client is what a Node needs from a go-redis client: scripts, pipelines
+// and one pub/sub subscription (lock/redislock's Client).
+type Client interface {
+	redis.Scripter
+	Pipeline() redis.Pipeliner
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+}
+
+// A Node is the lock.Backend of one Redis server or Cluster. It implements
+// lock.Backend, lock.BatchRenewer, lock.ReleaseWatcher and
+// lock.HandoffReleaser with the meanings documented there, and the methods
+// of lock.Inspector, lock.Lister and lock.Breaker. Close stops its pub/sub
+// subscription.
+type Node struct {
 	client    Client
 	prefix    string
 	channel   string // where releases of waited-for keys are published
-	id        string // this Locker's instance id, in its release messages
+	id        string // this Node's instance id, in its release messages
 	retention int64  // fencing counter retention, ms
 	exec      redisbatch.Runner
 	w         *watcher
 }
 
 var (
-	_ lock.Backend         = (*backend)(nil)
-	_ lock.BatchRenewer    = (*backend)(nil)
-	_ lock.ReleaseWatcher  = (*backend)(nil)
-	_ lock.HandoffReleaser = (*backend)(nil)
+	_ lock.Backend         = (*Node)(nil)
+	_ lock.BatchRenewer    = (*Node)(nil)
+	_ lock.ReleaseWatcher  = (*Node)(nil)
+	_ lock.HandoffReleaser = (*Node)(nil)
 )
 
-func newBackend(client Client, o options) *backend {
-	b := &backend{
+// New returns a Node on client. It returns an error wrapping lock.ErrInvalid
+// for a nil client or a bad option and touches no server.
+func New(client Client, opts ...Option) (*Node, error) {
+	if isNil(client) {
+		return nil, fmt.Errorf("%w: redislock: nil client", lock.ErrInvalid)
+	}
+	o := Config{prefix: DefaultPrefix, retention: DefaultTokenRetention, batching: true, sends: DefaultSendsInFlight}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.invalid != nil {
+		return nil, o.invalid
+	}
+	b := &Node{
 		client:    client,
 		prefix:    o.prefix,
 		channel:   o.prefix + "released",
@@ -67,14 +100,20 @@ func newBackend(client Client, o options) *backend {
 		b.exec = redisbatch.Direct{C: client}
 	}
 	b.w = newWatcher(b)
-	return b
+	return b, nil
 }
 
-func (b *backend) close() { b.w.close() }
+// Close stops the Node's pub/sub subscription and waits for its goroutine,
+// then wakes its waiters, which go on by polling. It is safe to call more
+// than once.
+func (b *Node) Close() error {
+	b.w.close()
+	return nil
+}
 
 // TryAcquire implements lock.Backend.
-func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
-	lk := lockKey(b.prefix, key)
+func (b *Node) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
+	lk := LockKey(b.prefix, key)
 	n, err := b.exec.Run(ctx, nil, acquireScript, []string{lk, lk + ":fence", lk + ":waiters"},
 		owner, millis(ttl), b.retention, millis(waitersFlagTTL)).Int64()
 	if err != nil {
@@ -87,8 +126,8 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 }
 
 // Renew implements lock.Backend.
-func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
-	n, err := b.exec.Run(ctx, nil, renewScript, []string{lockKey(b.prefix, key)}, owner, millis(ttl)).Int64()
+func (b *Node) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
+	n, err := b.exec.Run(ctx, nil, renewScript, []string{LockKey(b.prefix, key)}, owner, millis(ttl)).Int64()
 	if err != nil {
 		return fmt.Errorf("redislock: %w", err)
 	}
@@ -100,7 +139,7 @@ func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duratio
 
 // RenewBatch implements lock.BatchRenewer: one pipeline for the whole batch
 // (on Redis Cluster, one per master, sent in parallel).
-func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error {
+func (b *Node) RenewBatch(ctx context.Context, batch []lock.Renewal) []error {
 	errs := make([]error, len(batch))
 	if len(batch) == 0 {
 		return errs
@@ -110,7 +149,7 @@ func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error 
 		pipe := b.client.Pipeline()
 		for _, i := range idx {
 			r := batch[i]
-			cmds[i] = renewScript.EvalSha(ctx, pipe, []string{lockKey(b.prefix, r.Key)}, r.Owner, millis(r.TTL))
+			cmds[i] = renewScript.EvalSha(ctx, pipe, []string{LockKey(b.prefix, r.Key)}, r.Owner, millis(r.TTL))
 		}
 		_, err := pipe.Exec(ctx)
 		return err
@@ -150,7 +189,7 @@ func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error 
 const anonymous = "----------------"
 
 // Release implements lock.Backend.
-func (b *backend) Release(ctx context.Context, key, owner string) error {
+func (b *Node) Release(ctx context.Context, key, owner string) error {
 	return b.release(ctx, key, owner, anonymous, nil)
 }
 
@@ -159,14 +198,14 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 // both travel in one round trip. The release message carries this Locker's
 // id, which its own subscription skips. If the release fails, the wake-up
 // was merely spurious.
-func (b *backend) ReleaseHandoff(ctx context.Context, key, owner string, handoff func()) error {
+func (b *Node) ReleaseHandoff(ctx context.Context, key, owner string, handoff func()) error {
 	return b.release(ctx, key, owner, b.id, handoff)
 }
 
 // release deletes owner's lock on key and publishes the release, if someone
 // waited lately, under id; ordered is the Runner's.
-func (b *backend) release(ctx context.Context, key, owner, id string, ordered func()) error {
-	lk := lockKey(b.prefix, key)
+func (b *Node) release(ctx context.Context, key, owner, id string, ordered func()) error {
+	lk := LockKey(b.prefix, key)
 	n, err := b.exec.Run(ctx, ordered, releaseScript, []string{lk, lk + ":waiters"}, owner, b.channel, id).Int64()
 	if err != nil {
 		return fmt.Errorf("redislock: %w", err)
@@ -186,7 +225,7 @@ func (b *backend) release(ctx context.Context, key, owner, id string, ordered fu
 // changes, so the caller can wait for every Node at once (as
 // WatchRelease waits, up to a second, for its own). stop ends the
 // watch; it must be called exactly once.
-func (b *backend) WatchReleaseFunc(key string, notify func()) (subscribing <-chan struct{}, stop func(), err error) {
+func (b *Node) WatchReleaseFunc(key string, notify func()) (subscribing <-chan struct{}, stop func(), err error) {
 	wt := &waiter{key: key, notify: notify}
 	subscribing, err = b.w.join(wt)
 	if err != nil {
@@ -196,7 +235,7 @@ func (b *backend) WatchReleaseFunc(key string, notify func()) (subscribing <-cha
 }
 
 // WatchRelease implements lock.ReleaseWatcher.
-func (b *backend) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+func (b *Node) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	return b.w.watch(ctx, key)
 }
 
@@ -206,3 +245,32 @@ var errNotHeld = lockerr.NotHeld("redislock: the lock expired or another owner h
 
 // errClosed is returned by calls made after Close.
 var errClosed = errors.New("redislock: locker closed")
+
+// isNil reports a nil client, also a nil pointer of go-redis's client types
+// inside the interface.
+func isNil(c Client) bool {
+	switch c := c.(type) {
+	case nil:
+		return true
+	case *redis.Client:
+		return c == nil
+	case *redis.ClusterClient:
+		return c == nil
+	case *redis.Ring:
+		return c == nil
+	}
+	return false
+}
+
+// newInstanceID returns 64 random bits, hex-encoded: 16 bytes.
+func newInstanceID() string {
+	var b [8]byte
+	_, _ = cryptorand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// millis rounds d up to whole milliseconds, so the server never keeps a lock
+// for less than the holder was promised.
+func millis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
