@@ -62,12 +62,7 @@ type Dialect = sqldialect.Dialect
 // The dialects. Detect tells PostgreSQL (pgx's stdlib driver, lib/pq),
 // SQLite (modernc.org/sqlite qualifies) and MySQL or MariaDB
 // (github.com/go-sql-driver/mysql) apart by the *sql.DB's driver.
-const (
-	Detect   = sqldialect.Unknown
-	Postgres = sqldialect.Postgres
-	SQLite   = sqldialect.SQLite
-	MySQL    = sqldialect.MySQL
-)
+const Detect, Postgres, SQLite, MySQL = sqldialect.Unknown, sqldialect.Postgres, sqldialect.SQLite, sqldialect.MySQL
 
 // ErrRetry is wrapped into the database's error when a guarded statement
 // failed on a deadlock, a lock wait timeout or a serialization failure (two

@@ -15,9 +15,4 @@ type Dialect = sqldialect.Dialect
 // "sqlite"), say, opened with WAL and a busy timeout:
 // file:PATH?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL); MySQL
 // and MariaDB through github.com/go-sql-driver/mysql (driver name "mysql").
-const (
-	Detect   = sqldialect.Unknown
-	Postgres = sqldialect.Postgres
-	SQLite   = sqldialect.SQLite
-	MySQL    = sqldialect.MySQL
-)
+const Detect, Postgres, SQLite, MySQL = sqldialect.Unknown, sqldialect.Postgres, sqldialect.SQLite, sqldialect.MySQL
