@@ -49,7 +49,9 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			w = stdout
 		}
 		fmt.Fprint(w, lockUsage)
-		lockFlags("lock").fs.PrintDefaults()
+		lf := lockFlags("lock")
+		lf.fs.SetOutput(w)
+		lf.fs.PrintDefaults()
 		if len(args) == 0 {
 			return exitUsage
 		}
