@@ -357,3 +357,54 @@ func TestCuratorInterop(t *testing.T) {
 	}
 	t.Logf("tokens of successive holders: %v", tokens)
 }
+
+// TestOperatorSeesCuratorHolder inspects a lock Apache Curator holds: the
+// holder is Curator's node, with its czxid as the token, and a break deletes
+// it, so our waiter gets in with a higher token while Curator still thinks
+// it holds the lock (Curator itself learns nothing: its InterProcessMutex has
+// no lost-lock notice, which is why its users fence writes).
+func TestOperatorSeesCuratorHolder(t *testing.T) {
+	compiled := compileCurator(t)
+	srv := startZK(t)
+	const dir = "/curator/ops"
+	java, classes := compiled()
+	cur := startCurator(t, java, classes, srv.Endpoint(), dir)
+	ctx := t.Context()
+	ours := newLocker(t, srv, zklock.WithPrefix("/curator"))
+
+	cur.send("acquire c1")
+	node, czxid := cur.held("c1")
+	info, err := lock.Inspect(ctx, ours, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Held || info.Entry != dir+"/"+node || info.Token != czxid || info.Waiters != 0 {
+		t.Fatalf("Inspect while Curator holds %s (czxid %d) = %+v", node, czxid, info)
+	}
+	page, err := lock.List(ctx, ours, "op", 10, "")
+	if err != nil || len(page.Locks) != 1 || page.Locks[0].Entry != info.Entry {
+		t.Fatalf("List = %+v, %v; want Curator's lock", page, err)
+	}
+
+	w := acquireAsync(ctx, ours, "ops")
+	deadline := time.Now().Add(30 * time.Second)
+	for info.Waiters != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		if info, err = lock.Inspect(ctx, ours, "ops"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if info.Waiters != 1 {
+		t.Fatalf("Inspect with our waiter queued behind Curator = %+v, want 1 waiter", info)
+	}
+	notYet(t, w, "our waiter")
+	broken, err := lock.Break(ctx, ours, "ops", "test", nil)
+	if err != nil || broken.Entry != dir+"/"+node {
+		t.Fatalf("Break = %+v, %v; want Curator's node broken", broken, err)
+	}
+	lease := got(t, w, "our waiter after the break")
+	defer lease.Release(ctx)
+	if lease.Token() <= czxid {
+		t.Fatalf("token after the break %d, not above Curator's %d", lease.Token(), czxid)
+	}
+}
