@@ -486,3 +486,16 @@ func TestUnreachable(t *testing.T) {
 		}
 	}
 }
+
+// TestOperator runs the operator's suite on five nodes: Inspect and Break
+// by the quorum's view. (Listing is per node: a redislock Locker on one
+// node lists its keys.)
+func TestOperator(t *testing.T) {
+	c := startCluster(t)
+	locktest.RunOperator(t, locktest.Harness{
+		New: func(t *testing.T) lock.Locker {
+			l, _ := c.lockerAndClients(t)
+			return l
+		},
+	})
+}

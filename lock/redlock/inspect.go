@@ -1,0 +1,107 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/latchkey-go/latchkey/lock"
+)
+
+var (
+	_ lock.Inspector = (*Locker)(nil)
+	_ lock.Breaker   = (*Locker)(nil)
+)
+
+// inspectTimeout bounds each node's answer to an operator's call.
+const inspectTimeout = 2 * time.Second
+
+// InspectLock implements lock.Inspector with the quorum's view: every node
+// is asked (as redislock asks one), and the lock is held if a quorum of
+// nodes hold it. Then Holder is the label most of them report, Token the
+// quorum-th smallest of their fencing counters (the holder's token, once its
+// write-back is done: see the package doc), TimeLeft the shortest of their
+// leases, and Waiting whether any node saw a failed attempt lately; Waiters
+// is lock.Unknown. Nodes that do not answer count as not holding; if so
+// many fail that no quorum could answer, InspectLock returns the first
+// failure.
+func (l *Locker) InspectLock(ctx context.Context, key string) (lock.LockInfo, error) {
+	infos := make([]lock.LockInfo, len(l.b.nodes))
+	errs := l.b.each(ctx, inspectTimeout, func(ctx context.Context, i int) (err error) {
+		infos[i], err = l.b.nodes[i].InspectLock(ctx, key)
+		return err
+	})
+	return l.b.quorumView(key, infos, errs)
+}
+
+// quorumView folds the nodes' answers for key into one, as InspectLock says.
+func (b *backend) quorumView(key string, infos []lock.LockInfo, errs []error) (lock.LockInfo, error) {
+	view := lock.LockInfo{Key: key, Waiters: lock.Unknown, TimeLeft: lock.Unknown}
+	var (
+		answered int
+		tokens   []uint64
+		labels   = map[string]int{}
+		first    error
+	)
+	for i, err := range errs {
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		answered++
+		in := infos[i]
+		view.Waiting = view.Waiting || in.Waiting
+		if !in.Held {
+			continue
+		}
+		tokens = append(tokens, in.Token)
+		labels[in.Holder]++
+		if view.TimeLeft == lock.Unknown || in.TimeLeft < view.TimeLeft {
+			view.TimeLeft = in.TimeLeft
+		}
+	}
+	if answered < b.quorum {
+		return lock.LockInfo{Key: key}, fmt.Errorf("redlock: %d of %d nodes answered, quorum is %d: %w", answered, len(b.nodes), b.quorum, first)
+	}
+	if len(tokens) < b.quorum {
+		return lock.LockInfo{Key: key, Waiters: lock.Unknown, Waiting: view.Waiting}, nil
+	}
+	slices.Sort(tokens)
+	view.Held, view.Token = true, tokens[b.quorum-1]
+	for label, n := range labels {
+		if n > labels[view.Holder] || n == labels[view.Holder] && label < view.Holder {
+			view.Holder = label
+		}
+	}
+	view.Entry = fmt.Sprintf("held on %d of %d nodes", len(tokens), len(b.nodes))
+	return view, nil
+}
+
+// BreakLock implements lock.Breaker: the lock is broken on every node that
+// holds it (each keeps its fencing counter and publishes the release, as
+// redislock's break does), so the next holder's token is higher than the
+// broken one's. It reports the quorum's view from before the break, and
+// lock.ErrNotHeld when no quorum held the lock; a node holding it alone is
+// still cleared then.
+func (l *Locker) BreakLock(ctx context.Context, key string) (lock.LockInfo, error) {
+	infos := make([]lock.LockInfo, len(l.b.nodes))
+	errs := l.b.each(ctx, inspectTimeout, func(ctx context.Context, i int) (err error) {
+		infos[i], err = l.b.nodes[i].BreakLock(ctx, key)
+		if errors.Is(err, lock.ErrNotHeld) {
+			err = nil // infos[i] says it was free
+		}
+		return err
+	})
+	view, err := l.b.quorumView(key, infos, errs)
+	if err != nil {
+		return view, err
+	}
+	if !view.Held {
+		return view, fmt.Errorf("%w: redlock: %q is not held by a quorum", lock.ErrNotHeld, key)
+	}
+	return view, nil
+}
