@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -146,10 +145,6 @@ func lockFailed(name string, err error, stderr io.Writer) int {
 
 func lockLs(ctx context.Context, l lock.Locker, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
 	page, err := lock.List(ctx, l, f.prefix, f.limit, f.cursor)
-	if errors.Is(err, lock.ErrUnsupported) && strings.HasPrefix(f.backend, "redlock:") {
-		fmt.Fprintf(stderr, "%s: Redlock lists one node at a time: --backend redis://HOST:PORT of a node (the same keys)\n", name)
-		return exitNotFound
-	}
 	if err != nil {
 		return lockFailed(name, err, stderr)
 	}

@@ -18,8 +18,8 @@ import (
 const opsTTL = 1500 * time.Millisecond
 
 // RunOperator runs the operator's suite: lock.Inspect, lock.List and
-// lock.Break on Lockers from h.New, which must implement lock.Inspector and
-// lock.Breaker, and lock.Lister unless the backend cannot list (Redlock). Set h.WaitersUnknown for a backend that
+// lock.Break on Lockers from h.New, which must implement lock.Inspector,
+// lock.Lister and lock.Breaker. Set h.WaitersUnknown for a backend that
 // cannot tell whether anyone waits.
 func RunOperator(t *testing.T, h Harness) {
 	if h.New == nil {
@@ -113,9 +113,6 @@ func (s *suite) testInspectWaiters(t *testing.T) {
 func (s *suite) testList(t *testing.T) {
 	t.Parallel()
 	l := s.locker(t)
-	if _, ok := l.(lock.Lister); !ok {
-		t.Skip("the backend does not list locks (lock.Lister)")
-	}
 	ctx := ctxT(t)
 	base := key(t, "")
 	want := map[string]uint64{}

@@ -2,9 +2,12 @@ package redlock
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/latchkey-go/latchkey/lock"
@@ -12,6 +15,7 @@ import (
 
 var (
 	_ lock.Inspector = (*Locker)(nil)
+	_ lock.Lister    = (*Locker)(nil)
 	_ lock.Breaker   = (*Locker)(nil)
 )
 
@@ -28,12 +32,84 @@ const inspectTimeout = 2 * time.Second
 // many fail that no quorum could answer, InspectLock returns the first
 // failure.
 func (l *Locker) InspectLock(ctx context.Context, key string) (lock.LockInfo, error) {
-	infos := make([]lock.LockInfo, len(l.b.nodes))
-	errs := l.b.each(ctx, inspectTimeout, func(ctx context.Context, i int) (err error) {
-		infos[i], err = l.b.nodes[i].InspectLock(ctx, key)
+	view, _, err := l.b.inspect(ctx, key)
+	return view, err
+}
+
+// inspect asks every node about key and returns the quorum's view and each
+// node's answer (the zero LockInfo where a node failed).
+func (b *backend) inspect(ctx context.Context, key string) (lock.LockInfo, []lock.LockInfo, error) {
+	infos := make([]lock.LockInfo, len(b.nodes))
+	errs := b.each(ctx, inspectTimeout, func(ctx context.Context, i int) (err error) {
+		infos[i], err = b.nodes[i].InspectLock(ctx, key)
 		return err
 	})
-	return l.b.quorumView(key, infos, errs)
+	view, err := b.quorumView(key, infos, errs)
+	return view, infos, err
+}
+
+// ListLocks implements lock.Lister. A lock held on a quorum is on at least
+// one of the first N-Q+1 nodes, so those are listed one after the other (as
+// redislock lists one), and each key found is inspected on every node: it is
+// listed if a quorum holds it and the node listed is the first of them that
+// does, so each lock appears once (as with SCAN, a lock taken or let go
+// meanwhile may or may not). The cursor names the node and that node's
+// cursor.
+func (l *Locker) ListLocks(ctx context.Context, prefix string, limit int, cursor string) (lock.LockPage, error) {
+	b := l.b
+	scanned := len(b.nodes) - b.quorum + 1
+	node, inner, err := parseListCursor(cursor, scanned)
+	if err != nil {
+		return lock.LockPage{}, err
+	}
+	var page lock.LockPage
+	for ; node < scanned; node, inner = node+1, "" {
+		lctx, cancel := context.WithTimeout(ctx, inspectTimeout)
+		found, err := b.nodes[node].ListLocks(lctx, prefix, limit-len(page.Locks), inner)
+		cancel()
+		if err != nil {
+			return lock.LockPage{}, fmt.Errorf("redlock: node %d: %w", node, err)
+		}
+		for _, f := range found.Locks {
+			view, infos, err := b.inspect(ctx, f.Key)
+			if err != nil {
+				return lock.LockPage{}, err
+			}
+			if view.Held && slices.IndexFunc(infos[:scanned], func(in lock.LockInfo) bool { return in.Held }) == node {
+				page.Locks = append(page.Locks, view)
+			}
+		}
+		if found.Cursor != "" {
+			page.Cursor = listCursor(node, found.Cursor)
+			break
+		}
+		if len(page.Locks) == limit && node+1 < scanned {
+			page.Cursor = listCursor(node+1, "")
+			break
+		}
+	}
+	return page, nil
+}
+
+// listCursor and parseListCursor write and read ListLocks' cursor: the
+// node's index, a colon, and that node's cursor, in URL-safe base64.
+func listCursor(node int, inner string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(node) + ":" + inner))
+}
+
+func parseListCursor(cursor string, nodes int) (node int, inner string, err error) {
+	if cursor == "" {
+		return 0, "", nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(cursor)
+	i, rest, ok := strings.Cut(string(raw), ":")
+	if err == nil && ok {
+		node, err = strconv.Atoi(i)
+	}
+	if err != nil || !ok || node < 0 || node >= nodes {
+		return 0, "", fmt.Errorf("%w: redlock: %q is not a cursor of this listing", lock.ErrInvalid, cursor)
+	}
+	return node, rest, nil
 }
 
 // quorumView folds the nodes' answers for key into one, as InspectLock says.

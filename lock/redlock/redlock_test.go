@@ -487,9 +487,8 @@ func TestUnreachable(t *testing.T) {
 	}
 }
 
-// TestOperator runs the operator's suite on five nodes: Inspect and Break
-// by the quorum's view. (Listing is per node: a redislock Locker on one
-// node lists its keys.)
+// TestOperator runs the operator's suite on five nodes: Inspect, List and
+// Break by the quorum's view.
 func TestOperator(t *testing.T) {
 	c := startCluster(t)
 	locktest.RunOperator(t, locktest.Harness{
