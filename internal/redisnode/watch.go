@@ -3,6 +3,7 @@ package redisnode
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
@@ -163,9 +164,18 @@ func (w *watcher) onMessage(payload string) {
 		return
 	}
 	if key, ok := userKey(w.b.prefix, payload[idLen:]); ok {
-		w.released(key)
+		// Redis delivers a message to its subscribers one after the
+		// other, always in the order they subscribed: the Locker that
+		// subscribed first would win every race for a released key. A
+		// random delay under releaseSpread evens the odds.
+		time.AfterFunc(rand.N(releaseSpread), func() { w.released(key) })
 	}
 }
+
+// releaseSpread bounds the random delay before a release message wakes this
+// Locker's waiters: above the spread of one message's delivery to the
+// subscribers of one server, small beside a hand-off's round trips.
+const releaseSpread = time.Millisecond
 
 func (w *watcher) setStateLocked(s subState) {
 	if w.state == s || w.state == closed {

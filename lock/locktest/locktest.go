@@ -976,11 +976,18 @@ func (s *suite) arrivalOrder(t *testing.T) {
 
 // noStarvation: three Lockers (three processes), two goroutines in each,
 // take and give back one key as fast as they can until it has changed
-// hands 180 times. Every goroutine gets the key, and none more than three
-// times as often as another: a Locker whose goroutines hand the key to each
-// other does not shut out the rest.
+// hands 180 times. Every goroutine gets the key, and none more than
+// maxFairness times as often as another: a Locker whose goroutines hand the
+// key to each other does not shut out the rest.
 func (s *suite) noStarvation(t *testing.T) {
 	const lockers, perLocker, total = 3, 2, 180
+	// A Manager hands a released key to its own next waiter directly every
+	// other release; the rest are announced to every Locker alike. A herd
+	// that lets the fastest barge in fails this (SQLite before waiting
+	// moved into the Manager: [6 33 28 17 57 44]), and so did Redis's
+	// pub/sub, which tells the first subscriber first (54/8), until a
+	// Locker woke its waiters after a random sub-millisecond delay.
+	const maxFairness = 3
 	k := key(t, "k")
 	var (
 		taken atomic.Int64
@@ -1028,8 +1035,8 @@ func (s *suite) noStarvation(t *testing.T) {
 		lo, hi = min(lo, c), max(hi, c)
 	}
 	t.Logf("acquisitions per goroutine %v (max/min %d/%d)", counts, hi, lo)
-	if lo == 0 || hi > 3*lo {
-		t.Fatalf("acquisitions per goroutine %v: want every goroutine served, max at most 3 times min", counts)
+	if lo == 0 || hi > maxFairness*lo {
+		t.Fatalf("acquisitions per goroutine %v: want every goroutine served, max at most %d times min", counts, maxFairness)
 	}
 }
 
