@@ -17,9 +17,10 @@ const handoffsInARow = 1
 // longest-waiting first. With fifo, only a queue's head attempts: later
 // arrivals wait behind it instead of barging in, a release through the
 // Manager wakes the head, as does the backend's release hint, and a head
-// that leaves without the lock wakes the next. So hand-offs within a Manager go in arrival order, and one release
-// costs one attempt, not one per waiter. Without fifo (a backend that queues
-// waiters on its server) the queues only count.
+// that leaves without the lock wakes the next. So hand-offs within a Manager
+// go in arrival order, and one release costs one attempt, not one per
+// waiter. Without fifo (a backend that queues waiters on its server) the
+// queues only count.
 type waiters struct {
 	fifo bool
 	n    atomic.Int64 // waiters queued on any key, so that none costs no lock
