@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/latchkey-go/latchkey/internal/sqlconn"
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
 
@@ -60,6 +61,22 @@ func NewMachine(db *sql.DB, tableName string, transitions []Transition, opts ...
 	if err != nil {
 		return nil, fmt.Errorf("state: %w", err)
 	}
+	return newMachine(t, c, transitions)
+}
+
+// NewMachineOn is NewMachine on a Conn, for drivers other than database/sql
+// (state/pgxstate's NewMachine calls it with a pgx pool). The dialect cannot
+// be detected there: pass WithDialect. Errors wrap ErrInvalid, as NewMachine's.
+func NewMachineOn(conn Conn, tableName string, transitions []Transition, opts ...Option) (*Machine, error) {
+	c := newConfig(opts)
+	t, err := newTableOn(conn, tableName, c)
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	return newMachine(t, c, transitions)
+}
+
+func newMachine(t table, c config, transitions []Transition) (*Machine, error) {
 	m := &Machine{t: t, status: c.status, sources: map[string][]string{}}
 	if err := errors.Join(sqldialect.Ident("key column", m.t.key), sqldialect.Ident("status column", m.status)); err != nil {
 		return nil, fmt.Errorf("%w: state: %w", ErrInvalid, err)
@@ -82,9 +99,15 @@ func NewMachine(db *sql.DB, tableName string, transitions []Transition, opts ...
 }
 
 // In returns a copy of m that runs its statements on db, typically a *sql.Tx.
-func (m *Machine) In(db DB) *Machine {
+func (m *Machine) In(db DB) *Machine { return m.On(sqlconn.Std(db)) }
+
+// On returns a copy of m that runs its statements on conn, typically a
+// transaction of another driver: orders.On(pgxstate.Conn(tx)) moves rows
+// inside a pgx.Tx, committed or rolled back with it. conn must be of the
+// same database and dialect as m's.
+func (m *Machine) On(conn Conn) *Machine {
 	c := *m
-	c.t.db = db
+	c.t.db = conn
 	return &c
 }
 
@@ -127,7 +150,7 @@ func (m *Machine) Move(ctx context.Context, key any, to string, values Values) (
 	for range 3 {
 		// The status always changes, so the affected rows are the matched
 		// rows on MySQL too, whatever its clientFoundRows.
-		res, err := m.t.db.ExecContext(ctx, q, args...)
+		res, err := m.t.db.Exec(ctx, q, args...)
 		if err != nil {
 			return 0, fmt.Errorf("state: move %s to %s: %w", m.t.name, to, sqldialect.Retryable(err))
 		}
@@ -163,7 +186,7 @@ func (m *Machine) Current(ctx context.Context, key any) (string, error) {
 func (m *Machine) current(ctx context.Context, key any, lockRead string) (string, error) {
 	q := m.t.dialect.Rebind(fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1%s", m.status, m.t.name, m.t.key, lockRead))
 	var cur sql.NullString
-	switch err := m.t.db.QueryRowContext(ctx, q, key).Scan(&cur); {
+	switch err := m.t.db.QueryRow(ctx, q, key).Scan(&cur); {
 	case errors.Is(err, sql.ErrNoRows):
 		return "", fmt.Errorf("%w: %s row %v", ErrNotFound, m.t.name, key)
 	case err != nil:

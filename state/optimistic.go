@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/sqlconn"
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
 
@@ -37,7 +38,24 @@ func NewOptimistic(db *sql.DB, tableName string, opts ...Option) (*Optimistic, e
 	if err != nil {
 		return nil, fmt.Errorf("state: %w", err)
 	}
-	err = sqldialect.Ident("version column", c.version)
+	return newOptimistic(t, c)
+}
+
+// NewOptimisticOn is NewOptimistic on a Conn, for drivers other than
+// database/sql (state/pgxstate's NewOptimistic calls it with a pgx pool).
+// The dialect cannot be detected there: pass WithDialect. Errors wrap
+// ErrInvalid, as NewOptimistic's.
+func NewOptimisticOn(conn Conn, tableName string, opts ...Option) (*Optimistic, error) {
+	c := newConfig(opts)
+	t, err := newTableOn(conn, tableName, c)
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	return newOptimistic(t, c)
+}
+
+func newOptimistic(t table, c config) (*Optimistic, error) {
+	err := sqldialect.Ident("version column", c.version)
 	switch {
 	case err != nil:
 	case c.attempts < 1:
@@ -54,9 +72,15 @@ func NewOptimistic(db *sql.DB, tableName string, opts ...Option) (*Optimistic, e
 // In returns a copy of o that runs its statements on db. Inside a transaction
 // a conflict cannot resolve itself on retry at most isolation levels, so use
 // it with WithAttempts(1) there and retry the whole transaction instead.
-func (o *Optimistic) In(db DB) *Optimistic {
+func (o *Optimistic) In(db DB) *Optimistic { return o.On(sqlconn.Std(db)) }
+
+// On returns a copy of o that runs its statements on conn, typically a
+// transaction of another driver (pgxstate.Conn(tx)); as for In, use
+// WithAttempts(1) inside a transaction. conn must be of the same database
+// and dialect as o's.
+func (o *Optimistic) On(conn Conn) *Optimistic {
 	c := *o
-	c.t.db = db
+	c.t.db = conn
 	return &c
 }
 
@@ -96,7 +120,7 @@ func (o *Optimistic) Update(ctx context.Context, key any, read Into, fn func() (
 		for _, c := range cols {
 			dest = append(dest, read[c])
 		}
-		switch err := o.t.db.QueryRowContext(ctx, sel, key).Scan(dest...); {
+		switch err := o.t.db.QueryRow(ctx, sel, key).Scan(dest...); {
 		case errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("%w: %s row %v", ErrNotFound, o.t.name, key)
 		case err != nil:
@@ -115,7 +139,7 @@ func (o *Optimistic) Update(ctx context.Context, key any, read Into, fn func() (
 			o.t.name, set, o.version, o.version, o.t.key, len(args)-1, o.version, len(args)))
 		// The version always changes: affected rows are matched rows on
 		// MySQL too.
-		res, err := o.t.db.ExecContext(ctx, q, args...)
+		res, err := o.t.db.Exec(ctx, q, args...)
 		if err != nil {
 			return fmt.Errorf("state: update %s: %w", o.t.name, sqldialect.Retryable(err))
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/sqlconn"
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
 
@@ -53,7 +54,9 @@ func newConfig(opts []Option) config {
 // ([DefaultKeyColumn]).
 func WithKeyColumn(name string) Option { return func(c *config) { c.key = name } }
 
-// WithDialect sets the SQL dialect. Default: Detect.
+// WithDialect sets the SQL dialect. Default: Detect, from a *sql.DB's
+// driver; a Conn has none to tell it by, so NewMachineOn and
+// NewOptimisticOn need it.
 func WithDialect(d Dialect) Option { return func(c *config) { c.dialect = d } }
 
 // WithStatusColumn names the column holding a Machine's state. Default:
@@ -77,15 +80,28 @@ func WithBackoff(base, max time.Duration) Option {
 	return func(c *config) { c.backoff, c.maxBackoff = base, max }
 }
 
-// newTable checks what both kinds of update share.
+// newTable checks what both kinds of update share, for a database/sql
+// handle.
 func newTable(db *sql.DB, name string, c config) (table, error) {
-	t := table{db: db, name: name, key: c.key}
 	if db == nil {
-		return t, fmt.Errorf("%w: nil *sql.DB", ErrInvalid)
+		return table{}, fmt.Errorf("%w: nil *sql.DB", ErrInvalid)
 	}
 	var err error
-	if t.dialect, err = sqldialect.Resolve(c.dialect, db); err != nil {
-		return t, fmt.Errorf("%w: %w; use WithDialect", ErrInvalid, err)
+	if c.dialect, err = sqldialect.Resolve(c.dialect, db); err != nil {
+		return table{}, fmt.Errorf("%w: %w; use WithDialect", ErrInvalid, err)
+	}
+	return newTableOn(sqlconn.Std(db), name, c)
+}
+
+// newTableOn checks what both kinds of update share, for a Conn, whose
+// dialect WithDialect must name.
+func newTableOn(conn Conn, name string, c config) (table, error) {
+	t := table{db: conn, name: name, key: c.key, dialect: c.dialect}
+	if conn == nil {
+		return t, fmt.Errorf("%w: nil Conn", ErrInvalid)
+	}
+	if !t.dialect.Supported() {
+		return t, fmt.Errorf("%w: a Conn's dialect cannot be detected: pass WithDialect", ErrInvalid)
 	}
 	if err := errors.Join(sqldialect.Table(name), sqldialect.Ident("key column", c.key)); err != nil {
 		return t, fmt.Errorf("%w: %w", ErrInvalid, err)

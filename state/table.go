@@ -1,14 +1,38 @@
 package state
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 
+	"github.com/latchkey-go/latchkey/internal/sqlconn"
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
 
-// DB is what Machine and Optimistic run their statements on: *sql.DB,
-// *sql.Tx and *sql.Conn all satisfy it.
-type DB = sqldialect.DB
+// DB is what Machine and Optimistic run their statements on through
+// database/sql: *sql.DB, *sql.Tx and *sql.Conn all satisfy it.
+type DB = sqlconn.StdHandle
+
+// Conn is what Machine and Optimistic run their statements on without
+// database/sql: package state/pgxstate makes one of a pgx pool, connection
+// or transaction (pgxstate.Conn(tx)), and any driver can be given one
+// through a small adapter. Exec's result needs RowsAffected only. A Row's
+// Scan returns an error wrapping sql.ErrNoRows when there is no row (pgx's
+// ErrNoRows does), and a driver's error is left in the chain, so that
+// deadlocks and serialization failures are told as ErrRetry (see
+// [ErrRetry]).
+type Conn interface {
+	Exec(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRow(ctx context.Context, query string, args ...any) Row
+}
+
+// Row is the first row of a query's answer, as Conn.QueryRow returns it:
+// *sql.Row and pgx.Row fit.
+type Row = interface {
+	Scan(dest ...any) error
+}
+
+var _ Conn = sqlconn.Querier(nil)
 
 // Values are the columns a write sets, by name. Names must be plain SQL
 // identifiers; values are passed as statement parameters.
@@ -27,7 +51,7 @@ const Detect, Postgres, SQLite, MySQL = sqldialect.Unknown, sqldialect.Postgres,
 
 // table is what both kinds of update know about their table.
 type table struct {
-	db      DB
+	db      Conn
 	dialect sqldialect.Dialect
 	name    string
 	key     string

@@ -9,7 +9,10 @@ import (
 	"github.com/latchkey-go/latchkey/dedup"
 )
 
-var _ dedup.Inspector = (*Inbox)(nil)
+var (
+	_ dedup.Inspector = (*Inbox)(nil)
+	_ dedup.Inspector = (*PgxInbox)(nil)
+)
 
 const (
 	inspectSQL = `SELECT {now_ms} - processed_ms FROM {t} WHERE msg_id = $1`
@@ -21,12 +24,14 @@ const (
 // uncommitted row no other transaction sees, and reads as ErrNotFound.
 // Mark.Expires is the earliest Purge may delete the row (processed plus
 // WithRetention); it stays until a Purge does.
-func (in *Inbox) Lookup(ctx context.Context, id string) (dedup.Mark, error) {
+func (in *Inbox) Lookup(ctx context.Context, id string) (dedup.Mark, error) { return in.lookup(ctx, id) }
+
+func (in *inbox) lookup(ctx context.Context, id string) (dedup.Mark, error) {
 	if err := dedup.CheckID(id); err != nil {
 		return dedup.Mark{}, err
 	}
 	var age int64
-	err := in.db.QueryRowContext(ctx, in.sql(inspectSQL), id).Scan(&age)
+	err := in.db.QueryRow(ctx, in.sql(inspectSQL), id).Scan(&age)
 	at := time.Now()
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -42,11 +47,15 @@ func (in *Inbox) Lookup(ctx context.Context, id string) (dedup.Mark, error) {
 // force changes nothing, since a message being processed holds no row the
 // DELETE can see (it returns ErrNotFound for it). Forgetting an id lets the
 // next copy of the message run its business writes again.
-func (in *Inbox) Forget(ctx context.Context, id string, _ bool) error {
+func (in *Inbox) Forget(ctx context.Context, id string, force bool) error {
+	return in.forget(ctx, id)
+}
+
+func (in *inbox) forget(ctx context.Context, id string) error {
 	if err := dedup.CheckID(id); err != nil {
 		return err
 	}
-	r, err := in.db.ExecContext(ctx, in.sql(forgetSQL), id)
+	r, err := in.db.Exec(ctx, in.sql(forgetSQL), id)
 	if err != nil {
 		return err
 	}

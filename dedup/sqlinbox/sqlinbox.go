@@ -26,6 +26,9 @@
 // Use [Inbox.Wrap] or [Inbox.Process] to let the inbox run the transaction,
 // or [Inbox.Claim] inside a transaction of your own. Call Migrate once at
 // start-up and Purge now and then.
+//
+// On pgx without database/sql, [NewPgx] returns a [PgxInbox], the same inbox
+// whose handlers and Claim take a pgx.Tx.
 package sqlinbox
 
 import (
@@ -35,6 +38,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/internal/sqlconn"
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
 
@@ -63,10 +67,17 @@ var (
 // the message's id, any other error rolls both back.
 type TxHandler func(ctx context.Context, tx *sql.Tx, m dedup.Message) error
 
-// Inbox records processed message ids in one table. It is safe for
-// concurrent use and holds no goroutines.
+// Inbox records processed message ids in one table, through database/sql.
+// It is safe for concurrent use and holds no goroutines.
 type Inbox struct {
-	db        *sql.DB
+	inbox
+	db *sql.DB
+}
+
+// inbox is what Inbox and PgxInbox share: the table, the options and the
+// statements.
+type inbox struct {
+	db        sqlconn.DB
 	dialect   sqldialect.Dialect
 	table     string
 	retention time.Duration
@@ -78,37 +89,37 @@ type Inbox struct {
 	migrations     []string
 }
 
-// An Option configures New.
-type Option func(*Inbox)
+// An Option configures New or NewPgx.
+type Option func(*inbox)
 
 // WithTable sets the inbox table. Default: "dedup_inbox" ([DefaultTable]). It
 // must be a plain identifier, optionally schema-qualified, of at most 53
 // bytes without the schema, so that its index, <table>_processed, fits the
 // 63 bytes of an identifier too. Give each consumer
 // group, or each purpose a message is processed for, its own table.
-func WithTable(name string) Option { return func(in *Inbox) { in.table = name } }
+func WithTable(name string) Option { return func(in *inbox) { in.table = name } }
 
 // WithRetention sets how long Purge keeps an id: a copy arriving within it is
 // always a duplicate; rows are deleted only by Purge, so a later copy may
 // still be caught. Default: 24 hours (dedup.DefaultRetention).
-func WithRetention(d time.Duration) Option { return func(in *Inbox) { in.retention = d } }
+func WithRetention(d time.Duration) Option { return func(in *inbox) { in.retention = d } }
 
 // WithTimeout bounds the whole transaction Process runs, handler included;
 // when it passes, the transaction rolls back and the id is free for a
 // redelivery. Default: 1 minute (dedup.DefaultProcessingTTL).
-func WithTimeout(d time.Duration) Option { return func(in *Inbox) { in.timeout = d } }
+func WithTimeout(d time.Duration) Option { return func(in *inbox) { in.timeout = d } }
 
-// WithTxOptions sets the options of the transactions Process begins.
-// Default: nil, the database's default isolation (READ COMMITTED on
-// PostgreSQL, SERIALIZABLE on SQLite), under which a racing copy waits for
-// the first to commit and then sees the id.
-func WithTxOptions(o *sql.TxOptions) Option { return func(in *Inbox) { in.txOpts = o } }
+// WithTxOptions sets the options of the transactions Process begins (on pgx,
+// mapped onto pgx.TxOptions). Default: nil, the database's default isolation
+// (READ COMMITTED on PostgreSQL, SERIALIZABLE on SQLite), under which a
+// racing copy waits for the first to commit and then sees the id.
+func WithTxOptions(o *sql.TxOptions) Option { return func(in *inbox) { in.txOpts = o } }
 
 // WithObserver calls f with every Process call's Event (Outcome, Err,
 // Duration; StoreErr stays nil: the inbox row commits with the effect or
 // not at all), as dedup.WithObserver does for a Deduper; metrics.Dedup's
 // Observer fits. A handler that panics is not reported. Default: none.
-func WithObserver(f dedup.Observer) Option { return func(in *Inbox) { in.observe = f } }
+func WithObserver(f dedup.Observer) Option { return func(in *inbox) { in.observe = f } }
 
 // New returns an inbox on db. It fails with dedup.ErrInvalid when db is nil,
 // the table name is not a plain identifier, a duration is out of range, or
@@ -118,23 +129,32 @@ func New(db *sql.DB, opts ...Option) (*Inbox, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", dedup.ErrInvalid)
 	}
-	in := &Inbox{db: db, table: DefaultTable, retention: dedup.DefaultRetention, timeout: dedup.DefaultProcessingTTL}
+	d, err := sqldialect.Resolve(sqldialect.Unknown, db)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sqlinbox: %w", dedup.ErrInvalid, err)
+	}
+	core, err := newInbox(sqlconn.StdDB(db), d, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Inbox{inbox: core, db: db}, nil
+}
+
+// newInbox is New on db, of dialect d.
+func newInbox(db sqlconn.DB, d sqldialect.Dialect, opts []Option) (inbox, error) {
+	in := inbox{db: db, dialect: d, table: DefaultTable, retention: dedup.DefaultRetention, timeout: dedup.DefaultProcessingTTL}
 	for _, o := range opts {
 		if o != nil {
-			o(in)
+			o(&in)
 		}
 	}
 	if err := sqldialect.Table(in.table, indexSuffix); err != nil {
-		return nil, fmt.Errorf("%w: sqlinbox: %w", dedup.ErrInvalid, err)
+		return in, fmt.Errorf("%w: sqlinbox: %w", dedup.ErrInvalid, err)
 	}
 	for what, d := range map[string]time.Duration{"retention": in.retention, "timeout": in.timeout} {
 		if d < dedup.MinDuration || d > dedup.MaxDuration {
-			return nil, fmt.Errorf("%w: sqlinbox: %s %v outside [%v, %v]", dedup.ErrInvalid, what, d, dedup.MinDuration, dedup.MaxDuration)
+			return in, fmt.Errorf("%w: sqlinbox: %s %v outside [%v, %v]", dedup.ErrInvalid, what, d, dedup.MinDuration, dedup.MaxDuration)
 		}
-	}
-	var err error
-	if in.dialect, err = sqldialect.Resolve(sqldialect.Unknown, db); err != nil {
-		return nil, fmt.Errorf("%w: sqlinbox: %w", dedup.ErrInvalid, err)
 	}
 	in.claimQ = in.sql(claimSQL)
 	in.purgeQ = in.sql(purgeSQL)
@@ -151,7 +171,9 @@ func New(db *sql.DB, opts ...Option) (*Inbox, error) {
 // Migrate creates the table and its index if they do not exist. It is
 // idempotent. It fails with an error wrapping dedup.ErrInvalid on a server
 // older than latchkey supports.
-func (in *Inbox) Migrate(ctx context.Context) error {
+func (in *Inbox) Migrate(ctx context.Context) error { return in.migrate(ctx) }
+
+func (in *inbox) migrate(ctx context.Context) error {
 	if err := in.dialect.Migrate(ctx, in.db, "latchkey/dedup/sqlinbox:"+in.table, in.migrations, dedup.ErrInvalid); err != nil {
 		return fmt.Errorf("sqlinbox: %w", err)
 	}
@@ -165,10 +187,17 @@ func (in *Inbox) Migrate(ctx context.Context) error {
 // returns dedup.ErrInvalidID for a bad id, an error wrapping ErrRetry on a
 // deadlock or lock wait timeout, or the database's error.
 func (in *Inbox) Claim(ctx context.Context, tx Execer, id string) (bool, error) {
+	return in.claim(ctx, tx.ExecContext, id)
+}
+
+// exec is a transaction's way to run a statement.
+type exec func(ctx context.Context, query string, args ...any) (sql.Result, error)
+
+func (in *inbox) claim(ctx context.Context, run exec, id string) (bool, error) {
 	if err := dedup.CheckID(id); err != nil {
 		return false, err
 	}
-	r, err := tx.ExecContext(ctx, in.claimQ, id)
+	r, err := run(ctx, in.claimQ, id)
 	if err != nil {
 		return false, sqldialect.Retryable(err)
 	}
@@ -206,41 +235,64 @@ func (in *Inbox) Wrap(h TxHandler) dedup.Handler {
 //
 // If h panics, the transaction rolls back and the panic goes on.
 func (in *Inbox) Process(ctx context.Context, m dedup.Message, h TxHandler) (dedup.Outcome, error) {
+	if h == nil {
+		return in.observed(ctx, nilHandler)
+	}
+	return in.observed(ctx, func(ctx context.Context) (dedup.Outcome, error) {
+		return in.process(ctx, m, func(ctx context.Context) (sqlconn.Tx, func() error, error) {
+			tx, err := in.db.BeginTx(ctx, in.txOpts)
+			if err != nil {
+				return nil, nil, err
+			}
+			return sqlconn.StdTx(tx), func() error { return h(ctx, tx, m) }, nil
+		})
+	})
+}
+
+// nilHandler is Process with no handler.
+func nilHandler(context.Context) (dedup.Outcome, error) {
+	return dedup.OutcomeRejected, fmt.Errorf("%w: nil handler", dedup.ErrInvalid)
+}
+
+// observed runs process and tells WithObserver's function how it ended.
+func (in *inbox) observed(ctx context.Context, process func(context.Context) (dedup.Outcome, error)) (dedup.Outcome, error) {
 	if in.observe == nil {
-		return in.process(ctx, m, h)
+		return process(ctx)
 	}
 	start := time.Now()
-	o, err := in.process(ctx, m, h)
+	o, err := process(ctx)
 	in.observe(ctx, dedup.Event{Outcome: o, Err: err, Duration: time.Since(start)})
 	return o, err
 }
 
-// process is Process.
-func (in *Inbox) process(ctx context.Context, m dedup.Message, h TxHandler) (dedup.Outcome, error) {
-	if h == nil {
-		return dedup.OutcomeRejected, fmt.Errorf("%w: nil handler", dedup.ErrInvalid)
-	}
+// begin starts Process's transaction, bounded by ctx, and returns it with
+// the handler bound to it in the driver's own type.
+type begin func(ctx context.Context) (tx sqlconn.Tx, handle func() error, err error)
+
+// process is Process: claim, handle, commit, in the transaction begin
+// starts.
+func (in *inbox) process(ctx context.Context, m dedup.Message, start begin) (dedup.Outcome, error) {
 	if err := dedup.CheckID(m.ID); err != nil {
 		return dedup.OutcomeRejected, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, in.timeout)
 	defer cancel()
-	tx, err := in.db.BeginTx(ctx, in.txOpts)
+	tx, handle, err := start(ctx)
 	if err != nil {
 		return dedup.OutcomeRejected, err
 	}
-	defer func() { _ = tx.Rollback() }() // after Commit: ErrTxDone, ignored
-	fresh, err := in.Claim(ctx, tx, m.ID)
+	defer sqlconn.Rollback(ctx, tx) // after Commit: nothing to undo
+	fresh, err := in.claim(ctx, tx.Exec, m.ID)
 	if err != nil {
 		return dedup.OutcomeRejected, err
 	}
 	if !fresh {
 		return dedup.OutcomeDuplicate, nil
 	}
-	if err := h(ctx, tx, m); err != nil {
+	if err := handle(); err != nil {
 		return dedup.OutcomeFailed, err
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		return dedup.OutcomeRejected, fmt.Errorf("sqlinbox: commit: %w", err)
 	}
 	return dedup.OutcomeProcessed, nil
@@ -248,19 +300,17 @@ func (in *Inbox) process(ctx context.Context, m dedup.Message, h TxHandler) (ded
 
 // Purge deletes the ids processed longer ago than the retention and reports
 // how many went.
-func (in *Inbox) Purge(ctx context.Context) (int64, error) {
-	r, err := in.db.ExecContext(ctx, in.purgeQ, in.retention.Milliseconds())
-	if err != nil {
-		return 0, err
-	}
-	return r.RowsAffected()
+func (in *Inbox) Purge(ctx context.Context) (int64, error) { return in.purge(ctx) }
+
+func (in *inbox) purge(ctx context.Context) (int64, error) {
+	return sqlconn.Affected(in.db.Exec(ctx, in.purgeQ, in.retention.Milliseconds()))
 }
 
 // indexSuffix names the table's purge index, after the table.
 const indexSuffix = "_processed"
 
 // sql fills in a statement template: {t} the table, {i} its index name.
-func (in *Inbox) sql(q string) string {
+func (in *inbox) sql(q string) string {
 	return in.dialect.Fill(q, "{t}", in.table, "{i}", sqldialect.Bare(in.table)+indexSuffix)
 }
 

@@ -81,7 +81,7 @@ func (g *Guard) Read(ctx context.Context, h fence.Holder, key any, into Into) er
 		return g.readMySQL(ctx, t, key, q, args, cols, dest)
 	}
 	return g.decide(ctx, t, key, func() (bool, error) {
-		switch err := g.db.QueryRowContext(ctx, q, args...).Scan(dest...); {
+		switch err := g.db.QueryRow(ctx, q, args...).Scan(dest...); {
 		case errors.Is(err, sql.ErrNoRows):
 			return false, nil
 		case err != nil:
@@ -104,7 +104,7 @@ func (g *Guard) readMySQL(ctx context.Context, t uint64, key any, claim string, 
 	}
 	q := g.dialect.Rebind(fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 AND COALESCE(%s, 0) = $2%s",
 		strings.Join(cols, ", "), g.table, g.key, g.token, g.dialect.LockRead()))
-	switch err := g.db.QueryRowContext(ctx, q, key, int64(t)).Scan(dest...); {
+	switch err := g.db.QueryRow(ctx, q, key, int64(t)).Scan(dest...); {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("%w: %s row %v was claimed by a newer holder right after token %d's claim", fence.ErrStale, g.table, key, t)
 	case err != nil:

@@ -8,12 +8,14 @@ import (
 	"strings"
 
 	"github.com/latchkey-go/latchkey/fence"
+	"github.com/latchkey-go/latchkey/internal/sqlconn"
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
 
-// DB is what a Guard runs its statements on: *sql.DB, *sql.Tx and *sql.Conn
-// all satisfy it.
-type DB = sqldialect.DB
+// DB is what a Guard runs its statements on through database/sql: *sql.DB,
+// *sql.Tx and *sql.Conn all satisfy it. For pgx, see [NewPgx] and
+// [Guard.InPgx].
+type DB = sqlconn.StdHandle
 
 // Values are the columns a guarded write sets, by name. Names must be plain
 // SQL identifiers; values are passed as statement parameters, and a value
@@ -27,7 +29,7 @@ type Into = sqldialect.Into
 // A Guard writes to one table's rows only with tokens at least as high as the
 // row's token column. It is safe for concurrent use; it holds no connection.
 type Guard struct {
-	db      DB
+	db      sqlconn.Conn
 	dialect Dialect
 	table   string
 	key     string
@@ -83,14 +85,20 @@ func New(db *sql.DB, table string, opts ...Option) (*Guard, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: sqlfence: nil *sql.DB", fence.ErrInvalid)
 	}
-	g := &Guard{db: db, table: table, key: DefaultKeyColumn, token: DefaultTokenColumn}
+	return newGuard(sqlconn.Std(db), table, opts, func(d Dialect) (Dialect, error) { return sqldialect.Resolve(d, db) })
+}
+
+// newGuard is New on c, whose dialect resolve settles from the one
+// WithDialect gave.
+func newGuard(c sqlconn.Conn, table string, opts []Option, resolve func(Dialect) (Dialect, error)) (*Guard, error) {
+	g := &Guard{db: c, table: table, key: DefaultKeyColumn, token: DefaultTokenColumn}
 	for _, o := range opts {
 		if o != nil {
 			o(g)
 		}
 	}
 	var err error
-	if g.dialect, err = sqldialect.Resolve(g.dialect, db); err != nil {
+	if g.dialect, err = resolve(g.dialect); err != nil {
 		return nil, fmt.Errorf("%w: sqlfence: %w; use WithDialect", fence.ErrInvalid, err)
 	}
 	err = errors.Join(sqldialect.Table(table), sqldialect.Ident("key column", g.key), sqldialect.Ident("token column", g.token))
@@ -106,10 +114,13 @@ func New(db *sql.DB, table string, opts ...Option) (*Guard, error) {
 // In returns a copy of g that runs its statements on db, typically a *sql.Tx,
 // so a guarded write commits or rolls back with the caller's other
 // statements. db must be of the same database as g's.
-func (g *Guard) In(db DB) *Guard {
-	c := *g
-	c.db = db
-	return &c
+func (g *Guard) In(db DB) *Guard { return g.on(sqlconn.Std(db)) }
+
+// on returns a copy of g that runs its statements on c.
+func (g *Guard) on(c sqlconn.Conn) *Guard {
+	cp := *g
+	cp.db = c
+	return &cp
 }
 
 // Update sets values on the row whose key column equals key, if h's token is
@@ -172,7 +183,7 @@ func (g *Guard) update(t uint64, key any, cols []string, values Values, returnin
 // clientFoundRows, and a claim with the row's own token changes nothing; its
 // statement's LAST_INSERT_ID, the token it set or 0, tells either way.
 func (g *Guard) exec(ctx context.Context, what, q string, args []any) (bool, error) {
-	res, err := g.db.ExecContext(ctx, q, args...)
+	res, err := g.db.Exec(ctx, q, args...)
 	if err != nil {
 		return false, fmt.Errorf("sqlfence: %s %s: %w", what, g.table, sqldialect.Retryable(err))
 	}
@@ -246,7 +257,7 @@ func (g *Guard) Upsert(ctx context.Context, h fence.Holder, key any, values Valu
 		"INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s) DO UPDATE SET %s WHERE COALESCE(%s.%s, 0) <= excluded.%s",
 		g.table, strings.Join(names, ", "), strings.Join(ph, ", "), g.key, strings.Join(set, ", "),
 		sqldialect.Bare(g.table), g.token, g.token))
-	res, err := g.db.ExecContext(ctx, q, args...)
+	res, err := g.db.Exec(ctx, q, args...)
 	if err != nil {
 		return fmt.Errorf("sqlfence: upsert %s: %w", g.table, sqldialect.Retryable(err))
 	}
@@ -309,7 +320,7 @@ func (g *Guard) Token(ctx context.Context, key any) (uint64, error) {
 func (g *Guard) tokenOf(ctx context.Context, key any, lockRead string) (uint64, error) {
 	q := g.dialect.Rebind(fmt.Sprintf("SELECT COALESCE(%s, 0) FROM %s WHERE %s = $1%s", g.token, g.table, g.key, lockRead))
 	var cur int64
-	switch err := g.db.QueryRowContext(ctx, q, key).Scan(&cur); {
+	switch err := g.db.QueryRow(ctx, q, key).Scan(&cur); {
 	case errors.Is(err, sql.ErrNoRows):
 		return 0, fmt.Errorf("%w: %s row %v", fence.ErrNotFound, g.table, key)
 	case err != nil:

@@ -33,7 +33,7 @@ func (s *Store) Lookup(ctx context.Context, key string) (idem.Record, error) {
 		fp, result  []byte
 		age, remain int64
 	)
-	err := s.db.QueryRowContext(ctx, s.inspectQuery(inspectSQL), key).Scan(&state, &fp, &result, &age, &remain)
+	err := s.db.QueryRow(ctx, s.inspectQuery(inspectSQL), key).Scan(&state, &fp, &result, &age, &remain)
 	at := time.Now()
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -74,7 +74,7 @@ func (s *Store) Forget(ctx context.Context, key string, force bool) error {
 	// A claim recorded between the DELETE and the SELECT is an outcome the
 	// next DELETE may take; a few rounds settle it.
 	for range 3 {
-		res, err := s.db.ExecContext(ctx, q, key)
+		res, err := s.db.Exec(ctx, q, key)
 		if err != nil {
 			return err
 		}

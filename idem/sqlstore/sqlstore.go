@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/internal/sqlconn"
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
 
@@ -45,7 +46,7 @@ const (
 // Store keeps idempotency records and submit tokens in two tables. It is safe
 // for concurrent use.
 type Store struct {
-	db      *sql.DB
+	db      sqlconn.DB
 	dialect Dialect
 	table   string
 	tokens  string
@@ -80,6 +81,12 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", idem.ErrInvalid)
 	}
+	return newStore(sqlconn.StdDB(db), opts, func(d Dialect) (Dialect, error) { return sqldialect.Resolve(d, db) })
+}
+
+// newStore is New on db, whose dialect resolve settles from the one
+// WithDialect gave.
+func newStore(db sqlconn.DB, opts []Option, resolve func(Dialect) (Dialect, error)) (*Store, error) {
 	s := &Store{db: db, table: DefaultTable, tokens: DefaultTokenTable}
 	for _, o := range opts {
 		if o != nil {
@@ -93,7 +100,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("%w: sqlstore: records and tokens need two tables", idem.ErrInvalid)
 	}
 	var err error
-	if s.dialect, err = sqldialect.Resolve(s.dialect, db); err != nil {
+	if s.dialect, err = resolve(s.dialect); err != nil {
 		return nil, fmt.Errorf("%w: sqlstore: %w; use WithDialect", idem.ErrInvalid, err)
 	}
 	fill := func(q string) string { return s.dialect.Fill(q, "{tt}", s.tokens, "{t}", s.table, "{x}", indexSuffix) }
@@ -136,7 +143,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 func (s *Store) Purge(ctx context.Context) (int64, error) {
 	var n int64
 	for _, q := range []string{s.q.purge, s.q.purgeTokens} {
-		r, err := s.db.ExecContext(ctx, q)
+		r, err := s.db.Exec(ctx, q)
 		if err != nil {
 			return n, err
 		}
@@ -168,7 +175,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, d time.Durat
 			result []byte
 			left   int64
 		)
-		err = s.db.QueryRowContext(ctx, s.q.lookup, key).Scan(&state, &fp, &result, &left)
+		err = s.db.QueryRow(ctx, s.q.lookup, key).Scan(&state, &fp, &result, &left)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
@@ -194,7 +201,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, d time.Durat
 func (s *Store) claim(ctx context.Context, key, tok, fingerprint string, d time.Duration) (bool, error) {
 	args := []any{key, tok, []byte(fingerprint), ms(d)}
 	if s.dialect == MySQL {
-		r, err := s.db.ExecContext(ctx, s.q.claim, args...)
+		r, err := s.db.Exec(ctx, s.q.claim, args...)
 		if err != nil {
 			return false, err
 		}
@@ -202,7 +209,7 @@ func (s *Store) claim(ctx context.Context, key, tok, fingerprint string, d time.
 		return id == 1, err
 	}
 	var got string
-	switch err := s.db.QueryRowContext(ctx, s.q.claim, args...).Scan(&got); {
+	switch err := s.db.QueryRow(ctx, s.q.claim, args...).Scan(&got); {
 	case errors.Is(err, sql.ErrNoRows):
 		return false, nil
 	case err != nil:
@@ -221,12 +228,12 @@ func (s *Store) Record(ctx context.Context, key, token string, result []byte, re
 	}
 	// The row always changes (state 1 to 2), so the affected rows are the
 	// matched rows on MySQL too.
-	return s.one(s.db.ExecContext(ctx, s.q.record, result, ms(retention), key, token))
+	return s.one(s.db.Exec(ctx, s.q.record, result, ms(retention), key, token))
 }
 
 // Release implements idem.Store with one DELETE.
 func (s *Store) Release(ctx context.Context, key, token string) error {
-	return s.one(s.db.ExecContext(ctx, s.q.release, key, token))
+	return s.one(s.db.Exec(ctx, s.q.release, key, token))
 }
 
 func (s *Store) one(r sql.Result, err error) error {
@@ -245,7 +252,7 @@ func (s *Store) one(r sql.Result, err error) error {
 
 // PutToken implements idem.TokenStore.
 func (s *Store) PutToken(ctx context.Context, token, bind string, ttl time.Duration) error {
-	_, err := s.db.ExecContext(ctx, s.q.putToken, token, []byte(bind), ms(ttl))
+	_, err := s.db.Exec(ctx, s.q.putToken, token, []byte(bind), ms(ttl))
 	return err
 }
 
@@ -253,7 +260,7 @@ func (s *Store) PutToken(ctx context.Context, token, bind string, ttl time.Durat
 // on MySQL one UPDATE that marks the token spent.
 func (s *Store) ConsumeToken(ctx context.Context, token, bind string) error {
 	if s.dialect == MySQL {
-		r, err := s.db.ExecContext(ctx, s.q.consumeToken, []byte(bind), token)
+		r, err := s.db.Exec(ctx, s.q.consumeToken, []byte(bind), token)
 		if err != nil {
 			return err
 		}
@@ -268,7 +275,7 @@ func (s *Store) ConsumeToken(ctx context.Context, token, bind string) error {
 		got  []byte
 		left int64
 	)
-	err := s.db.QueryRowContext(ctx, s.q.consumeToken, token).Scan(&got, &left)
+	err := s.db.QueryRow(ctx, s.q.consumeToken, token).Scan(&got, &left)
 	if errors.Is(err, sql.ErrNoRows) {
 		return idem.ErrTokenInvalid
 	}

@@ -11,6 +11,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
+	"github.com/latchkey-go/latchkey/internal/sqlconn"
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
@@ -38,10 +39,10 @@ func TestServers(t *testing.T) {
 			if got := sqldialect.Detect(db); got != c.d {
 				t.Errorf("Detect = %v", got)
 			}
-			if err := c.d.Check(t.Context(), db, errInvalid); err != nil {
+			if err := c.d.Check(t.Context(), sqlconn.Std(db), errInvalid); err != nil {
 				t.Fatalf("Check: %v", err)
 			}
-			if err := sqldialect.Dialect(99).Check(t.Context(), db, errInvalid); !errors.Is(err, errInvalid) {
+			if err := sqldialect.Dialect(99).Check(t.Context(), sqlconn.Std(db), errInvalid); !errors.Is(err, errInvalid) {
 				t.Errorf("Check of an unknown dialect = %v, want the caller's invalid", err)
 			}
 			before := time.Now()
@@ -73,7 +74,7 @@ func TestCheckUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := sqldialect.Postgres.Check(t.Context(), db, errInvalid); err == nil || errors.Is(err, errInvalid) {
+	if err := sqldialect.Postgres.Check(t.Context(), sqlconn.Std(db), errInvalid); err == nil || errors.Is(err, errInvalid) {
 		t.Errorf("Check on no server = %v, want the connection's error", err)
 	}
 }

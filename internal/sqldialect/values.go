@@ -1,24 +1,9 @@
 package sqldialect
 
 import (
-	"context"
-	"database/sql"
 	"fmt"
 	"reflect"
 	"slices"
-)
-
-// DB is what a statement runs on: *sql.DB, *sql.Tx and *sql.Conn all
-// satisfy it. fence/sqlfence and state re-export it.
-type DB interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-var (
-	_ DB = (*sql.DB)(nil)
-	_ DB = (*sql.Tx)(nil)
-	_ DB = (*sql.Conn)(nil)
 )
 
 // Values are the columns a write sets, by name. fence/sqlfence and state

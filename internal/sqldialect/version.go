@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/latchkey-go/latchkey/internal/sqlconn"
 )
 
 // A version is a server's major, minor and patch number.
@@ -68,12 +70,12 @@ func (d Dialect) CheckVersion(reported string) error {
 // Check runs VersionQuery on db and CheckVersion on its answer. A server
 // older than MinVersion gives an error wrapping invalid (the calling
 // package's ErrInvalid); a failed query, the database's error.
-func (d Dialect) Check(ctx context.Context, db DB, invalid error) error {
+func (d Dialect) Check(ctx context.Context, db sqlconn.Conn, invalid error) error {
 	if !d.Supported() {
 		return fmt.Errorf("%w: unsupported SQL dialect %v", invalid, d)
 	}
 	var v string
-	if err := db.QueryRowContext(ctx, d.VersionQuery()).Scan(&v); err != nil {
+	if err := db.QueryRow(ctx, d.VersionQuery()).Scan(&v); err != nil {
 		return fmt.Errorf("reading the server version: %w", err)
 	}
 	if err := d.CheckVersion(v); err != nil {

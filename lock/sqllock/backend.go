@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/internal/lockerr"
+	"github.com/latchkey-go/latchkey/internal/sqlconn"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
 // backend implements lock.Backend and lock.BatchRenewer on a lease table.
 type backend struct {
-	db      conn
+	db      sqlconn.Querier
 	dialect Dialect
 	q       queries
 }
@@ -33,7 +34,7 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 		token sql.NullInt64
 		left  int64
 	)
-	ok, err := b.db.queryRow(ctx, b.q.acquire, []any{key, owner, ttl.Milliseconds()}, &token, &left)
+	ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.acquire, key, owner, ttl.Milliseconds()), &token, &left)
 	if err != nil {
 		return 0, 0, fmt.Errorf("sqllock: %w", err)
 	}
@@ -44,7 +45,7 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 		// Held: ask how long the holder has left, to time the next attempt.
 		// (SQLite runs in-process, so the second statement costs no round trip.)
 		// A lease in its last millisecond is reported as 1 ms, not unknown.
-		if ok, err := b.db.queryRow(ctx, b.q.holder, []any{key}, &left); err != nil || !ok {
+		if ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.holder, key), &left); err != nil || !ok {
 			left = 0
 		} else {
 			left = max(left, 1)
@@ -56,7 +57,7 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 // tryAcquireMySQL is TryAcquire in the statements of mysqlQueries: the token
 // comes back as the statement's LAST_INSERT_ID, 0 when the key is held.
 func (b *backend) tryAcquireMySQL(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
-	token, err := b.db.(sqlConn).lastID(ctx, b.q.acquire, key, owner, ttl.Milliseconds())
+	token, err := sqlconn.LastID(b.db.Exec(ctx, b.q.acquire, key, owner, ttl.Milliseconds()))
 	if err != nil {
 		return 0, 0, fmt.Errorf("sqllock: %w", err)
 	}
@@ -65,7 +66,7 @@ func (b *backend) tryAcquireMySQL(ctx context.Context, key, owner string, ttl ti
 	}
 	// A lease in its last millisecond is reported as 1 ms, not unknown.
 	var left int64
-	if ok, err := b.db.queryRow(ctx, b.q.holder, []any{key}, &left); err != nil || !ok {
+	if ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.holder, key), &left); err != nil || !ok {
 		left = 0
 	} else {
 		left = max(left, 1)
@@ -76,7 +77,7 @@ func (b *backend) tryAcquireMySQL(ctx context.Context, key, owner string, ttl ti
 func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
 	if b.dialect == MySQL {
 		// Matched, even when the expiry stayed what it was: see mysqlQueries.
-		at, err := b.db.(sqlConn).lastID(ctx, b.q.renew, ttl.Milliseconds(), key, owner)
+		at, err := sqlconn.LastID(b.db.Exec(ctx, b.q.renew, ttl.Milliseconds(), key, owner))
 		if err != nil {
 			return fmt.Errorf("sqllock: %w", err)
 		}
@@ -85,7 +86,7 @@ func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duratio
 		}
 		return nil
 	}
-	n, err := b.db.exec(ctx, b.q.renew, key, owner, ttl.Milliseconds())
+	n, err := sqlconn.Affected(b.db.Exec(ctx, b.q.renew, key, owner, ttl.Milliseconds()))
 	if err != nil {
 		return fmt.Errorf("sqllock: %w", err)
 	}
@@ -102,7 +103,7 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 	}
 	var ok bool
 	if b.dialect == MySQL {
-		n, err := b.db.exec(ctx, b.q.release, args...)
+		n, err := sqlconn.Affected(b.db.Exec(ctx, b.q.release, args...))
 		if err != nil {
 			return fmt.Errorf("sqllock: %w", err)
 		}
@@ -110,7 +111,7 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 	} else {
 		var released any
 		var err error
-		if ok, err = b.db.queryRow(ctx, b.q.release, args, &released); err != nil {
+		if ok, err = sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.release, args...), &released); err != nil {
 			return fmt.Errorf("sqllock: %w", err)
 		}
 	}
@@ -166,7 +167,7 @@ func (b *backend) renewChunk(ctx context.Context, chunk []lock.Renewal) (map[str
 		}
 		args = []any{string(js)}
 	}
-	keys, err := b.db.queryStrings(ctx, b.q.batch, args...)
+	keys, err := sqlconn.Strings(ctx, b.db, b.q.batch, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +190,7 @@ func (b *backend) renewChunkMySQL(ctx context.Context, chunk []lock.Renewal) (ma
 	if err != nil {
 		return nil, err
 	}
-	n, err := b.db.exec(ctx, b.q.batch, string(js))
+	n, err := sqlconn.Affected(b.db.Exec(ctx, b.q.batch, string(js)))
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +204,7 @@ func (b *backend) renewChunkMySQL(ctx context.Context, chunk []lock.Renewal) (ma
 	}
 	// Held now means renewed: a lease that the UPDATE found expired cannot
 	// be its owner's again, owners being new for every Acquire.
-	keys, err := b.db.queryStrings(ctx, b.q.held, string(js))
+	keys, err := sqlconn.Strings(ctx, b.db, b.q.held, string(js))
 	if err != nil {
 		return nil, err
 	}

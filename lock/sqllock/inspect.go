@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/sqlconn"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -67,7 +68,7 @@ func (l *Locker) InspectLock(ctx context.Context, key string) (lock.LockInfo, er
 func (l *Locker) inspect(ctx context.Context, key string) (info lock.LockInfo, owner string, err error) {
 	var token, left int64
 	info = lock.LockInfo{Key: key, Waiters: lock.Unknown}
-	ok, err := l.backend.db.queryRow(ctx, l.iq.one, []any{key}, &owner, &token, &left)
+	ok, err := sqlconn.ScanOne(l.backend.db.QueryRow(ctx, l.iq.one, key), &owner, &token, &left)
 	if err != nil || !ok {
 		if err != nil {
 			err = fmt.Errorf("sqllock: %w", err)
@@ -96,7 +97,7 @@ func (l *Locker) ListLocks(ctx context.Context, prefix string, limit int, cursor
 	if l.backend.dialect == MySQL {
 		args = []any{likePrefix(prefix, "|"), string(raw), limit}
 	}
-	err = queryRows(ctx, l.backend.db, l.iq.list, args, func(scan func(...any) error) error {
+	err = sqlconn.Each(ctx, l.backend.db, l.iq.list, args, func(scan func(...any) error) error {
 		var key, owner string
 		var token, left int64
 		if err := scan(&key, &owner, &token, &left); err != nil {
@@ -129,35 +130,4 @@ func (l *Locker) BreakLock(ctx context.Context, key string) (lock.LockInfo, erro
 		return info, fmt.Errorf("%w: sqllock: %q is not held", lock.ErrNotHeld, key)
 	}
 	return info, err
-}
-
-// queryRows calls row for every row of q, with the row's Scan.
-func queryRows(ctx context.Context, db conn, q string, args []any, row func(scan func(...any) error) error) error {
-	switch c := db.(type) {
-	case sqlConn:
-		rows, err := c.db.QueryContext(ctx, q, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			if err := row(rows.Scan); err != nil {
-				return err
-			}
-		}
-		return rows.Err()
-	case pgxConn:
-		rows, err := c.pool.Query(ctx, q, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			if err := row(rows.Scan); err != nil {
-				return err
-			}
-		}
-		return rows.Err()
-	}
-	return fmt.Errorf("%w: listing on a %T", lock.ErrUnsupported, db)
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/latchkey-go/latchkey/internal/sqlconn"
+	"github.com/latchkey-go/latchkey/internal/sqlconn/pgxconn"
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 	"github.com/latchkey-go/latchkey/lock"
 )
@@ -53,7 +55,7 @@ func New(ctx context.Context, db *sql.DB, d Dialect, opts ...Option) (*Locker, e
 	if d == Detect {
 		d = sqldialect.Detect(db) // newQueries refuses what it cannot tell
 	}
-	return newLocker(ctx, sqlConn{db}, d, nil, opts)
+	return newLocker(ctx, sqlconn.Std(db), d, nil, opts)
 }
 
 // NewPgx returns a Locker on a pgx pool for PostgreSQL and creates the lease
@@ -65,10 +67,10 @@ func NewPgx(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Locker, e
 	if pool == nil {
 		return nil, fmt.Errorf("%w: sqllock: nil *pgxpool.Pool", lock.ErrInvalid)
 	}
-	return newLocker(ctx, pgxConn{pool}, Postgres, pool, opts)
+	return newLocker(ctx, pgxconn.New(pool), Postgres, pool, opts)
 }
 
-func newLocker(ctx context.Context, db conn, d Dialect, pool *pgxpool.Pool, opts []Option) (*Locker, error) {
+func newLocker(ctx context.Context, db sqlconn.Querier, d Dialect, pool *pgxpool.Pool, opts []Option) (*Locker, error) {
 	o := options{table: DefaultTable}
 	for _, opt := range opts {
 		if opt != nil {
@@ -79,15 +81,11 @@ func newLocker(ctx context.Context, db conn, d Dialect, pool *pgxpool.Pool, opts
 	if err != nil {
 		return nil, fmt.Errorf("%w: sqllock: %w", lock.ErrInvalid, err)
 	}
-	var version string
-	if _, err := db.queryRow(ctx, d.VersionQuery(), nil, &version); err != nil {
+	if err := d.Check(ctx, db, lock.ErrInvalid); err != nil {
 		return nil, fmt.Errorf("sqllock: %w", err)
 	}
-	if err := d.CheckVersion(version); err != nil {
-		return nil, fmt.Errorf("%w: sqllock: %w", lock.ErrInvalid, err)
-	}
 	for _, stmt := range q.migrate {
-		if _, err := db.exec(ctx, stmt); err != nil {
+		if _, err := db.Exec(ctx, stmt); err != nil {
 			return nil, fmt.Errorf("sqllock: creating table %s: %w", o.table, err)
 		}
 	}
