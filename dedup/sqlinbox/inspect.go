@@ -24,7 +24,9 @@ const (
 // uncommitted row no other transaction sees, and reads as ErrNotFound.
 // Mark.Expires is the earliest Purge may delete the row (processed plus
 // WithRetention); it stays until a Purge does.
-func (in *Inbox) Lookup(ctx context.Context, id string) (dedup.Mark, error) { return in.lookup(ctx, id) }
+func (in *Inbox) Lookup(ctx context.Context, id string) (dedup.Mark, error) {
+	return in.lookup(ctx, id)
+}
 
 func (in *inbox) lookup(ctx context.Context, id string) (dedup.Mark, error) {
 	if err := dedup.CheckID(id); err != nil {
