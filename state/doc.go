@@ -31,5 +31,9 @@
 // every dialect a deadlock or lock wait timeout is an error wrapping
 // [ErrRetry].
 //
+// On pgx without database/sql, package state/pgxstate makes a Machine or an
+// Optimistic on a pgx pool, and [Machine.On](pgxstate.Conn(tx)) runs one in
+// your pgx.Tx; any other driver fits through a [Conn].
+//
 // This package imports only the standard library.
 package state

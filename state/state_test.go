@@ -1,6 +1,7 @@
 package state_test
 
 import (
+	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
@@ -12,11 +13,13 @@ import (
 	"testing"
 
 	_ "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/state"
+	"github.com/latchkey-go/latchkey/state/pgxstate"
 )
 
 var databases = []struct {
@@ -27,6 +30,9 @@ var databases = []struct {
 		return "file:" + filepath.Join(t.TempDir(), "state.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
 	}},
 	{"postgres", "pgx", func(t *testing.T) string { return testsvc.PostgresURL(t) }},
+	// PostgreSQL through a pgx pool (state/pgxstate); the tests' own
+	// statements still go through database/sql.
+	{pgxName, "pgx", func(t *testing.T) string { return testsvc.PostgresURL(t) }},
 	// MariaDB under both isolation levels a MySQL user runs.
 	{"mysql-read-committed", "mysql", func(t *testing.T) string {
 		return testsvc.MySQL(t, testsvc.MySQLIsolation(t, "READ-COMMITTED")...)
@@ -45,6 +51,31 @@ func keyType(driver string) string {
 	return "TEXT"
 }
 
+// pgxName is the databases entry on which Machine and Optimistic run on pgx.
+const pgxName = "pgx"
+
+// pools holds the pgx pool of each *sql.DB of the pgx entry, for
+// newMachine and newOptimistic.
+var pools sync.Map // *sql.DB -> *pgxpool.Pool
+
+// newMachine is state.NewMachine, or pgxstate.NewMachine on db's pool in
+// the pgx entry.
+func newMachine(db *sql.DB, table string, flow []state.Transition, opts ...state.Option) (*state.Machine, error) {
+	if p, ok := pools.Load(db); ok {
+		return pgxstate.NewMachine(p.(*pgxpool.Pool), table, flow, opts...)
+	}
+	return state.NewMachine(db, table, flow, opts...)
+}
+
+// newOptimistic is state.NewOptimistic, or pgxstate.NewOptimistic on db's
+// pool in the pgx entry.
+func newOptimistic(db *sql.DB, table string, opts ...state.Option) (*state.Optimistic, error) {
+	if p, ok := pools.Load(db); ok {
+		return pgxstate.NewOptimistic(p.(*pgxpool.Pool), table, opts...)
+	}
+	return state.NewOptimistic(db, table, opts...)
+}
+
 // forEachDB runs f on each database with a fresh orders table, unique to the
 // test and dropped at cleanup.
 func forEachDB(t *testing.T, f func(t *testing.T, db *sql.DB, table string)) {
@@ -58,6 +89,14 @@ func forEachDB(t *testing.T, f func(t *testing.T, db *sql.DB, table string)) {
 			t.Cleanup(func() { db.Close() })
 			if d.name == "sqlite" {
 				db.SetMaxOpenConns(1)
+			}
+			if d.name == pgxName {
+				pool, err := pgxpool.New(context.Background(), d.dsn(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				pools.Store(db, pool)
+				t.Cleanup(func() { pools.Delete(db); pool.Close() })
 			}
 			var b [6]byte
 			_, _ = rand.Read(b[:])
@@ -94,7 +133,7 @@ var orderFlow = []state.Transition{
 func TestMove(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
 		ctx := t.Context()
-		m, err := state.NewMachine(db, table, orderFlow)
+		m, err := newMachine(db, table, orderFlow)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +177,7 @@ func TestMove(t *testing.T) {
 // delivered many times): exactly one is told Applied, the rest Duplicate.
 func TestMoveRace(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
-		m, err := state.NewMachine(db, table, orderFlow)
+		m, err := newMachine(db, table, orderFlow)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +207,7 @@ func TestMoveRace(t *testing.T) {
 // nothing, and each reported success is in the total.
 func TestOptimisticNoLostUpdates(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
-		o, err := state.NewOptimistic(db, table, state.WithAttempts(1000), state.WithBackoff(0, 0))
+		o, err := newOptimistic(db, table, state.WithAttempts(1000), state.WithBackoff(0, 0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,7 +247,7 @@ func TestOptimisticNoLostUpdates(t *testing.T) {
 // catches it.
 func TestOptimisticRerunsOnFreshRead(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
-		o, err := state.NewOptimistic(db, table)
+		o, err := newOptimistic(db, table)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -247,7 +286,7 @@ func TestOptimisticRerunsOnFreshRead(t *testing.T) {
 // exactly the configured attempts with ErrConflict and writes nothing.
 func TestOptimisticBounded(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
-		o, err := state.NewOptimistic(db, table, state.WithAttempts(3))
+		o, err := newOptimistic(db, table, state.WithAttempts(3))
 		if err != nil {
 			t.Fatal(err)
 		}

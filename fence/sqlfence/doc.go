@@ -1,5 +1,6 @@
 // Package sqlfence guards rows of your own SQL tables with fencing tokens, on
-// PostgreSQL, SQLite and MySQL or MariaDB through database/sql.
+// PostgreSQL, SQLite and MySQL or MariaDB through database/sql, and on
+// PostgreSQL through pgx without database/sql ([NewPgx], [Guard.InPgx]).
 //
 // Add a token column to the table you protect; it holds the highest token
 // applied to the row:
@@ -68,7 +69,12 @@
 // fence.ErrInvalid when the new row collides with another on a different
 // unique key. The SELECT that explains a refusal is a locking read too.
 //
-// On every dialect, a statement that fails on a deadlock, a lock wait
-// timeout or a serialization failure returns an error wrapping [ErrRetry]
-// (and the driver's error): roll back and run the whole transaction again.
+// On pgx, a Guard from [NewPgx] runs each statement on the pool; inside your
+// transaction, [Guard.InPgx](tx) with your pgx.Tx is what In(tx) is for a
+// *sql.Tx. The statements are PostgreSQL's, RETURNING included.
+//
+// On every dialect and driver, a statement that fails on a deadlock, a lock
+// wait timeout or a serialization failure (PostgreSQL's SQLSTATE 40001,
+// 40P01, 55P03; pgx's *pgconn.PgError stays in the chain) returns an error
+// wrapping [ErrRetry]: roll back and run the whole transaction again.
 package sqlfence

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/latchkey-go/latchkey/fence"
 	"github.com/latchkey-go/latchkey/fence/fencetest"
 	"github.com/latchkey-go/latchkey/fence/sqlfence"
@@ -28,6 +30,9 @@ var targets = []fencetest.Target{
 	{Name: "mysql", Open: func(ctx context.Context, config string) (*fencetest.Conn, error) {
 		return openTarget(ctx, "mysql", sqllock.MySQL, config)
 	}},
+	// PostgreSQL through pgx without database/sql: the lock and the guard on
+	// one pgx pool.
+	{Name: "pgx", Open: openPgxTarget},
 }
 
 func TestMain(m *testing.M) { fencetest.Main(m, targets...) }
@@ -92,6 +97,41 @@ func openTarget(ctx context.Context, driver string, d sqllock.Dialect, config st
 	return &fencetest.Conn{Locker: locker, Register: register{db, g, table, ph}, Close: func() {
 		locker.Close()
 		db.Close()
+	}}, nil
+}
+
+// openPgxTarget is openTarget on a pgx pool; the register's own reads go
+// through database/sql.
+func openPgxTarget(ctx context.Context, config string) (*fencetest.Conn, error) {
+	dsn, prefix, _ := strings.Cut(config, "|")
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	closeAll := func() { db.Close(); pool.Close() }
+	locker, err := sqllock.NewPgx(ctx, pool, sqllock.WithTable(prefix+"_locks"))
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	table := prefix + "_reg"
+	if _, err := pool.Exec(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (k TEXT PRIMARY KEY, v TEXT NOT NULL, fence_token BIGINT NOT NULL DEFAULT 0)`, table)); err != nil {
+		closeAll()
+		return nil, err
+	}
+	g, err := sqlfence.NewPgx(pool, table, sqlfence.WithKeyColumn("k"))
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	return &fencetest.Conn{Locker: locker, Register: register{db, g, table, "$1"}, Close: func() {
+		locker.Close()
+		closeAll()
 	}}, nil
 }
 

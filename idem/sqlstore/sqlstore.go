@@ -16,6 +16,9 @@
 // that marks its row spent for Purge to delete. Neither depends on the
 // client's clientFoundRows setting.
 //
+// On pgx without database/sql, NewPgx takes a *pgxpool.Pool: the PostgreSQL
+// statements, one round trip each, as through database/sql.
+//
 // Call Migrate once at start-up (it is idempotent), and Purge now and then to
 // delete expired rows; expired rows are ignored whether purged or not.
 package sqlstore

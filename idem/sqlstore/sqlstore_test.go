@@ -13,6 +13,7 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
@@ -30,11 +31,18 @@ const (
 
 func TestMain(m *testing.M) {
 	idemtest.CrashChild(func() (idem.Store, error) {
+		t := os.Getenv(envTable)
+		if os.Getenv(envDriver) == pgxPool {
+			pool, err := pgxpool.New(context.Background(), os.Getenv(envDSN))
+			if err != nil {
+				return nil, err
+			}
+			return sqlstore.NewPgx(pool, sqlstore.WithTable(t), sqlstore.WithTokenTable(t+"_tok"))
+		}
 		db, err := sql.Open(os.Getenv(envDriver), os.Getenv(envDSN))
 		if err != nil {
 			return nil, err
 		}
-		t := os.Getenv(envTable)
 		return sqlstore.New(db, sqlstore.WithTable(t), sqlstore.WithTokenTable(t+"_tok"))
 	})
 	os.Exit(m.Run())
@@ -43,18 +51,23 @@ func TestMain(m *testing.M) {
 // backend is one database the tests run on.
 type backend struct {
 	name   string
-	driver string
+	driver string                    // database/sql's, for the tests' own statements
 	open   func(t *testing.T) string // returns a DSN
+	pgx    bool                      // the store runs on a pgx pool, not database/sql
 }
 
+// pgxPool names the pgx pool as the crash child's driver.
+const pgxPool = "pgxpool"
+
 var backends = []backend{
-	{"postgres", "pgx", func(t *testing.T) string { return testsvc.PostgresURL(t) }},
+	{"postgres", "pgx", func(t *testing.T) string { return testsvc.PostgresURL(t) }, false},
+	{"pgx", "pgx", func(t *testing.T) string { return testsvc.PostgresURL(t) }, true},
 	// Both affected-row conventions a MySQL user may have set.
-	{"mysql", "mysql", func(t *testing.T) string { return testsvc.MySQL(t) }},
-	{"mysql-found-rows", "mysql", func(t *testing.T) string { return testsvc.MySQL(t, "clientFoundRows", "true") }},
+	{"mysql", "mysql", func(t *testing.T) string { return testsvc.MySQL(t) }, false},
+	{"mysql-found-rows", "mysql", func(t *testing.T) string { return testsvc.MySQL(t, "clientFoundRows", "true") }, false},
 	{"sqlite", "sqlite", func(t *testing.T) string {
 		return "file:" + filepath.Join(t.TempDir(), "idem.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
-	}},
+	}, false},
 }
 
 // newStore opens db, creates tables unique to the test, and drops them when
@@ -67,7 +80,20 @@ func newStore(t *testing.T, b backend) (*sqlstore.Store, []string) {
 		t.Fatal(err)
 	}
 	table := "idemtest_" + idem.NewToken()[:12]
-	s, err := sqlstore.New(db, sqlstore.WithTable(table), sqlstore.WithTokenTable(table+"_tok"))
+	opts := []sqlstore.Option{sqlstore.WithTable(table), sqlstore.WithTokenTable(table + "_tok")}
+	var s *sqlstore.Store
+	driver := b.driver
+	if b.pgx {
+		pool, perr := pgxpool.New(context.Background(), dsn)
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		t.Cleanup(pool.Close)
+		s, err = sqlstore.NewPgx(pool, opts...)
+		driver = pgxPool
+	} else {
+		s, err = sqlstore.New(db, opts...)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +108,7 @@ func newStore(t *testing.T, b backend) (*sqlstore.Store, []string) {
 		}
 		_ = db.Close()
 	})
-	return s, []string{envDriver + "=" + b.driver, envDSN + "=" + dsn, envTable + "=" + table}
+	return s, []string{envDriver + "=" + driver, envDSN + "=" + dsn, envTable + "=" + table}
 }
 
 func TestConformance(t *testing.T) {
@@ -248,5 +274,26 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	defer my.Close()
 	if s, err := sqlstore.New(my); err != nil || s.Dialect() != sqlstore.MySQL {
 		t.Fatalf("detect mysql = %v, %v", s, err)
+	}
+}
+
+func TestNewPgxRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	if _, err := sqlstore.NewPgx(nil); !errors.Is(err, idem.ErrInvalid) {
+		t.Errorf("nil pool = %v, want ErrInvalid", err)
+	}
+	pool, err := pgxpool.New(context.Background(), "postgres://127.0.0.1:1/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := sqlstore.NewPgx(pool, sqlstore.WithDialect(sqlstore.MySQL)); !errors.Is(err, idem.ErrInvalid) {
+		t.Errorf("pgx on MySQL = %v, want ErrInvalid", err)
+	}
+	if _, err := sqlstore.NewPgx(pool, sqlstore.WithTable("a-b")); !errors.Is(err, idem.ErrInvalid) {
+		t.Errorf("bad table = %v, want ErrInvalid", err)
+	}
+	if s, err := sqlstore.NewPgx(pool); err != nil || s.Dialect() != sqlstore.Postgres {
+		t.Errorf("NewPgx = %v, %v; want a PostgreSQL store", s, err)
 	}
 }

@@ -36,8 +36,9 @@ type DB = pgxconn.Handle
 // is a pgx.Tx, the statements run in that transaction.
 func Conn(db DB) state.Conn { return pgxconn.New(db) }
 
-// NewMachine is state.NewMachine on a pgx pool. The options are state's; the
-// dialect is PostgreSQL. Errors wrap state.ErrInvalid, as state.NewMachine's.
+// NewMachine is state.NewMachine on a pgx pool. The options are state's,
+// but for WithDialect, which is ignored: pgx speaks PostgreSQL. Errors wrap
+// state.ErrInvalid, as state.NewMachine's.
 func NewMachine(pool *pgxpool.Pool, table string, transitions []state.Transition, opts ...state.Option) (*state.Machine, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: pgxstate: nil *pgxpool.Pool", state.ErrInvalid)
@@ -46,8 +47,8 @@ func NewMachine(pool *pgxpool.Pool, table string, transitions []state.Transition
 }
 
 // NewOptimistic is state.NewOptimistic on a pgx pool. The options are
-// state's; the dialect is PostgreSQL. Errors wrap state.ErrInvalid, as
-// state.NewOptimistic's.
+// state's, but for WithDialect, which is ignored: pgx speaks PostgreSQL.
+// Errors wrap state.ErrInvalid, as state.NewOptimistic's.
 func NewOptimistic(pool *pgxpool.Pool, table string, opts ...state.Option) (*state.Optimistic, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: pgxstate: nil *pgxpool.Pool", state.ErrInvalid)

@@ -1,0 +1,268 @@
+package sqlinbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/dedup/deduptest"
+	"github.com/latchkey-go/latchkey/dedup/sqlinbox"
+)
+
+// pgxEnv is env's table and ledger on PostgreSQL, with the inbox on a pgx
+// pool; the tests' own statements still go through e.db.
+type pgxEnv struct {
+	*env
+	pool *pgxpool.Pool
+	in   *sqlinbox.PgxInbox
+}
+
+func newPgxEnv(t *testing.T, opts ...sqlinbox.Option) *pgxEnv {
+	t.Helper()
+	e := newEnv(t, backends[0]) // postgres
+	pool, err := pgxpool.New(context.Background(), backends[0].dsn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	in, err := sqlinbox.NewPgx(pool, append([]sqlinbox.Option{sqlinbox.WithTable(e.table)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return &pgxEnv{env: e, pool: pool, in: in}
+}
+
+// pay is the business write in the caller's pgx transaction.
+func (e *pgxEnv) pay(ctx context.Context, tx pgx.Tx, m dedup.Message) error {
+	_, err := tx.Exec(ctx, "INSERT INTO "+e.ledger+" (msg, amount) VALUES ($1, 100)", m.ID)
+	return err
+}
+
+func TestPgxConformance(t *testing.T) {
+	t.Parallel()
+	e := newPgxEnv(t)
+	deduptest.RunHandler(t, func(t *testing.T, next dedup.Handler) dedup.Handler {
+		return e.in.Wrap(func(ctx context.Context, _ pgx.Tx, m dedup.Message) error { return next(ctx, m) })
+	})
+}
+
+func TestPgxBadIDs(t *testing.T) {
+	t.Parallel()
+	deduptest.CheckBadIDsRefused(t, newPgxEnv(t).in)
+}
+
+// The effect and the id commit together in the pgx transaction, or roll back
+// together; a duplicate adds neither; a hung handler's transaction is rolled
+// back at the timeout.
+func TestPgxCommitAndRollBackTogether(t *testing.T) {
+	t.Parallel()
+	e := newPgxEnv(t)
+	ctx := t.Context()
+	m := dedup.Message{ID: "pay-1"}
+	boom := errors.New("boom after the write")
+	if o, err := e.in.Process(ctx, m, func(ctx context.Context, tx pgx.Tx, m dedup.Message) error {
+		if err := e.pay(ctx, tx, m); err != nil {
+			return err
+		}
+		return boom
+	}); o != dedup.OutcomeFailed || !errors.Is(err, boom) {
+		t.Fatalf("failing handler: %v, %v", o, err)
+	}
+	if l, i := e.rows(t, m.ID); l != 0 || i != 0 {
+		t.Fatalf("after rollback: ledger %d, inbox %d rows; want none", l, i)
+	}
+	if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeProcessed || err != nil {
+		t.Fatalf("redelivery: %v, %v", o, err)
+	}
+	if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeDuplicate || err != nil {
+		t.Fatalf("duplicate: %v, %v", o, err)
+	}
+	if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
+		t.Fatalf("ledger %d, inbox %d rows; want 1 and 1", l, i)
+	}
+	if mk, err := e.in.Lookup(ctx, m.ID); err != nil || mk.State != dedup.Done {
+		t.Fatalf("Lookup = %+v, %v", mk, err)
+	}
+
+	short, err := sqlinbox.NewPgx(e.pool, sqlinbox.WithTable(e.table), sqlinbox.WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung := dedup.Message{ID: "pay-2"}
+	if o, err := short.Process(ctx, hung, func(ctx context.Context, tx pgx.Tx, m dedup.Message) error {
+		if err := e.pay(ctx, tx, m); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	}); o != dedup.OutcomeFailed || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("hung handler: %v, %v", o, err)
+	}
+	if o, err := e.in.Process(ctx, hung, e.pay); o != dedup.OutcomeProcessed || err != nil {
+		t.Fatalf("redelivery after the timeout: %v, %v", o, err)
+	}
+	if l, i := e.rows(t, hung.ID); l != 1 || i != 1 {
+		t.Fatalf("ledger %d, inbox %d rows; want 1 and 1", l, i)
+	}
+}
+
+// Claim joins the caller's pgx.Tx: a rollback forgets the id, a commit keeps
+// it.
+func TestPgxClaimInOwnTransaction(t *testing.T) {
+	t.Parallel()
+	e := newPgxEnv(t)
+	ctx := t.Context()
+	for _, commit := range []bool{false, true} {
+		tx, err := e.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := e.in.Claim(ctx, tx, "own-tx")
+		if err != nil || !fresh {
+			t.Fatalf("Claim (commit=%v): %v, %v; want fresh", commit, fresh, err)
+		}
+		if commit {
+			err = tx.Commit(ctx)
+		} else {
+			err = tx.Rollback(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		if fresh, err := e.in.Claim(ctx, tx, "own-tx"); err != nil || fresh {
+			return fmt.Errorf("Claim after a commit: %v, %v; want duplicate", fresh, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, i := e.rows(t, "own-tx"); i != 1 {
+		t.Fatalf("%d inbox rows, want the committed one", i)
+	}
+}
+
+// Two transactions claim two ids in opposite orders: PostgreSQL's deadlock
+// victim (SQLSTATE 40P01) gets an error wrapping ErrRetry, pgx's error
+// inside.
+func TestPgxDeadlockIsRetry(t *testing.T) {
+	t.Parallel()
+	e := newPgxEnv(t)
+	ctx := t.Context()
+	run := func(first, second string, claimed chan<- struct{}, proceed <-chan struct{}) error {
+		return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+			if _, err := e.in.Claim(ctx, tx, first); err != nil {
+				return err
+			}
+			close(claimed)
+			<-proceed
+			_, err := e.in.Claim(ctx, tx, second)
+			return err
+		})
+	}
+	c1, c2, both := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	errs := make(chan error, 2)
+	go func() { errs <- run("a", "b", c1, both) }()
+	go func() { errs <- run("b", "a", c2, both) }()
+	<-c1
+	<-c2
+	close(both)
+	e1, e2 := <-errs, <-errs
+	if (e1 == nil) == (e2 == nil) {
+		t.Fatalf("transactions ended %v and %v, want one through and one deadlock victim", e1, e2)
+	}
+	victim := errors.Join(e1, e2)
+	var pe *pgconn.PgError
+	if !errors.Is(victim, sqlinbox.ErrRetry) || !errors.As(victim, &pe) || pe.Code != "40P01" {
+		t.Fatalf("victim's error = %v, want ErrRetry wrapping SQLSTATE 40P01", victim)
+	}
+}
+
+// TestLedgerExactlyOnce on pgx: 100 payments delivered up to three times to
+// six consumers, 30% of handler runs failing after the write.
+func TestPgxLedgerExactlyOnce(t *testing.T) {
+	t.Parallel()
+	e := newPgxEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 100
+	var queue []dedup.Message
+	for i := range n {
+		for range 1 + i%3 {
+			queue = append(queue, dedup.Message{ID: fmt.Sprintf("pay-%d", i)})
+		}
+	}
+	mrand.Shuffle(len(queue), func(i, j int) { queue[i], queue[j] = queue[j], queue[i] })
+	h := e.in.Wrap(func(ctx context.Context, tx pgx.Tx, m dedup.Message) error {
+		if err := e.pay(ctx, tx, m); err != nil {
+			return err
+		}
+		if mrand.IntN(10) < 3 {
+			return errors.New("fail after the write")
+		}
+		return nil
+	})
+	ch := make(chan dedup.Message)
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			for m := range ch {
+				for !dedup.ShouldAck(h(ctx, m)) && ctx.Err() == nil {
+				}
+			}
+		})
+	}
+	for _, m := range queue {
+		ch <- m
+	}
+	close(ch)
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatal("timed out")
+	}
+	sum := e.count(t, "SELECT COALESCE(SUM(amount), 0) FROM "+e.ledger)
+	rows := e.count(t, "SELECT COUNT(DISTINCT msg) FROM "+e.ledger)
+	ids := e.count(t, "SELECT COUNT(*) FROM "+e.table)
+	if sum != 100*n || rows != n || ids != n {
+		t.Fatalf("ledger sum %d over %d messages, %d inbox ids; want %d, %d, %d", sum, rows, ids, 100*n, n, n)
+	}
+}
+
+func TestNewPgxRejectsBadArguments(t *testing.T) {
+	t.Parallel()
+	if _, err := sqlinbox.NewPgx(nil); !errors.Is(err, dedup.ErrInvalid) {
+		t.Errorf("nil pool = %v, want ErrInvalid", err)
+	}
+	pool, err := pgxpool.New(context.Background(), "postgres://127.0.0.1:1/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := sqlinbox.NewPgx(pool, sqlinbox.WithTable("a-b")); !errors.Is(err, dedup.ErrInvalid) {
+		t.Errorf("bad table = %v, want ErrInvalid", err)
+	}
+	if _, err := sqlinbox.NewPgx(pool, sqlinbox.WithTimeout(0)); !errors.Is(err, dedup.ErrInvalid) {
+		t.Errorf("zero timeout = %v, want ErrInvalid", err)
+	}
+	in, err := sqlinbox.NewPgx(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err := in.Process(t.Context(), dedup.Message{ID: "x"}, nil); o != dedup.OutcomeRejected || !errors.Is(err, dedup.ErrInvalid) {
+		t.Errorf("nil handler = %v, %v; want Rejected, ErrInvalid", o, err)
+	}
+}
