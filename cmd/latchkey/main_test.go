@@ -3,8 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -380,8 +384,8 @@ func countKind(steps []jsonStep, kind string) int {
 const lockScenarios = "transfers,last-item,paused-holder,forgot-to-unlock"
 
 // TestDemoServers runs the whole demo on each server the flags can name, at
-// once: PostgreSQL for data, keys and locks; Redis for keys and locks; etcd
-// and ZooKeeper for the locks.
+// once: PostgreSQL and MariaDB for data, keys and locks; Redis for keys and
+// locks; etcd and ZooKeeper for the locks.
 func TestDemoServers(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -391,6 +395,8 @@ func TestDemoServers(t *testing.T) {
 	}{
 		{"postgres", func(t *testing.T) []string { return []string{"--db", testsvc.PostgresURL(t)} }, "postgres://"},
 		{"redis", func(t *testing.T) []string { return []string{"--db", "redis://" + testsvc.RedisAddr(t)} }, "redis://"},
+		// MariaDB for data, keys and locks, in a database of the test's own.
+		{"mysql", func(t *testing.T) []string { return []string{"--db", testsvc.MySQLURL(t)} }, "mysql://"},
 		// etcd and ZooKeeper hold only locks: the scenarios with locks.
 		{"etcd", func(t *testing.T) []string {
 			return []string{"--backend", "etcd://" + testsvc.StartEtcd(t).Endpoint(), "--only", lockScenarios}
@@ -416,6 +422,62 @@ func TestDemoServers(t *testing.T) {
 			}
 			checkClean(t, rep)
 		})
+	}
+}
+
+// TestDemoMySQLPasswordNeverPrinted runs the SQL scenarios on MariaDB as a
+// user with a password (and clientFoundRows=true, which the demo's guards
+// must not be fooled by), and once with a wrong one: the password appears in
+// no output, and the report names the database with it masked.
+func TestDemoMySQLPasswordNeverPrinted(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cret-Pa55word"
+	u, err := url.Parse(testsvc.MySQLURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := sql.Open("mysql", testsvc.MySQLServerDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	user := "demo_" + hex.EncodeToString(r[:])
+	for _, q := range []string{
+		"CREATE USER '" + user + "'@'%' IDENTIFIED BY '" + secret + "'",
+		"GRANT ALL ON " + strings.TrimPrefix(u.Path, "/") + ".* TO '" + user + "'@'%'",
+	} {
+		if _, err := admin.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _, _ = admin.Exec("DROP USER '" + user + "'@'%'") })
+
+	u.User = url.UserPassword(user, secret)
+	// The demo counts the rows its inserts kept, so it opens its connections
+	// without CLIENT_FOUND_ROWS, whatever the URL asks.
+	u.RawQuery = "clientFoundRows=true"
+	code, out, errOut := latchkey(t, "demo", "--json", "--db", u.String(), "--only", "payment,failed-handler")
+	if code != exitOK {
+		t.Fatalf("exit status %d; stderr:\n%s", code, errOut)
+	}
+	if strings.Contains(out+errOut, secret) {
+		t.Fatalf("the password was printed:\n%s\n%s", out, errOut)
+	}
+	rep := parseReport(t, out)
+	checkClean(t, rep)
+	if !strings.HasPrefix(rep.DB, "mysql://"+user+":xxxxx@") {
+		t.Errorf("report's db = %q, want the URL with the password masked", rep.DB)
+	}
+
+	u.User = url.UserPassword(user, secret+"-wrong")
+	code, out, errOut = latchkey(t, "demo", "--db", u.String(), "--only", "payment")
+	if code == exitOK || !strings.Contains(errOut, "Access denied") {
+		t.Errorf("wrong password: exit %d, stderr %q; want a refusal", code, errOut)
+	}
+	if strings.Contains(out+errOut, secret) {
+		t.Fatalf("the wrong password was printed:\n%s\n%s", out, errOut)
 	}
 }
 
@@ -626,7 +688,9 @@ func TestCommands(t *testing.T) {
 		{args: []string{"demo", "--bogus"}, code: exitUsage, stderr: "flag provided but not defined"},
 		{args: []string{"demo", "extra"}, code: exitUsage, stderr: `unexpected argument "extra"`},
 		{args: []string{"demo", "--only", "payment,nope"}, code: exitUsage, stderr: `no scenario "nope"`},
-		{args: []string{"demo", "--db", "mysql://user:hunter22@h/db"}, code: exitFail, stderr: "unsupported scheme"},
+		{args: []string{"demo", "--db", "mssql://user:hunter22@h/db"}, code: exitFail, stderr: "unsupported scheme"},
+		{args: []string{"demo", "--db", "mysql://user:hunter22@127.0.0.1:1/db?timeout=1s"}, code: exitFail,
+			stderr: "opening the data database mysql://user:xxxxx@127.0.0.1:1/db"},
 		{args: []string{"demo", "--backend", "consul://user:hunter22@localhost"}, code: exitFail, stderr: "supported: etcd://, mem://"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -1,7 +1,9 @@
 package sqldialect_test
 
 import (
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -179,5 +181,50 @@ func TestRetryableOnMySQL(t *testing.T) {
 	}
 	if other := errors.New("x"); sqldialect.Retryable(other) != other || sqldialect.Retryable(nil) != nil {
 		t.Error("Retryable changed an error that is not a conflict")
+	}
+}
+
+// TestUpserts runs OnConflict, Excluded, DoNothing and the {key} column type
+// on each server: a kept row is reported as 0 affected rows, a new one as 1,
+// and an upsert replaces the value; keys differing only in case are two rows.
+func TestUpserts(t *testing.T) {
+	for _, c := range []struct {
+		d           sqldialect.Dialect
+		driver, dsn string
+	}{
+		{sqldialect.Postgres, "pgx", testsvc.PostgresURL(t)},
+		{sqldialect.SQLite, "sqlite", filepath.Join(t.TempDir(), "upsert.db")},
+		{sqldialect.MySQL, "mysql", testsvc.MySQL(t)},
+	} {
+		t.Run(c.d.String(), func(t *testing.T) {
+			db, err := sql.Open(c.driver, c.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			var b [6]byte
+			_, _ = rand.Read(b[:])
+			table := "upsert_" + hex.EncodeToString(b[:])
+			if _, err := db.Exec(c.d.Fill("CREATE TABLE {t} (k {key} PRIMARY KEY, v BIGINT NOT NULL)", "{t}", table)); err != nil {
+				t.Fatal(err)
+			}
+			defer db.Exec("DROP TABLE " + table)
+			keep := c.d.Fill("INSERT INTO {t} (k, v) VALUES ($1, $2) "+c.d.DoNothing("k"), "{t}", table)
+			for i, want := range []int64{1, 0, 1} {
+				k := []string{"a", "a", "A"}[i]
+				n, err := sqlconn.Affected(db.Exec(keep, k, i))
+				if err != nil || n != want {
+					t.Fatalf("insert %d of %q: %d rows, %v; want %d", i, k, n, err, want)
+				}
+			}
+			set := c.d.Fill("INSERT INTO {t} (k, v) VALUES ($1, $2) "+c.d.OnConflict("k")+" v = "+c.d.Excluded("v"), "{t}", table)
+			if _, err := db.Exec(set, "a", 42); err != nil {
+				t.Fatal(err)
+			}
+			var v, n int64
+			if err := db.QueryRow(c.d.Fill("SELECT v, (SELECT COUNT(*) FROM {t}) FROM {t} WHERE k = $1", "{t}", table), "a").Scan(&v, &n); err != nil || v != 42 || n != 2 {
+				t.Fatalf("after the upsert: v %d, %d rows, %v; want 42 and 2", v, n, err)
+			}
+		})
 	}
 }

@@ -8,7 +8,7 @@
 //
 // Packages keep their own statements, written once for every dialect as
 // templates: $N placeholders and the fragments {now_ms}, {now_us},
-// {greatest} and {blob}, which [Dialect.Fill] fills in.
+// {greatest}, {blob} and {key}, which [Dialect.Fill] fills in.
 //
 // Upserts and RETURNING: PostgreSQL and SQLite share INSERT ... ON CONFLICT
 // (k) DO UPDATE SET c = excluded.c [WHERE ...] [RETURNING ...]; SQLite's
@@ -107,6 +107,7 @@ var specs = map[Dialect]spec{
 			"{now_us}", "FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT",
 			"{greatest}", "GREATEST",
 			"{blob}", "BYTEA",
+			"{key}", "TEXT",
 		},
 		maxIdent:     63,
 		minVersion:   version{12, 0, 0},
@@ -124,6 +125,7 @@ var specs = map[Dialect]spec{
 			"{now_us}", "(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) * 1000)",
 			"{greatest}", "MAX",
 			"{blob}", "BLOB",
+			"{key}", "TEXT",
 		},
 		// ?N keeps the numbering, so a parameter may be used twice.
 		rebind: func(q string) string { return dollar.ReplaceAllString(q, "?$1") },
@@ -146,6 +148,8 @@ var specs = map[Dialect]spec{
 			"{now_us}", "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))",
 			"{greatest}", "GREATEST",
 			"{blob}", "LONGBLOB",
+			// MySQL indexes no TEXT column whole; bytes compare exactly.
+			"{key}", "VARBINARY(1024)",
 		},
 		rebind:   mysqlRebind,
 		maxIdent: 64,
@@ -247,7 +251,8 @@ func (d Dialect) Rebind(q string) string {
 // Fill fills in a statement template for d: the dialect's fragments
 // ({now_ms} and {now_us}, the database clock in Unix milliseconds and
 // microseconds as BIGINT; {greatest}, the two-argument maximum; {blob}, the
-// binary column type), then the caller's own names, given as old, new pairs
+// binary column type; {key}, the type of a text key column, VARBINARY on
+// MySQL, which indexes no TEXT column whole), then the caller's own names, given as old, new pairs
 // as to strings.NewReplacer ("{t}", table); then Rebind.
 func (d Dialect) Fill(q string, names ...string) string {
 	r := strings.NewReplacer(append(append([]string(nil), specs[d].fragments...), names...)...)

@@ -57,7 +57,7 @@ func init() {
 		unit:      "locks stuck forever or taken too early",
 		// A lock without a lease, where "forgot to unlock" starts: a row
 		// that only its holder deletes.
-		tables:       []string{`CREATE TABLE IF NOT EXISTS demo_naive_locks (name TEXT PRIMARY KEY, holder BIGINT NOT NULL)`},
+		tables:       []string{`CREATE TABLE IF NOT EXISTS demo_naive_locks (name {key} PRIMARY KEY, holder BIGINT NOT NULL)`},
 		crossProcess: true,
 		roles:        []*role{holdRole},
 		play:         playCrash,
@@ -218,8 +218,7 @@ func (d *demo) crashRun(ctx context.Context, tlU, tlG *timeline) (*crashUnguarde
 
 // takeNaiveLock inserts the lease-less lock row; false if someone has it.
 func takeNaiveLock(ctx context.Context, db *dataDB, name string, holder int) (bool, error) {
-	res, err := db.exec(ctx, `INSERT INTO demo_naive_locks (name, holder) VALUES ($1, $2)
-		ON CONFLICT (name) DO NOTHING`, name, holder)
+	res, err := db.exec(ctx, `INSERT INTO demo_naive_locks (name, holder) VALUES ($1, $2) `+db.dialect.DoNothing("name"), name, holder)
 	if err != nil {
 		return false, err
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-sql-driver/mysql"   // also registers the "mysql" database/sql driver
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	"github.com/redis/go-redis/v9"
 
@@ -29,14 +30,16 @@ import (
 
 // The demo's business data: what locks, fences and idempotency keys are there
 // to protect. It lives in the --db database (a SQLite file unless --db names
-// PostgreSQL), in tables apart from the lock's and the stores' own, each
-// declared by the scenario that uses it; rows are named per run, so a reused
-// database never mixes runs. Statements use $N placeholders, rewritten for
-// SQLite by sqldialect.
+// PostgreSQL or MySQL), in tables apart from the lock's and the stores' own,
+// each declared by the scenario that uses it; rows are named per run, so a
+// reused database never mixes runs. Statements are templates for
+// sqldialect.Fill: $N placeholders, {key} for a text primary key's type, and
+// the upserts of sqldialect (OnConflict, Excluded, DoNothing), so that one
+// text serves SQLite, PostgreSQL and MySQL.
 
 // accountsTable holds the accounts of the transfers (version:
 // state.Optimistic) and of the paused holder (fence_token: sqlfence).
-const accountsTable = `CREATE TABLE IF NOT EXISTS demo_accounts (id TEXT PRIMARY KEY, balance BIGINT NOT NULL,
+const accountsTable = `CREATE TABLE IF NOT EXISTS demo_accounts (id {key} PRIMARY KEY, balance BIGINT NOT NULL,
 		version BIGINT NOT NULL DEFAULT 0, fence_token BIGINT NOT NULL DEFAULT 0)`
 
 // tablesOf returns the tables the scenarios declare, each once.
@@ -69,8 +72,8 @@ type dataDB struct {
 	dialect sqldialect.Dialect
 }
 
-// q rewrites a statement written with $N placeholders for the database.
-func (db *dataDB) q(query string) string { return db.dialect.Rebind(query) }
+// q fills in a statement template for the database.
+func (db *dataDB) q(query string) string { return db.dialect.Fill(query) }
 
 func (db *dataDB) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	return db.ExecContext(ctx, db.q(query), args...)
@@ -81,11 +84,12 @@ func (db *dataDB) row(ctx context.Context, query string, args ...any) *sql.Row {
 }
 
 // parseDataURL turns --db into the data URL: a SQLite file (a plain path,
-// sqlite:///abs/path or sqlite:rel/path) or postgres://. It returns "" for
-// a redis:// URL, whose data goes to a SQLite file of the demo's choosing.
+// sqlite:///abs/path or sqlite:rel/path), postgres:// or mysql://. It
+// returns "" for a redis:// URL, whose data goes to a SQLite file of the
+// demo's choosing.
 func parseDataURL(raw string) (data string, isRedis bool, err error) {
 	switch {
-	case strings.HasPrefix(raw, "postgres://"), strings.HasPrefix(raw, "postgresql://"):
+	case strings.HasPrefix(raw, "postgres://"), strings.HasPrefix(raw, "postgresql://"), strings.HasPrefix(raw, "mysql://"):
 		return raw, false, nil
 	case strings.HasPrefix(raw, "redis://"), strings.HasPrefix(raw, "rediss://"):
 		return "", true, nil
@@ -104,7 +108,7 @@ func parseDataURL(raw string) (data string, isRedis bool, err error) {
 		return sqliteDataURL(p)
 	case strings.Contains(raw, "://"):
 		scheme, _, _ := strings.Cut(raw, "://")
-		return "", false, fmt.Errorf("--db: unsupported scheme %q (supported: a SQLite file, sqlite://, postgres://, redis://)", scheme)
+		return "", false, fmt.Errorf("--db: unsupported scheme %q (supported: a SQLite file, sqlite://, postgres://, mysql://, redis://)", scheme)
 	}
 	return sqliteDataURL(raw)
 }
@@ -135,6 +139,13 @@ func openData(ctx context.Context, dataURL string, conns int) (*dataDB, error) {
 	if p := sqlitePathOf(dataURL); p != "" {
 		driver, dsn, dialect = "sqlite", backendurl.SQLiteDSN(p), sqldialect.SQLite
 	}
+	if strings.HasPrefix(dataURL, "mysql://") {
+		var err error
+		if dsn, err = mysqlDataDSN(dataURL); err != nil {
+			return nil, fmt.Errorf("--db %s: %w", lockurl.Redact(dataURL), err)
+		}
+		driver, dialect = "mysql", sqldialect.MySQL
+	}
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
 		return nil, err
@@ -146,6 +157,26 @@ func openData(ctx context.Context, dataURL string, conns int) (*dataDB, error) {
 		return nil, fmt.Errorf("opening the data database %s: %w", lockurl.Redact(dataURL), err)
 	}
 	return &dataDB{DB: db, dialect: dialect}, nil
+}
+
+// mysqlDataDSN is the driver's DSN for a mysql:// data URL, without
+// CLIENT_FOUND_ROWS whatever the URL says: the demo's inserts that keep an
+// existing row (sqldialect.DoNothing) count affected rows.
+func mysqlDataDSN(dataURL string) (string, error) {
+	u, err := url.Parse(dataURL)
+	if err != nil {
+		return "", errors.New("not a mysql URL")
+	}
+	dsn, err := backendurl.MySQLDSN(u)
+	if err != nil {
+		return "", err
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", err
+	}
+	cfg.ClientFoundRows = false
+	return cfg.FormatDSN(), nil
 }
 
 // createData creates tables and, when the stores are SQL, the stores' own.
@@ -170,7 +201,7 @@ func createData(ctx context.Context, db *dataDB, tables []string, sqlStores bool
 		}()
 	}
 	for _, q := range tables {
-		if _, err := db.ExecContext(ctx, q); err != nil {
+		if _, err := db.ExecContext(ctx, db.q(q)); err != nil {
 			return fmt.Errorf("creating the demo's tables: %w", err)
 		}
 	}
@@ -249,7 +280,7 @@ type naiveClaimer interface {
 type sqlNaive struct{ db *dataDB }
 
 func (n sqlNaive) claim(ctx context.Context, id string) (bool, error) {
-	res, err := n.db.exec(ctx, `INSERT INTO demo_consumed (message_id) VALUES ($1) ON CONFLICT (message_id) DO NOTHING`, id)
+	res, err := n.db.exec(ctx, `INSERT INTO demo_consumed (message_id) VALUES ($1) `+n.db.dialect.DoNothing("message_id"), id)
 	if err != nil {
 		return false, err
 	}
@@ -280,8 +311,8 @@ func (n *memNaive) claim(_ context.Context, id string) (bool, error) {
 
 // setBalance creates or resets an account.
 func setBalance(ctx context.Context, db *dataDB, id string, balance int64) error {
-	_, err := db.exec(ctx, `INSERT INTO demo_accounts (id, balance) VALUES ($1, $2)
-		ON CONFLICT (id) DO UPDATE SET balance = excluded.balance, version = 0, fence_token = 0`, id, balance)
+	_, err := db.exec(ctx, `INSERT INTO demo_accounts (id, balance) VALUES ($1, $2) `+db.dialect.OnConflict("id")+
+		` balance = `+db.dialect.Excluded("balance")+`, version = 0, fence_token = 0`, id, balance)
 	return err
 }
 

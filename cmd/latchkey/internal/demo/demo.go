@@ -31,7 +31,7 @@ const scenarioTimeout = 60 * time.Second
 // temporary directory, locks included.
 type Options struct {
 	// DB holds the business data and the idempotency and dedup keys: a
-	// SQLite file (a path or sqlite:///path), postgres://, or redis://
+	// SQLite file (a path or sqlite:///path), postgres://, mysql://, or redis://
 	// (keys in Redis, data in a temporary SQLite file). Default: a new
 	// SQLite file in a temporary directory, removed afterwards.
 	DB string
@@ -73,7 +73,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 // demo is one run of "latchkey demo": where its data, keys and locks live.
 type demo struct {
 	backend  string         // lock URL
-	dataURL  string         // business data: sqlite:///path or postgres://
+	dataURL  string         // business data: sqlite:///path, postgres:// or mysql://
 	storeURL string         // idempotency and dedup store: sqlStoreURL or redis://
 	data     *dataDB        // the demo's own connections to the data
 	locker   lockurl.Locker // the demo's own lock client

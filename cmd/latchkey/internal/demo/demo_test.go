@@ -49,7 +49,8 @@ func TestParseDataURL(t *testing.T) {
 		{in: "sqlite:///tmp/y.db", data: "sqlite:///tmp/y.db"},
 		{in: "postgres://u@h/db", data: "postgres://u@h/db"},
 		{in: "redis://127.0.0.1:6379/0", redis: true},
-		{in: "mysql://h/db", err: "unsupported scheme"},
+		{in: "mysql://u:pw@h/db", data: "mysql://u:pw@h/db"},
+		{in: "mssql://h/db", err: "unsupported scheme"},
 	} {
 		data, redis, err := parseDataURL(tc.in)
 		if tc.err != "" {

@@ -61,14 +61,16 @@ refused. Exit status 1 if a guarded run shows damage, 130 if interrupted.
 Flags:
   --json         print the report, timelines included, as one JSON document
   --db URL       the business data and the idempotency/dedup keys (1, 2):
-                 a SQLite file (path or sqlite:///path), postgres://..., or
+                 a SQLite file (path or sqlite:///path), postgres://...,
+                 mysql://user:pass@host:3306/db (MySQL 8.0, MariaDB 10.6), or
                  redis://... (keys in Redis, data in a temporary SQLite file).
                  Default: a new SQLite file in a temporary directory, removed
                  afterwards.
   --backend URL  the locks (3-6): sqlite:///path, postgres://, redis://,
                  redlock://, etcd://, zk:// or mem:// (one process only: the
                  scenarios with child processes are skipped). Default: the
-                 --db database (SQLite or PostgreSQL), or Redis for redis://.
+                 --db database (SQLite, PostgreSQL or MySQL), or Redis for
+                 redis://.
 `)
 	wrapAt(w, helpWidth, "  --only NAMES   ", strings.Repeat(" ", 17),
 		"run only these scenarios, comma-separated: "+strings.Join(Names(), ", "))

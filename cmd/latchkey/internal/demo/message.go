@@ -58,7 +58,7 @@ func init() {
 		unit: "messages lost or applied twice",
 		tables: []string{
 			// The naive consumer dedup, SET consumed:<id> NX, as a table.
-			`CREATE TABLE IF NOT EXISTS demo_consumed (message_id TEXT PRIMARY KEY)`,
+			`CREATE TABLE IF NOT EXISTS demo_consumed (message_id {key} PRIMARY KEY)`,
 			// What a message handler did: one row per effect.
 			`CREATE TABLE IF NOT EXISTS demo_effects (message_id TEXT NOT NULL, consumer TEXT NOT NULL)`,
 		},

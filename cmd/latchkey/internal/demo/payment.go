@@ -79,7 +79,7 @@ func init() {
 			// before the card is charged, and its primary key is the last
 			// gate behind the idempotency key ("take the number first, then
 			// work").
-			`CREATE TABLE IF NOT EXISTS demo_ledger (gate_key TEXT PRIMARY KEY, charge_id TEXT NOT NULL,
+			`CREATE TABLE IF NOT EXISTS demo_ledger (gate_key {key} PRIMARY KEY, charge_id TEXT NOT NULL,
 		instance TEXT NOT NULL)`,
 			// What the card network charged: one row per charge, whatever
 			// our books say.
@@ -362,8 +362,8 @@ func (svc *payService) pay(rw http.ResponseWriter, r *http.Request, guarded bool
 		if svc.p.Private {
 			gate = w.name + "/" + gate // sabotage: each instance its own books
 		}
-		res, err := w.data.exec(ctx, `INSERT INTO demo_ledger (gate_key, charge_id, instance) VALUES ($1, $2, $3)
-			ON CONFLICT (gate_key) DO NOTHING`, gate, chargeID, w.name)
+		res, err := w.data.exec(ctx, `INSERT INTO demo_ledger (gate_key, charge_id, instance) VALUES ($1, $2, $3) `+
+			w.data.dialect.DoNothing("gate_key"), gate, chargeID, w.name)
 		if err != nil {
 			http.Error(rw, "ledger unavailable", http.StatusServiceUnavailable)
 			return

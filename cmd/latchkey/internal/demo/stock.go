@@ -52,7 +52,7 @@ func init() {
 		why:       "read, check, write is a race: unguarded, many buyers see 1 left before anyone writes 0",
 		unit:      "items oversold",
 		tables: []string{
-			`CREATE TABLE IF NOT EXISTS demo_stock (item TEXT PRIMARY KEY, qty BIGINT NOT NULL)`,
+			`CREATE TABLE IF NOT EXISTS demo_stock (item {key} PRIMARY KEY, qty BIGINT NOT NULL)`,
 			`CREATE TABLE IF NOT EXISTS demo_sales (item TEXT NOT NULL, buyer BIGINT NOT NULL)`,
 		},
 		play: playLastItem,
