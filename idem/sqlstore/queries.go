@@ -38,6 +38,22 @@ RETURNING token`
 	lookupSQL = `SELECT state, fingerprint, result, expires_ms - {now_ms} FROM {t}
 WHERE idem_key = $1 AND expires_ms >= {now_ms}`
 
+	// postgresClaimSQL is claimSQL and lookupSQL in one round trip
+	// (PostgreSQL only: SQLite has no INSERT in a WITH, MySQL no
+	// RETURNING). The outer SELECT reads the snapshot from before the
+	// INSERT, so when nothing was claimed it sees the live row that stopped
+	// the claim: a replay is one statement. Its first column is the token
+	// when the claim is ours, NULL otherwise. No row at all means the row
+	// that stopped the claim committed after the statement's snapshot was
+	// taken; the claim is tried again.
+	postgresClaimSQL = `WITH claimed AS (
+` + claimSQL + `
+)
+SELECT token, 1::smallint, NULL::bytea, NULL::bytea, 0::bigint FROM claimed
+UNION ALL
+SELECT NULL, state, fingerprint, result, expires_ms - {now_ms} FROM {t}
+WHERE idem_key = $1 AND expires_ms >= {now_ms} AND NOT EXISTS (SELECT 1 FROM claimed)`
+
 	recordSQL = `UPDATE {t} SET state = 2, token = NULL, result = $1, expires_ms = {now_ms} + $2
 WHERE idem_key = $3 AND token = $4 AND state = 1`
 

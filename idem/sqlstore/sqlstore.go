@@ -7,14 +7,18 @@
 // one atomic INSERT ... ON CONFLICT DO UPDATE ... WHERE expired ... RETURNING.
 // The same statement takes over a claim whose in-progress deadline has passed,
 // so "expired" is judged once, by the database's clock, under the row's lock.
-// A replay is that statement plus one SELECT. Tokens are consumed with one
+// On PostgreSQL the same statement also reads the row that stopped a claim,
+// so a replay is one round trip; on SQLite and MySQL it is that statement
+// plus one SELECT. Tokens are consumed with one
 // DELETE ... RETURNING.
 //
 // On MySQL the claim is one INSERT ... ON DUPLICATE KEY UPDATE that tells
 // whether it claimed through LAST_INSERT_ID (one round trip, plus the SELECT
 // when the key is taken, as elsewhere), and a token is spent by one UPDATE
 // that marks its row spent for Purge to delete. Neither depends on the
-// client's clientFoundRows setting.
+// client's clientFoundRows setting. Open the *sql.DB with
+// interpolateParams=true, or each statement costs a preparation round trip
+// too (idem/idemurl's mysql:// sets it).
 //
 // On pgx without database/sql, NewPgx takes a *pgxpool.Pool: the PostgreSQL
 // statements, one round trip each, as through database/sql.
@@ -118,6 +122,9 @@ func newStore(db sqlconn.DB, opts []Option, resolve func(Dialect) (Dialect, erro
 		purgeTokens:  fill(purgeTokensSQL),
 	}
 	migs := migrations
+	if s.dialect == Postgres {
+		s.q.claim = fill(postgresClaimSQL)
+	}
 	if s.dialect == MySQL {
 		s.q.claim, s.q.consumeToken = fill(mysqlClaimSQL), fill(mysqlConsumeTokenSQL)
 		migs = mysqlMigrations
@@ -158,57 +165,80 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 
 func ms(d time.Duration) int64 { return max(1, int64((d+time.Millisecond-1)/time.Millisecond)) }
 
-// Claim implements idem.Store: one INSERT ... ON CONFLICT, plus one SELECT
-// when the key is taken.
+// Claim implements idem.Store: one INSERT ... ON CONFLICT, which on
+// PostgreSQL also reads the row that stopped it (one round trip whatever the
+// answer); elsewhere one SELECT follows when the key is taken.
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, d time.Duration) (idem.Claim, error) {
-	// The row can vanish between the two statements (released or expired);
-	// then the claim is simply tried again.
+	// The row can vanish between the two statements (released or expired),
+	// or commit after the one statement's snapshot; then the claim is simply
+	// tried again.
 	for range 8 {
 		tok := idem.NewToken()
-		claimed, err := s.claim(ctx, key, tok, fingerprint, d)
-		if err != nil {
-			return idem.Claim{}, err
-		}
-		if claimed {
-			return idem.Claim{State: idem.Claimed, Token: tok}, nil
-		}
 		var (
-			state  int
-			fp     []byte
-			result []byte
-			left   int64
+			claimed bool
+			r       row
+			found   bool
+			err     error
 		)
-		err = s.db.QueryRow(ctx, s.q.lookup, key).Scan(&state, &fp, &result, &left)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue
+		if s.dialect == Postgres {
+			claimed, r, found, err = s.claimPostgres(ctx, key, tok, fingerprint, d)
+		} else if claimed, err = s.claim(ctx, key, tok, fingerprint, d); err == nil && !claimed {
+			found, err = sqlconn.ScanOne(s.db.QueryRow(ctx, s.q.lookup, key), &r.state, &r.fp, &r.result, &r.left)
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			return idem.Claim{}, err
-		}
-		switch state {
-		case 1:
-			return idem.Claim{State: idem.InProgress, Fingerprint: string(fp), RetryAfter: time.Duration(max(left, 0)) * time.Millisecond}, nil
-		case 2:
-			if result == nil {
-				result = []byte{}
-			}
-			return idem.Claim{State: idem.Done, Fingerprint: string(fp), Result: result}, nil
-		default:
-			return idem.Claim{}, fmt.Errorf("sqlstore: row for key has unknown state %d", state)
+		case claimed:
+			return idem.Claim{State: idem.Claimed, Token: tok}, nil
+		case found:
+			return r.claim()
 		}
 	}
 	return idem.Claim{}, errors.New("sqlstore: claim kept racing with releases; giving up")
 }
 
-// claim runs the claim statement and reports whether it claimed key for tok.
+// row is the live row that stopped a claim.
+type row struct {
+	state      int
+	fp, result []byte
+	left       int64 // ms
+}
+
+func (r row) claim() (idem.Claim, error) {
+	switch r.state {
+	case 1:
+		return idem.Claim{State: idem.InProgress, Fingerprint: string(r.fp), RetryAfter: time.Duration(max(r.left, 0)) * time.Millisecond}, nil
+	case 2:
+		if r.result == nil {
+			r.result = []byte{}
+		}
+		return idem.Claim{State: idem.Done, Fingerprint: string(r.fp), Result: r.result}, nil
+	}
+	return idem.Claim{}, fmt.Errorf("sqlstore: row for key has unknown state %d", r.state)
+}
+
+// claimPostgres runs postgresClaimSQL: claimed for tok, or the live row that
+// stopped the claim (found), or neither (try again).
+func (s *Store) claimPostgres(ctx context.Context, key, tok, fingerprint string, d time.Duration) (claimed bool, r row, found bool, err error) {
+	var got sql.NullString
+	found, err = sqlconn.ScanOne(s.db.QueryRow(ctx, s.q.claim, key, tok, []byte(fingerprint), ms(d)), &got, &r.state, &r.fp, &r.result, &r.left)
+	switch {
+	case err != nil || !found:
+		return false, r, false, err
+	case got.Valid && got.String != tok:
+		return false, r, false, fmt.Errorf("sqlstore: claim returned a foreign token")
+	case got.Valid:
+		return true, r, false, nil
+	}
+	return false, r, true, nil
+}
+
+// claim runs the claim statement of SQLite or MySQL and reports whether it
+// claimed key for tok.
 func (s *Store) claim(ctx context.Context, key, tok, fingerprint string, d time.Duration) (bool, error) {
 	args := []any{key, tok, []byte(fingerprint), ms(d)}
 	if s.dialect == MySQL {
-		r, err := s.db.Exec(ctx, s.q.claim, args...)
-		if err != nil {
-			return false, err
-		}
-		id, err := r.LastInsertId()
+		id, err := sqlconn.LastID(s.db.Exec(ctx, s.q.claim, args...))
 		return id == 1, err
 	}
 	var got string

@@ -16,7 +16,8 @@ import (
 // there), and the query parameters as the driver's DSN parameters
 // (clientFoundRows, tls, timeout, readTimeout, or a session variable such as
 // tx_isolation='READ-COMMITTED'). parseTime=true unless the URL says otherwise, so
-// DATETIME columns of the program's own tables scan into time.Time. The DSN
+// DATETIME columns of the program's own tables scan into time.Time, and
+// interpolateParams=true, so a statement is one round trip, not two. The DSN
 // holds the password: never print it; print Redact(rawURL).
 func MySQLDSN(u *url.URL) (string, error) {
 	if u.Opaque != "" || u.Host == "" {
@@ -40,6 +41,13 @@ func MySQLDSN(u *url.URL) (string, error) {
 	cfg.Passwd, _ = u.User.Password()
 	if !u.Query().Has("parseTime") {
 		cfg.ParseTime = true
+	}
+	if !u.Query().Has("interpolateParams") {
+		// One round trip per statement: without it the driver prepares
+		// every statement with arguments, then executes it. The driver
+		// escapes the arguments itself, and refuses the multibyte character
+		// sets where that is unsafe.
+		cfg.InterpolateParams = true
 	}
 	return cfg.FormatDSN(), nil
 }
