@@ -2,49 +2,16 @@ package sqlfence_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/latchkey-go/latchkey/fence/sqlfence"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/sqllock"
 )
-
-// exampleDatabase returns the URL of a PostgreSQL schema of the example's
-// own (LATCHKEY_POSTGRES_URL's database, or the local test database), so that
-// examples running at once do not share tables, and a function dropping it.
-func exampleDatabase() (string, func()) {
-	url := os.Getenv("LATCHKEY_POSTGRES_URL")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "example_" + hex.EncodeToString(b[:])
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		return url, func() {}
-	}
-	defer conn.Close(ctx)
-	conn.Exec(ctx, "CREATE SCHEMA "+schema)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	return url + sep + "search_path=" + schema, func() {
-		if conn, err := pgx.Connect(ctx, url); err == nil {
-			conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-			conn.Close(ctx)
-		}
-	}
-}
 
 // A fenced read-modify-write inside the caller's pgx transaction, on
 // PostgreSQL without database/sql: the lock and the guard share one pool;
@@ -52,7 +19,7 @@ func exampleDatabase() (string, func()) {
 // the write follows in the same transaction.
 func ExampleGuard_InPgx() {
 	ctx := context.Background()
-	url, drop := exampleDatabase()
+	url, drop := testsvc.ExamplePostgres()
 	defer drop()
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
