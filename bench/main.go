@@ -110,6 +110,9 @@ func main() {
 	if *dedupTables {
 		dedupBench(ctx, *addr, prefix, *runs, *dur)
 	}
+	if *sqlTable {
+		sqlBench(ctx, *runs, *dur)
+	}
 }
 
 func lockBench(ctx context.Context, impls []impl, prefix string, runs int, dur time.Duration, skipContended bool) {
