@@ -23,7 +23,8 @@ type PgxTxHandler func(ctx context.Context, tx pgx.Tx, m dedup.Message) error
 // *sql.Tx. It is safe for concurrent use and holds no goroutines.
 type PgxInbox struct {
 	inbox
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	txOpts pgx.TxOptions // WithTxOptions', mapped onto pgx's
 }
 
 // PgxDB is what PgxInbox.Claim runs its statement on: a pgx.Tx (the
@@ -32,7 +33,8 @@ type PgxDB = pgxconn.Handle
 
 // NewPgx returns an inbox on a pgx pool. The options are New's. It fails
 // with dedup.ErrInvalid when pool is nil, the table name is not a plain
-// identifier or a duration is out of range. It does not touch the database;
+// identifier, a duration is out of range or WithTxOptions asks for an
+// isolation level PostgreSQL does not have. It does not touch the database;
 // call Migrate to create the table.
 func NewPgx(pool *pgxpool.Pool, opts ...Option) (*PgxInbox, error) {
 	if pool == nil {
@@ -42,7 +44,11 @@ func NewPgx(pool *pgxpool.Pool, opts ...Option) (*PgxInbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PgxInbox{inbox: core, pool: pool}, nil
+	txOpts, err := pgxconn.TxOptions(core.txOpts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sqlinbox: %w", dedup.ErrInvalid, err)
+	}
+	return &PgxInbox{inbox: core, pool: pool, txOpts: txOpts}, nil
 }
 
 // Migrate is Inbox.Migrate.
@@ -80,13 +86,9 @@ func (in *PgxInbox) Process(ctx context.Context, m dedup.Message, h PgxTxHandler
 	if h == nil {
 		return in.observed(ctx, nilHandler)
 	}
-	opts, err := pgxconn.TxOptions(in.txOpts)
-	if err != nil {
-		return dedup.OutcomeRejected, fmt.Errorf("%w: sqlinbox: %w", dedup.ErrInvalid, err)
-	}
 	return in.observed(ctx, func(ctx context.Context) (dedup.Outcome, error) {
 		return in.process(ctx, m, func(ctx context.Context) (sqlconn.Tx, func() error, error) {
-			tx, err := in.pool.BeginTx(ctx, opts)
+			tx, err := in.pool.BeginTx(ctx, in.txOpts)
 			if err != nil {
 				return nil, nil, err
 			}

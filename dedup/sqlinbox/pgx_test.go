@@ -2,6 +2,7 @@ package sqlinbox_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -258,11 +259,33 @@ func TestNewPgxRejectsBadArguments(t *testing.T) {
 	if _, err := sqlinbox.NewPgx(pool, sqlinbox.WithTimeout(0)); !errors.Is(err, dedup.ErrInvalid) {
 		t.Errorf("zero timeout = %v, want ErrInvalid", err)
 	}
-	in, err := sqlinbox.NewPgx(pool)
+	if _, err := sqlinbox.NewPgx(pool, sqlinbox.WithTxOptions(&sql.TxOptions{Isolation: sql.LevelLinearizable})); !errors.Is(err, dedup.ErrInvalid) {
+		t.Errorf("an isolation level PostgreSQL lacks = %v, want ErrInvalid", err)
+	}
+	in, err := sqlinbox.NewPgx(pool, sqlinbox.WithTxOptions(&sql.TxOptions{Isolation: sql.LevelSerializable}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o, err := in.Process(t.Context(), dedup.Message{ID: "x"}, nil); o != dedup.OutcomeRejected || !errors.Is(err, dedup.ErrInvalid) {
 		t.Errorf("nil handler = %v, %v; want Rejected, ErrInvalid", o, err)
+	}
+}
+
+// WithTxOptions reaches the pgx transaction Process begins.
+func TestPgxTxOptions(t *testing.T) {
+	t.Parallel()
+	e := newPgxEnv(t)
+	in, err := sqlinbox.NewPgx(e.pool, sqlinbox.WithTable(e.table), sqlinbox.WithTxOptions(&sql.TxOptions{Isolation: sql.LevelSerializable}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var level string
+	if o, err := in.Process(t.Context(), dedup.Message{ID: "iso"}, func(ctx context.Context, tx pgx.Tx, _ dedup.Message) error {
+		return tx.QueryRow(ctx, "SHOW transaction_isolation").Scan(&level)
+	}); o != dedup.OutcomeProcessed || err != nil {
+		t.Fatal(o, err)
+	}
+	if level != "serializable" {
+		t.Fatalf("the handler's transaction is %q, want serializable", level)
 	}
 }
