@@ -3,15 +3,21 @@ package sqlconn
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"time"
 )
 
-// StdHandle is what database/sql's handles share: *sql.DB, *sql.Tx and
-// *sql.Conn all satisfy it.
+// StdHandle is what database/sql's handles share, and all that a statement
+// of fence/sqlfence or state needs: *sql.DB, *sql.Tx and *sql.Conn all
+// satisfy it. Query also needs QueryContext, which they have too.
 type StdHandle interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// stdQuerier is a StdHandle that reads many rows.
+type stdQuerier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 var (
@@ -37,7 +43,11 @@ func (s std) QueryRow(ctx context.Context, q string, args ...any) Row {
 }
 
 func (s std) Query(ctx context.Context, q string, args ...any) (Rows, error) {
-	rows, err := s.h.QueryContext(ctx, q, args...)
+	h, ok := s.h.(stdQuerier)
+	if !ok {
+		return nil, fmt.Errorf("sqlconn: %T has no QueryContext", s.h)
+	}
+	rows, err := h.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
