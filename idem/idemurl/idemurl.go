@@ -6,7 +6,7 @@
 //	mem://                                  in-process (idem/memstore): one process only
 //	sqlite:///var/lib/app/idem.db           SQLite file (idem/sqlstore), shared by the processes of one machine
 //	sqlite:idem.db                          the same, path relative to the working directory
-//	postgres://user:pass@host:5432/db       PostgreSQL through pgx's database/sql driver (idem/sqlstore)
+//	postgres://user:pass@host:5432/db       PostgreSQL on a pgx pool (idem/sqlstore.NewPgx)
 //	postgresql://...                        the same
 //	mysql://user:pass@host:3306/db          MySQL 8.0 or MariaDB 10.6+ through go-sql-driver/mysql (idem/sqlstore)
 //	redis://[user:pass@]host:6379[/db]      one Redis (idem/redisstore); rediss:// for TLS

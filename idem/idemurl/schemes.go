@@ -6,8 +6,8 @@ import (
 	"net/url"
 
 	_ "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
-	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/latchkey-go/latchkey/idem/memstore"
 	"github.com/latchkey-go/latchkey/idem/sqlstore"
@@ -59,10 +59,37 @@ func openMySQL(ctx context.Context, _ string, u *url.URL) (Store, error) {
 }
 
 // postgres:// and postgresql://: everything in the URL is pgx's (TLS,
-// timeouts), see pgx.ParseConfig.
+// timeouts, pool_max_conns), see pgxpool.ParseConfig. The store runs on a
+// pgx pool, which keeps its connections open between requests (database/sql
+// keeps two idle ones unless told otherwise).
 func openPostgres(ctx context.Context, raw string, _ *url.URL) (Store, error) {
-	return openSQL(ctx, "pgx", raw, sqlstore.Postgres)
+	cfg, err := pgxpool.ParseConfig(raw)
+	if err != nil {
+		return nil, invalidf("%w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, invalidf("%w", err)
+	}
+	st, err := sqlstore.NewPgx(pool)
+	if err == nil {
+		err = st.Migrate(ctx) // the first round trip
+	}
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &pgxStore{Store: st, pool: pool}, nil
 }
+
+// pgxStore owns the pgx pool it was opened with.
+type pgxStore struct {
+	*sqlstore.Store
+	pool *pgxpool.Pool
+}
+
+func (s *pgxStore) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+func (s *pgxStore) Close() error                   { s.pool.Close(); return nil }
 
 func openSQL(ctx context.Context, driver, dsn string, d sqlstore.Dialect) (Store, error) {
 	db, err := sql.Open(driver, dsn)
@@ -94,4 +121,5 @@ func (s *sqlStore) Close() error                   { return s.db.Close() }
 var (
 	_ Store = memStore{}
 	_ Store = (*sqlStore)(nil)
+	_ Store = (*pgxStore)(nil)
 )
