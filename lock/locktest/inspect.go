@@ -134,7 +134,7 @@ func (s *suite) testList(t *testing.T) {
 	seen := map[string]uint64{}
 	cursor := ""
 	for pages := 0; ; pages++ {
-		if pages > 100 {
+		if pages > 10000 {
 			t.Fatal("List never ended")
 		}
 		page, err := lock.List(ctx, l, base+"a", 2, cursor)
@@ -164,17 +164,28 @@ func (s *suite) testList(t *testing.T) {
 	}
 
 	// Wildcards of LIKE and of glob patterns in a prefix are plain bytes.
+	// A page may come back short, with a cursor, when the server has many
+	// other keys to scan past (a shared Redis), so follow the cursor.
 	for _, pfx := range []string{"%_", "*?["} {
-		page, err := lock.List(ctx, l, base+pfx, 10, "")
-		if err != nil {
-			t.Fatal(err)
-		}
 		var keys []string
-		for _, in := range page.Locks {
-			keys = append(keys, strings.TrimPrefix(in.Key, base))
+		cursor := ""
+		for pages := 0; ; pages++ {
+			if pages > 10000 {
+				t.Fatalf("List(prefix %q) never ended", pfx)
+			}
+			page, err := lock.List(ctx, l, base+pfx, 10, cursor)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, in := range page.Locks {
+				keys = append(keys, strings.TrimPrefix(in.Key, base))
+			}
+			if cursor = page.Cursor; cursor == "" {
+				break
+			}
 		}
-		if len(keys) != 1 || !strings.HasPrefix(keys[0], pfx) || page.Cursor != "" {
-			t.Errorf("List(prefix %q) = %q, cursor %q; want only the key starting with it", pfx, keys, page.Cursor)
+		if len(keys) != 1 || !strings.HasPrefix(keys[0], pfx) {
+			t.Errorf("List(prefix %q) = %q; want only the key starting with it", pfx, keys)
 		}
 	}
 	for _, bad := range []int{0, -1, lock.MaxListLimit + 1} {
