@@ -1,0 +1,115 @@
+package latchkeyotel
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/idem/idemhttp"
+)
+
+// outcomeSets caches the metric attributes of each outcome of one handler.
+type outcomeSets[O comparable] struct {
+	base []attribute.KeyValue
+	key  attribute.Key
+	m    map[O]metric.MeasurementOption // read only after construction
+}
+
+func newOutcomeSets[O interface {
+	comparable
+	String() string
+}](base []attribute.KeyValue, key attribute.Key, known []O) outcomeSets[O] {
+	s := outcomeSets[O]{base: base, key: key, m: make(map[O]metric.MeasurementOption, len(known))}
+	for _, o := range known {
+		s.m[o] = s.make(o.String())
+	}
+	return s
+}
+
+func (s outcomeSets[O]) make(out string) metric.MeasurementOption {
+	kv := append(append([]attribute.KeyValue(nil), s.base...), s.key.String(out))
+	return metric.WithAttributeSet(attribute.NewSet(kv...))
+}
+
+func (s outcomeSets[O]) get(o O, name func() string) metric.MeasurementOption {
+	if m, ok := s.m[o]; ok {
+		return m
+	}
+	return s.make(name())
+}
+
+// DoObserver returns the idem.Observer of the idem.Do calls of one
+// operation, named name (a fixed name such as "charge"). Each call is a span
+// latchkey.idem.do, a child of the call's context's span, with its outcome;
+// a replay's span says how long the replay took.
+func (t *Telemetry) DoObserver(name string) idem.Observer {
+	base := []attribute.KeyValue{attrHandler.String(name)}
+	sets := newOutcomeSets(base, attrIdemOut, doOutcomes[:])
+	return func(ctx context.Context, e idem.Event) {
+		opt := sets.get(e.Outcome, e.Outcome.String)
+		t.inst.idemN.Add(ctx, 1, opt)
+		t.inst.idemD.Record(ctx, e.Duration.Seconds(), opt)
+		end := time.Now()
+		_, span := t.tracer.Start(ctx, "latchkey.idem.do", trace.WithTimestamp(end.Add(-e.Duration)),
+			trace.WithAttributes(attrHandler.String(name), attrIdemOut.String(e.Outcome.String())))
+		if e.Outcome == idem.OutcomeStoreError {
+			span.SetStatus(codes.Error, "idempotency store failed")
+			span.SetAttributes(attrErrorType.String("store_error"))
+		}
+		span.End(trace.WithTimestamp(end))
+	}
+}
+
+var doOutcomes = [...]idem.Outcome{
+	idem.OutcomeExecuted, idem.OutcomeReleased, idem.OutcomeKept, idem.OutcomeReplayed,
+	idem.OutcomeConflict, idem.OutcomeMismatch, idem.OutcomeInvalid, idem.OutcomeStoreError,
+	idem.OutcomeCanceled,
+}
+
+// HTTPObserver returns the idemhttp.Observer of one middleware, named
+// handler (a fixed name such as "pay", never a path with ids in it). Each
+// guarded request is a span latchkey.idem.request, a child of the
+// request's span, with its outcome and status; a replay is also an event
+// latchkey.idem.replayed on the request's own span (the server span of
+// otelhttp, say), so the trace of a refused or replayed retry says so where
+// one looks first.
+func (t *Telemetry) HTTPObserver(handler string) idemhttp.Observer {
+	base := []attribute.KeyValue{attrHandler.String(handler)}
+	sets := newOutcomeSets(base, attrIdemOut, httpOutcomes[:])
+	return func(r *http.Request, e idemhttp.Event) {
+		ctx := r.Context()
+		opt := sets.get(e.Outcome, e.Outcome.String)
+		t.inst.idemN.Add(ctx, 1, opt)
+		t.inst.idemD.Record(ctx, e.Duration.Seconds(), opt)
+		out := attrIdemOut.String(e.Outcome.String())
+		parent := trace.SpanFromContext(ctx)
+		switch e.Outcome {
+		case idemhttp.OutcomeReplayed:
+			parent.AddEvent("latchkey.idem.replayed", trace.WithAttributes(attrHandler.String(handler),
+				attrIdemStatus.Int(e.Status), attrReplayWait.Float64(e.Duration.Seconds())))
+		case idemhttp.OutcomeConflict, idemhttp.OutcomeMismatch:
+			parent.AddEvent("latchkey.idem.refused", trace.WithAttributes(attrHandler.String(handler), out))
+		}
+		end := time.Now()
+		_, span := t.tracer.Start(ctx, "latchkey.idem.request", trace.WithTimestamp(end.Add(-e.Duration)),
+			trace.WithAttributes(attrHandler.String(handler), out, attrIdemStatus.Int(e.Status)))
+		if e.Err != nil {
+			span.SetStatus(codes.Error, "idempotency store failed")
+			span.SetAttributes(attrErrorType.String("store_error"))
+		}
+		span.End(trace.WithTimestamp(end))
+	}
+}
+
+var httpOutcomes = [...]idemhttp.Outcome{
+	idemhttp.OutcomeExecuted, idemhttp.OutcomeReleased, idemhttp.OutcomeReplayed,
+	idemhttp.OutcomeConflict, idemhttp.OutcomeMismatch, idemhttp.OutcomeBadKey,
+	idemhttp.OutcomeBadBody, idemhttp.OutcomeStoreError, idemhttp.OutcomeUnkeyed,
+	idemhttp.OutcomeCanceled,
+}

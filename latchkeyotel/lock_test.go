@@ -1,0 +1,180 @@
+package latchkeyotel_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+
+	"github.com/latchkey-go/latchkey/latchkeyotel"
+	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/memlock"
+)
+
+// TestLockSpans follows one lease through acquire, a refused second
+// acquire, and release: each is a span under the caller's span, the held
+// lease is a span from acquisition to release, and neither the key nor the
+// token is an attribute anywhere.
+func TestLockSpans(t *testing.T) {
+	r := newRecorded(t)
+	l := memlock.New()
+	l.SetObserver(r.tel.LockObserver("mem", latchkeyotel.Server("memory", "")...))
+	ctx, parent := r.tp.Tracer("test").Start(context.Background(), "charge")
+	const key = "acct-7731"
+	lease, err := l.Acquire(ctx, key, lock.WithTTL(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Acquire(ctx, key, lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("second acquire: %v", err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	parent.End()
+
+	acq := r.ended("latchkey.lock.acquire")
+	if len(acq) != 2 {
+		t.Fatalf("%d acquire spans, want 2", len(acq))
+	}
+	for i, want := range []bool{true, false} {
+		s := acq[i]
+		if s.Parent().SpanID() != parent.SpanContext().SpanID() || s.SpanContext().TraceID() != parent.SpanContext().TraceID() {
+			t.Errorf("acquire span %d is not a child of the caller's span", i)
+		}
+		if v, _ := attr(s, "latchkey.lock.acquired"); v.AsBool() != want {
+			t.Errorf("acquire span %d: acquired = %v, want %v", i, v.AsBool(), want)
+		}
+		if v, _ := attr(s, "latchkey.lock.backend"); v.AsString() != "mem" {
+			t.Errorf("acquire span %d: backend %q", i, v.AsString())
+		}
+		if v, _ := attr(s, "db.system.name"); v.AsString() != "memory" {
+			t.Errorf("acquire span %d: db.system.name %q", i, v.AsString())
+		}
+		if _, ok := attr(s, "latchkey.lock.wait.duration"); !ok {
+			t.Errorf("acquire span %d has no wait duration", i)
+		}
+		if s.Status().Code == codes.Error {
+			t.Errorf("acquire span %d has status Error; not acquiring is an answer", i)
+		}
+	}
+	if v, _ := attr(acq[1], "latchkey.lock.outcome"); v.AsString() != "not_acquired" {
+		t.Errorf("refused acquire outcome %q", v.AsString())
+	}
+	held := r.ended("latchkey.lock.held")
+	if len(held) != 1 {
+		t.Fatalf("%d held spans, want 1", len(held))
+	}
+	if held[0].Parent().SpanID() != parent.SpanContext().SpanID() {
+		t.Error("held span is not a child of the acquiring caller's span")
+	}
+	if v, _ := attr(held[0], "latchkey.lock.end"); v.AsString() != "released" {
+		t.Errorf("held span ended %q, want released", v.AsString())
+	}
+	if held[0].EndTime().Before(held[0].StartTime()) || !held[0].StartTime().Before(r.ended("latchkey.lock.release")[0].EndTime()) {
+		t.Error("held span does not run from acquisition to release")
+	}
+	if rel := r.ended("latchkey.lock.release"); len(rel) != 1 || rel[0].Parent().SpanID() != parent.SpanContext().SpanID() {
+		t.Errorf("release spans %d, want 1 under the caller's span", len(rel))
+	}
+	r.noSecrets(t, key, strconv.FormatUint(lease.Token(), 10))
+
+	// The same outcomes as metrics.
+	mem := []attribute.KeyValue{attribute.String("latchkey.lock.backend", "mem"), attribute.String("db.system.name", "memory")}
+	if n := r.histCount(t, "latchkey.lock.acquire.duration", append(mem, attribute.String("latchkey.lock.outcome", "acquired"))...); n != 1 {
+		t.Errorf("acquire histogram (acquired) count %d, want 1", n)
+	}
+	if n := r.histCount(t, "latchkey.lock.acquire.duration", append(mem, attribute.String("latchkey.lock.outcome", "not_acquired"))...); n != 1 {
+		t.Errorf("acquire histogram (not_acquired) count %d, want 1", n)
+	}
+	if n := r.histCount(t, "latchkey.lock.hold.duration", append(mem, attribute.String("latchkey.lock.end", "released"))...); n != 1 {
+		t.Errorf("hold histogram count %d, want 1", n)
+	}
+}
+
+// TestLockLossEvent lets a fixed lease expire: its held span ends with an
+// event latchkey.lock.lease_lost carrying the reason, status Error, and the
+// loss is counted.
+func TestLockLossEvent(t *testing.T) {
+	r := newRecorded(t)
+	l := memlock.New()
+	l.SetObserver(r.tel.LockObserver("mem"))
+	lease, err := l.Acquire(context.Background(), "acct-1", lock.WithTTL(time.Second), lock.WithFixedTTL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-lease.Done()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(r.ended("latchkey.lock.held")) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // the loss is reported just after Done closes
+	}
+	held := r.ended("latchkey.lock.held")
+	if len(held) != 1 {
+		t.Fatalf("%d held spans after the loss, want 1", len(held))
+	}
+	s := held[0]
+	if s.Status().Code != codes.Error {
+		t.Errorf("held span of a lost lease has status %v", s.Status())
+	}
+	var lost bool
+	for _, e := range s.Events() {
+		if e.Name == "latchkey.lock.lease_lost" {
+			for _, kv := range e.Attributes {
+				if kv.Key == "latchkey.lock.loss_reason" && kv.Value.AsString() == string(lock.LossExpired) {
+					lost = true
+				}
+			}
+		}
+	}
+	if !lost {
+		t.Errorf("no lease_lost event with reason %q: %v", lock.LossExpired, s.Events())
+	}
+	if n := r.sum(t, "latchkey.lock.leases_lost", attribute.String("latchkey.lock.backend", "mem"),
+		attribute.String("latchkey.lock.loss_reason", string(lock.LossExpired))); n != 1 {
+		t.Errorf("leases_lost = %d, want 1", n)
+	}
+	if s.Parent().IsValid() {
+		t.Error("a lease acquired without a span in context has a parent")
+	}
+}
+
+// TestHashedKeys checks that WithHashedKeys adds a keyed hash of the key,
+// the same for one key and different for another, never the key itself;
+// and that a short secret is refused.
+func TestHashedKeys(t *testing.T) {
+	if _, err := latchkeyotel.New(latchkeyotel.WithHashedKeys([]byte("short"))); !errors.Is(err, latchkeyotel.ErrInvalid) {
+		t.Fatalf("short secret: %v", err)
+	}
+	r := newRecorded(t, latchkeyotel.WithHashedKeys([]byte("0123456789abcdef-secret")))
+	l := memlock.New()
+	l.SetObserver(r.tel.LockObserver("mem"))
+	ctx := context.Background()
+	for _, k := range []string{"acct-1", "acct-1", "acct-2"} {
+		lease, err := l.Acquire(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = lease.Release(ctx)
+	}
+	acq := r.ended("latchkey.lock.acquire")
+	var hashes []string
+	for _, s := range acq {
+		v, ok := attr(s, "latchkey.lock.key_hash")
+		if !ok {
+			t.Fatal("no key hash on an acquire span")
+		}
+		hashes = append(hashes, v.AsString())
+	}
+	if hashes[0] != hashes[1] || hashes[0] == hashes[2] || len(hashes[0]) != 16 {
+		t.Errorf("hashes %q: want one per key, 16 hex digits", hashes)
+	}
+	r.noSecrets(t, "acct-1", "acct-2")
+	if n := r.histCount(t, "latchkey.lock.acquire.duration", attribute.String("latchkey.lock.backend", "mem"),
+		attribute.String("latchkey.lock.outcome", "acquired")); n != 3 {
+		t.Errorf("acquire count %d; the key hash must not split the metric", n)
+	}
+}
