@@ -37,7 +37,8 @@ var observer atomic.Pointer[Observer] // nil: nobody observes
 // SetObserver makes o the Observer of every Machine and Optimistic of the
 // process; nil (the default) turns observation off, and then a refusal costs
 // one atomic load. The metrics and OpenTelemetry integrations provide
-// observers; call SetObserver once, at start-up.
+// observers; call SetObserver once, at start-up, and join several with
+// Observers.
 func SetObserver(o Observer) {
 	if o == nil {
 		observer.Store(nil)
@@ -50,5 +51,21 @@ func SetObserver(o Observer) {
 func refused(ctx context.Context, r Refusal) {
 	if p := observer.Load(); p != nil {
 		(*p)(ctx, r)
+	}
+}
+
+// Observers returns an Observer that passes every refusal to each of obs
+// in order (nil entries are skipped), to attach metrics and traces together.
+func Observers(obs ...Observer) Observer {
+	var list []Observer
+	for _, o := range obs {
+		if o != nil {
+			list = append(list, o)
+		}
+	}
+	return func(ctx context.Context, r Refusal) {
+		for _, o := range list {
+			o(ctx, r)
+		}
 	}
 }
