@@ -10,7 +10,6 @@ const (
 
 	attrBackend    = attribute.Key("latchkey.lock.backend")
 	attrLockOut    = attribute.Key("latchkey.lock.outcome")
-	attrAcquired   = attribute.Key("latchkey.lock.acquired")
 	attrWaited     = attribute.Key("latchkey.lock.wait.duration")
 	attrAttempts   = attribute.Key("latchkey.lock.attempts")
 	attrHeld       = attribute.Key("latchkey.lock.hold.duration")
@@ -22,6 +21,7 @@ const (
 	attrIdemOut     = attribute.Key("latchkey.idem.outcome")
 	attrIdemStatus  = attribute.Key("http.response.status_code")
 	attrReplayWait  = attribute.Key("latchkey.idem.duration")
+	attrReplayAge   = attribute.Key("latchkey.idem.replay_age")
 	attrConsumer    = attribute.Key("latchkey.dedup.consumer")
 	attrDedupOut    = attribute.Key("latchkey.dedup.outcome")
 	attrFenceGuard  = attribute.Key("latchkey.fence.guard")

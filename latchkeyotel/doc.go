@@ -13,19 +13,19 @@
 //	dedup.New(store, dedup.WithObserver(tel.DedupObserver("orders")))
 //	tel.ObserveRefusals()                                         // fence and state, process-wide
 //
-// Spans are children of the span in the caller's context: an Acquire's span
-// of the context given to Acquire, a Release's of Release's. The spans are
+// Spans are children of the span in the caller's context:
 //
-//	latchkey.lock.acquire   one Acquire call: backend, outcome, how long it waited, attempts
-//	latchkey.lock.held      a held lease, from acquisition to Release or loss; a loss is an
-//	                        event latchkey.lock.lease_lost with its reason, and the span's status is Error
-//	latchkey.lock.release   one Release call
-//	latchkey.idem.do        one idem.Do call: outcome
-//	latchkey.idem.request   one request through the idempotency middleware: outcome, status;
-//	                        a replay is also an event latchkey.idem.replayed on the request's span
-//	latchkey.dedup.process  one delivery: outcome
+//	latchkey.lock          one Acquire call, and the lease it won until it ended: backend,
+//	                       outcome, wait and hold durations, attempts; a lost lease has
+//	                       an event latchkey.lock.lease_lost with its reason (status Error)
+//	latchkey.idem.do       one idem.Do call: outcome
+//	latchkey.dedup.process one delivery: outcome
 //
-// and a refused fenced write or state transition is an event
+// A request through the idempotency middleware annotates the request's own
+// span (otelhttp's server span): its outcome as attributes, a replay as an
+// event latchkey.idem.replayed, a 409 or 422 as latchkey.idem.refused; a
+// request with no span gets a latchkey.idem.request span of its own. A
+// refused fenced write or state transition is an event
 // (latchkey.fence.refused, latchkey.state.refused) on the caller's span.
 //
 // Keys, fencing tokens, principals, message ids and bodies are never

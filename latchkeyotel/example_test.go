@@ -37,8 +37,6 @@ func Example() {
 		fmt.Println(s.Name())
 	}
 	// Output:
-	// latchkey.lock.acquire
-	// latchkey.lock.held
-	// latchkey.lock.release
+	// latchkey.lock
 	// charge
 }

@@ -73,12 +73,16 @@ var doOutcomes = [...]idem.Outcome{
 }
 
 // HTTPObserver returns the idemhttp.Observer of one middleware, named
-// handler (a fixed name such as "pay", never a path with ids in it). Each
-// guarded request is a span latchkey.idem.request, a child of the
-// request's span, with its outcome and status; a replay is also an event
-// latchkey.idem.replayed on the request's own span (the server span of
-// otelhttp, say), so the trace of a refused or replayed retry says so where
-// one looks first.
+// handler (a fixed name such as "pay", never a path with ids in it). The
+// middleware is part of the request, so its outcome goes on the request's
+// own span (otelhttp's server span, say): the attributes
+// latchkey.idem.handler, latchkey.idem.outcome and latchkey.idem.duration,
+// an event latchkey.idem.replayed for a replay (with the replayed status
+// and the record's age) and latchkey.idem.refused for a 409 or 422, and
+// status Error for a store failure. A request with no recording span gets a
+// span latchkey.idem.request of its own, with the same attributes and
+// events, so the outcome is traced either way; the trace of a refused or
+// replayed retry says so where one looks first.
 func (t *Telemetry) HTTPObserver(handler string) idemhttp.Observer {
 	base := []attribute.KeyValue{attrHandler.String(handler)}
 	sets := newOutcomeSets(base, attrIdemOut, httpOutcomes[:])
@@ -87,23 +91,31 @@ func (t *Telemetry) HTTPObserver(handler string) idemhttp.Observer {
 		opt := sets.get(e.Outcome, e.Outcome.String)
 		t.inst.idemN.Add(ctx, 1, opt)
 		t.inst.idemD.Record(ctx, e.Duration.Seconds(), opt)
-		out := attrIdemOut.String(e.Outcome.String())
-		parent := trace.SpanFromContext(ctx)
+		span := trace.SpanFromContext(ctx)
+		own := !span.IsRecording()
+		end := time.Now()
+		if own {
+			_, span = t.tracer.Start(ctx, "latchkey.idem.request", trace.WithTimestamp(end.Add(-e.Duration)))
+		}
+		span.SetAttributes(attrHandler.String(handler), attrIdemOut.String(e.Outcome.String()),
+			attrReplayWait.Float64(e.Duration.Seconds()))
 		switch e.Outcome {
 		case idemhttp.OutcomeReplayed:
-			parent.AddEvent("latchkey.idem.replayed", trace.WithAttributes(attrHandler.String(handler),
-				attrIdemStatus.Int(e.Status), attrReplayWait.Float64(e.Duration.Seconds())))
+			span.AddEvent("latchkey.idem.replayed", trace.WithAttributes(
+				attrIdemStatus.Int(e.Status), attrReplayAge.Float64(e.Age.Seconds())))
 		case idemhttp.OutcomeConflict, idemhttp.OutcomeMismatch:
-			parent.AddEvent("latchkey.idem.refused", trace.WithAttributes(attrHandler.String(handler), out))
+			span.AddEvent("latchkey.idem.refused", trace.WithAttributes(attrIdemOut.String(e.Outcome.String())))
 		}
-		end := time.Now()
-		_, span := t.tracer.Start(ctx, "latchkey.idem.request", trace.WithTimestamp(end.Add(-e.Duration)),
-			trace.WithAttributes(attrHandler.String(handler), out, attrIdemStatus.Int(e.Status)))
 		if e.Err != nil {
 			span.SetStatus(codes.Error, "idempotency store failed")
 			span.SetAttributes(attrErrorType.String("store_error"))
 		}
-		span.End(trace.WithTimestamp(end))
+		if own {
+			if e.Status != 0 {
+				span.SetAttributes(attrIdemStatus.Int(e.Status))
+			}
+			span.End(trace.WithTimestamp(end))
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/latchkey-go/latchkey/idem"
@@ -17,28 +18,24 @@ import (
 	"github.com/latchkey-go/latchkey/idem/memstore"
 )
 
-// TestHTTPReplayEvent sends one payment three times with one key: the first
-// runs, the copies replay. Every request's span gets a child span with its
-// outcome, a replay is also an event on the request's own span, and no key,
-// principal or body reaches an attribute.
-func TestHTTPReplayEvent(t *testing.T) {
-	r := newRecorded(t)
+// payTwice sends one payment three times with one key through the
+// middleware with the observer; wrap, if set, starts each request's span as
+// otelhttp would.
+func payTwice(t *testing.T, r *recorded, wrap func(http.Handler) http.Handler) (key, principal string) {
+	t.Helper()
 	runs := 0
-	h := idemhttp.Middleware(memstore.New(), idemhttp.WithObserver(r.tel.HTTPObserver("pay")))(
+	var h http.Handler = idemhttp.Middleware(memstore.New(), idemhttp.WithObserver(r.tel.HTTPObserver("pay")))(
 		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			runs++
 			w.WriteHeader(http.StatusCreated)
 			io.WriteString(w, `{"charge":"ch_secret_body"}`)
 		}))
-	// The request's own span, as otelhttp would start it.
-	tracer := r.tp.Tracer("test")
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		ctx, span := tracer.Start(req.Context(), "POST /pay", trace.WithSpanKind(trace.SpanKindServer))
-		defer span.End()
-		h.ServeHTTP(w, req.WithContext(ctx))
-	}))
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
 	defer srv.Close()
-	const key, principal = "pay-key-5521", "Bearer tok-principal-9"
+	key, principal = "pay-key-5521", "Bearer tok-principal-9"
 	for range 3 {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/pay", strings.NewReader(`{"amount":100}`))
 		req.Header.Set("Idempotency-Key", key)
@@ -55,36 +52,74 @@ func TestHTTPReplayEvent(t *testing.T) {
 	if runs != 1 {
 		t.Fatalf("handler ran %d times", runs)
 	}
-	reqs := r.ended("POST /pay")
-	inner := r.ended("latchkey.idem.request")
-	if len(reqs) != 3 || len(inner) != 3 {
-		t.Fatalf("%d request spans, %d idem spans; want 3 of each", len(reqs), len(inner))
-	}
-	var outcomes []string
-	replayEvents := 0
-	for i := range 3 {
-		if inner[i].Parent().SpanID() != reqs[i].SpanContext().SpanID() {
-			t.Errorf("idem span %d is not a child of its request's span", i)
-		}
-		v, _ := attr(inner[i], "latchkey.idem.outcome")
+	return key, principal
+}
+
+// idemTrail returns the outcome attribute and the number of replay events
+// of each span.
+func idemTrail(spans []sdktrace.ReadOnlySpan) (outcomes []string, replays int) {
+	for _, s := range spans {
+		v, _ := attr(s, "latchkey.idem.outcome")
 		outcomes = append(outcomes, v.AsString())
-		for _, e := range reqs[i].Events() {
+		for _, e := range s.Events() {
 			if e.Name == "latchkey.idem.replayed" {
-				replayEvents++
+				replays++
 			}
 		}
 	}
+	return outcomes, replays
+}
+
+// TestHTTPReplayEvent sends one payment three times with one key under
+// request spans: the first runs, the copies replay; each outcome is an
+// attribute of the request's own span, each replay an event on it, no span
+// is added, and no key, principal or body reaches an attribute.
+func TestHTTPReplayEvent(t *testing.T) {
+	r := newRecorded(t)
+	tracer := r.tp.Tracer("test")
+	key, principal := payTwice(t, r, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			ctx, span := tracer.Start(req.Context(), "POST /pay", trace.WithSpanKind(trace.SpanKindServer))
+			defer span.End()
+			next.ServeHTTP(w, req.WithContext(ctx))
+		})
+	})
+	reqs := r.ended("POST /pay")
+	if len(reqs) != 3 || len(r.spans.Ended()) != 3 {
+		t.Fatalf("%d request spans of %d spans; want 3 and no other", len(reqs), len(r.spans.Ended()))
+	}
+	outcomes, replays := idemTrail(reqs)
 	if fmt.Sprint(outcomes) != "[executed replayed replayed]" {
 		t.Errorf("outcomes %v", outcomes)
 	}
-	if replayEvents != 2 {
-		t.Errorf("%d replay events on request spans, want 2", replayEvents)
+	if replays != 2 {
+		t.Errorf("%d replay events on request spans, want 2", replays)
 	}
-	r.noSecrets(t, key, "tok-principal-9", "ch_secret_body", `"amount"`)
+	r.noSecrets(t, key, strings.TrimPrefix(principal, "Bearer "), "ch_secret_body", `"amount"`)
 	if n := r.sum(t, "latchkey.idem.requests", attribute.String("latchkey.idem.handler", "pay"),
 		attribute.String("latchkey.idem.outcome", "replayed")); n != 2 {
 		t.Errorf("replayed count %d, want 2", n)
 	}
+}
+
+// TestHTTPOwnSpan checks that a request without a recording span gets a
+// span of its own, latchkey.idem.request, with the same attributes and
+// events.
+func TestHTTPOwnSpan(t *testing.T) {
+	r := newRecorded(t)
+	key, principal := payTwice(t, r, nil)
+	spans := r.ended("latchkey.idem.request")
+	if len(spans) != 3 {
+		t.Fatalf("%d spans, want 3", len(spans))
+	}
+	outcomes, replays := idemTrail(spans)
+	if fmt.Sprint(outcomes) != "[executed replayed replayed]" || replays != 2 {
+		t.Errorf("outcomes %v, %d replay events", outcomes, replays)
+	}
+	if v, _ := attr(spans[1], "http.response.status_code"); v.AsInt64() != http.StatusCreated {
+		t.Errorf("replay's status %v", v.AsInt64())
+	}
+	r.noSecrets(t, key, strings.TrimPrefix(principal, "Bearer "), "ch_secret_body")
 }
 
 // TestDoSpans runs idem.Do twice with one key: an executed and a replayed

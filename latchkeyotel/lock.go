@@ -15,18 +15,33 @@ import (
 	"github.com/latchkey-go/latchkey/lock"
 )
 
-// leases maps each held lease to the span of its holding.
+// leases maps each held lease to its span, open until the lease ends.
 type leases struct{ m sync.Map } // *lock.Lease -> trace.Span
 
 // LockObserver returns the lock.Observer of one backend, named backend (a
 // fixed name such as "redis" or "etcd", never a key); server's attributes
 // (see Server) are added to its spans and metrics. Pass it to the Locker's
 // SetObserver, alone or with the metrics package's through lock.Observers.
+//
+// Each Acquire call is one span, latchkey.lock, under the span of
+// Acquire's context, with the outcome (latchkey.lock.outcome: acquired,
+// not_acquired, canceled, invalid, error), the time spent waiting for
+// another holder and the attempts. It starts when Acquire was called; a
+// call that did not acquire ends it at once. A held lease keeps it open
+// until the lease ends: at Release (latchkey.lock.end released; status
+// Error if the release failed) or at its loss (end lost, an event
+// latchkey.lock.lease_lost with the reason, status Error). The span's
+// length is the wait plus the hold; latchkey.lock.wait.duration and
+// latchkey.lock.hold.duration split it. One span per lock pair, with no
+// events on the way of a healthy lease, keeps tracing a lock pair cheap
+// (see the README's cost table).
 func (t *Telemetry) LockObserver(backend string, server ...attribute.KeyValue) lock.Observer {
 	base := append([]attribute.KeyValue{attrBackend.String(backend)}, server...)
 	o := &lockObserver{t: t, base: base}
-	for _, out := range lockOutcomes {
-		o.outSets = append(o.outSets, metric.WithAttributeSet(attribute.NewSet(append(slices.Clip(base), attrLockOut.String(out))...)))
+	for i, out := range lockOutcomes {
+		kv := append(slices.Clip(base), attrLockOut.String(out))
+		o.outSets[i] = metric.WithAttributeSet(attribute.NewSet(kv...))
+		o.outAttrs[i] = kv
 	}
 	o.released = metric.WithAttributeSet(attribute.NewSet(append(slices.Clip(base), attrLeaseEnd.String("released"))...))
 	o.lostEnd = metric.WithAttributeSet(attribute.NewSet(append(slices.Clip(base), attrLeaseEnd.String("lost"))...))
@@ -36,7 +51,8 @@ func (t *Telemetry) LockObserver(backend string, server ...attribute.KeyValue) l
 type lockObserver struct {
 	t                 *Telemetry
 	base              []attribute.KeyValue
-	outSets           []metric.MeasurementOption // by lockOutcome
+	outSets           [len(lockOutcomes)]metric.MeasurementOption // by lockOutcome
+	outAttrs          [len(lockOutcomes)][]attribute.KeyValue     // span attributes, by lockOutcome; read only
 	released, lostEnd metric.MeasurementOption
 }
 
@@ -88,16 +104,12 @@ func (o *lockObserver) observe(e lock.Event) {
 		if s, ok := o.t.leaseSet.m.LoadAndDelete(e.Lease); ok {
 			span := s.(trace.Span)
 			span.SetAttributes(attrHeld.Float64(e.Held.Seconds()), attrLeaseEnd.String("released"))
+			if e.Err != nil {
+				span.SetStatus(codes.Error, "release failed; the lock expires after its TTL")
+				span.SetAttributes(attrErrorType.String("release_failed"))
+			}
 			span.End()
 		}
-		end := time.Now()
-		_, span := o.t.tracer.Start(ctx, "latchkey.lock.release", trace.WithTimestamp(end.Add(-e.Duration)),
-			trace.WithAttributes(o.base...))
-		if e.Err != nil {
-			span.SetStatus(codes.Error, "release failed; the lock expires after its TTL")
-			span.SetAttributes(attrErrorType.String("release_failed"))
-		}
-		span.End(trace.WithTimestamp(end))
 	}
 }
 
@@ -107,28 +119,22 @@ func (o *lockObserver) acquired(ctx context.Context, e lock.Event) {
 	o.t.inst.wait.Record(ctx, e.Waited.Seconds(), o.outSets[i])
 
 	end := time.Now()
-	attrs := append(slices.Clip(o.base),
-		attrLockOut.String(lockOutcomes[i]), attrAcquired.Bool(e.Err == nil),
-		attrWaited.Float64(e.Waited.Seconds()), attrAttempts.Int(e.Attempts))
+	attrs := make([]attribute.KeyValue, 0, len(o.outAttrs[i])+3)
+	attrs = append(attrs, o.outAttrs[i]...)
+	attrs = append(attrs, attrWaited.Float64(e.Waited.Seconds()), attrAttempts.Int(e.Attempts))
 	if kh, ok := o.t.keyHash(e.Key); ok {
 		attrs = append(attrs, kh)
 	}
-	_, span := o.t.tracer.Start(ctx, "latchkey.lock.acquire", trace.WithTimestamp(end.Add(-e.Duration)),
-		trace.WithAttributes(attrs...))
-	if i >= 3 { // invalid or a backend's error; not acquiring is an answer
-		span.SetStatus(codes.Error, "acquire failed: "+lockOutcomes[i])
-		span.SetAttributes(attrErrorType.String(lockOutcomes[i]))
-	}
-	span.End(trace.WithTimestamp(end))
+	_, span := o.t.tracer.Start(ctx, "latchkey.lock", trace.WithTimestamp(end.Add(-e.Duration)), trace.WithAttributes(attrs...))
 	if e.Err != nil || e.Lease == nil {
+		if i >= 3 { // invalid or a backend's error; not acquiring is an answer
+			span.SetStatus(codes.Error, "acquire failed: "+lockOutcomes[i])
+			span.SetAttributes(attrErrorType.String(lockOutcomes[i]))
+		}
+		span.End(trace.WithTimestamp(end))
 		return
 	}
-	held := append(slices.Clip(o.base), attrAttempts.Int(e.Attempts))
-	if kh, ok := o.t.keyHash(e.Key); ok {
-		held = append(held, kh)
-	}
-	_, hs := o.t.tracer.Start(ctx, "latchkey.lock.held", trace.WithTimestamp(end), trace.WithAttributes(held...))
-	o.t.leaseSet.m.Store(e.Lease, hs)
+	o.t.leaseSet.m.Store(e.Lease, span)
 }
 
 // renewError classifies a failed renewal for the error.type attribute,

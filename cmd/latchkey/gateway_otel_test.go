@@ -102,7 +102,7 @@ func spanAttr(s *tracepb.Span, key string) *commonpb.AnyValue {
 // TestGatewayExportsTraces starts the gateway with OTEL_* pointing at a
 // receiver in the test, once per OTLP protocol, and sends one payment twice
 // with a traceparent: the gateway's server spans continue the caller's
-// trace, the upstream gets a traceparent of the same trace whose parent is
+// trace and carry the idempotency outcome, the upstream gets a traceparent of the same trace whose parent is
 // the gateway's client span, the copy's server span has a replay event,
 // and no key, principal or body is in any attribute.
 func TestGatewayExportsTraces(t *testing.T) {
@@ -162,9 +162,9 @@ func TestGatewayExportsTraces(t *testing.T) {
 			}
 
 			deadline := time.Now().Add(20 * time.Second)
-			for len(recv.named("POST")) < 2 || len(recv.named("latchkey.idem.request")) < 2 {
+			for len(recv.named("POST")) < 2 {
 				if time.Now().After(deadline) {
-					t.Fatalf("spans received: %d server, %d idem\n%s", len(recv.named("POST")), len(recv.named("latchkey.idem.request")), g.stderr())
+					t.Fatalf("spans received: %d server\n%s", len(recv.named("POST")), g.stderr())
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
@@ -186,15 +186,11 @@ func TestGatewayExportsTraces(t *testing.T) {
 			if replays != 1 {
 				t.Errorf("%d replay events on the server spans, want 1", replays)
 			}
+			// Each outcome is an attribute of its request's span.
 			serverIDs := map[string]bool{}
+			var outcomes []string
 			for _, s := range servers {
 				serverIDs[hex.EncodeToString(s.GetSpanId())] = true
-			}
-			var outcomes []string
-			for _, s := range recv.named("latchkey.idem.request") {
-				if !serverIDs[hex.EncodeToString(s.GetParentSpanId())] {
-					t.Errorf("idem span's parent %x is no server span", s.GetParentSpanId())
-				}
 				outcomes = append(outcomes, spanAttr(s, "latchkey.idem.outcome").GetStringValue())
 			}
 			if fmt.Sprint(outcomes) != "[executed replayed]" {
