@@ -7,7 +7,7 @@
 // hooks are:
 //
 //	tel, _ := latchkeyotel.New()                                  // global providers
-//	locker.SetObserver(tel.LockObserver("redis", latchkeyotel.Server("redis", "10.0.0.5:6379")))
+//	locker.SetObserver(tel.LockObserver("redis", latchkeyotel.Server("redis", "10.0.0.5:6379")...))
 //	idemhttp.Middleware(store, idemhttp.WithObserver(tel.HTTPObserver("pay")))
 //	idem.Do(ctx, store, key, fn, idem.WithObserver(tel.DoObserver("charge")))
 //	dedup.New(store, dedup.WithObserver(tel.DedupObserver("orders")))
