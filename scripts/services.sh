@@ -229,7 +229,7 @@ ensure_prometheus() {
     apt_install prometheus prometheus
   fi
   command -v promtool >/dev/null 2>&1 || die "promtool not on PATH after installing prometheus"
-  say prometheus "binaries only, tests start their own ($(prometheus --version 2>&1 | head -n 1))"
+  say prom "binaries only, tests start their own ($(prometheus --version 2>&1 | head -n 1))"
 }
 
 # ------------------------------------------------------------ ZooKeeper
