@@ -20,8 +20,9 @@ import (
 // benchTelemetry is a Telemetry on a real SDK whose batching processor
 // exports to an exporter that drops the spans: the cost measured is the
 // observers' and the SDK's, not a network's.
-func benchTelemetry(b *testing.B) *latchkeyotel.Telemetry {
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+func benchTelemetry(b *testing.B, sample float64) *latchkeyotel.Telemetry {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()),
+		sdktrace.WithSampler(sdktrace.TraceIDRatioBased(sample)))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	b.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
 	tel, err := latchkeyotel.New(latchkeyotel.WithTracerProvider(tp), latchkeyotel.WithMeterProvider(mp))
@@ -31,15 +32,18 @@ func benchTelemetry(b *testing.B) *latchkeyotel.Telemetry {
 	return tel
 }
 
-// BenchmarkLockPair is one acquire and release on memlock, without and
-// with the observer: the difference is what tracing a lock pair costs.
+// BenchmarkLockPair is one acquire and release on memlock, without the
+// observer, and with it at every trace and one trace in ten sampled: the
+// differences are what tracing a lock pair costs.
 func BenchmarkLockPair(b *testing.B) {
-	for _, traced := range []bool{false, true} {
-		name := map[bool]string{false: "plain", true: "traced"}[traced]
-		b.Run(name, func(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		sample float64 // 0: no observer
+	}{{"plain", 0}, {"sampled-all", 1}, {"sampled-tenth", 0.1}} {
+		b.Run(c.name, func(b *testing.B) {
 			l := memlock.New()
-			if traced {
-				l.SetObserver(benchTelemetry(b).LockObserver("mem"))
+			if c.sample > 0 {
+				l.SetObserver(benchTelemetry(b, c.sample).LockObserver("mem"))
 			}
 			ctx := context.Background()
 			b.ReportAllocs()
@@ -56,7 +60,7 @@ func BenchmarkLockPair(b *testing.B) {
 
 // BenchmarkHTTPObserver is the observer of one guarded request alone.
 func BenchmarkHTTPObserver(b *testing.B) {
-	o := benchTelemetry(b).HTTPObserver("pay")
+	o := benchTelemetry(b, 1).HTTPObserver("pay")
 	r := httptest.NewRequest(http.MethodPost, "/pay", nil)
 	e := idemhttp.Event{Outcome: idemhttp.OutcomeExecuted, Status: 201, Duration: time.Millisecond}
 	b.ReportAllocs()

@@ -20,8 +20,8 @@ func (t *Telemetry) DedupObserver(consumer string) dedup.Observer {
 	sets := newOutcomeSets(base, attrDedupOut, dedupOutcomes[:])
 	return func(ctx context.Context, e dedup.Event) {
 		opt := sets.get(e.Outcome, e.Outcome.String)
-		t.inst.dedupN.Add(ctx, 1, opt)
-		t.inst.dedupD.Record(ctx, e.Duration.Seconds(), opt)
+		t.inst.dedupN.Add(ctx, 1, opt.add...)
+		t.inst.dedupD.Record(ctx, e.Duration.Seconds(), opt.rec...)
 		end := time.Now()
 		_, span := t.tracer.Start(ctx, "latchkey.dedup.process", trace.WithTimestamp(end.Add(-e.Duration)),
 			trace.WithAttributes(attrConsumer.String(consumer), attrDedupOut.String(e.Outcome.String())))

@@ -7,7 +7,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/latchkey-go/latchkey/idem"
@@ -18,26 +17,26 @@ import (
 type outcomeSets[O comparable] struct {
 	base []attribute.KeyValue
 	key  attribute.Key
-	m    map[O]metric.MeasurementOption // read only after construction
+	m    map[O]attrs // read only after construction
 }
 
 func newOutcomeSets[O interface {
 	comparable
 	String() string
 }](base []attribute.KeyValue, key attribute.Key, known []O) outcomeSets[O] {
-	s := outcomeSets[O]{base: base, key: key, m: make(map[O]metric.MeasurementOption, len(known))}
+	s := outcomeSets[O]{base: base, key: key, m: make(map[O]attrs, len(known))}
 	for _, o := range known {
 		s.m[o] = s.make(o.String())
 	}
 	return s
 }
 
-func (s outcomeSets[O]) make(out string) metric.MeasurementOption {
+func (s outcomeSets[O]) make(out string) attrs {
 	kv := append(append([]attribute.KeyValue(nil), s.base...), s.key.String(out))
-	return metric.WithAttributeSet(attribute.NewSet(kv...))
+	return newAttrs(attribute.NewSet(kv...))
 }
 
-func (s outcomeSets[O]) get(o O, name func() string) metric.MeasurementOption {
+func (s outcomeSets[O]) get(o O, name func() string) attrs {
 	if m, ok := s.m[o]; ok {
 		return m
 	}
@@ -53,8 +52,8 @@ func (t *Telemetry) DoObserver(name string) idem.Observer {
 	sets := newOutcomeSets(base, attrIdemOut, doOutcomes[:])
 	return func(ctx context.Context, e idem.Event) {
 		opt := sets.get(e.Outcome, e.Outcome.String)
-		t.inst.idemN.Add(ctx, 1, opt)
-		t.inst.idemD.Record(ctx, e.Duration.Seconds(), opt)
+		t.inst.idemN.Add(ctx, 1, opt.add...)
+		t.inst.idemD.Record(ctx, e.Duration.Seconds(), opt.rec...)
 		end := time.Now()
 		_, span := t.tracer.Start(ctx, "latchkey.idem.do", trace.WithTimestamp(end.Add(-e.Duration)),
 			trace.WithAttributes(attrHandler.String(name), attrIdemOut.String(e.Outcome.String())))
@@ -89,8 +88,8 @@ func (t *Telemetry) HTTPObserver(handler string) idemhttp.Observer {
 	return func(r *http.Request, e idemhttp.Event) {
 		ctx := r.Context()
 		opt := sets.get(e.Outcome, e.Outcome.String)
-		t.inst.idemN.Add(ctx, 1, opt)
-		t.inst.idemD.Record(ctx, e.Duration.Seconds(), opt)
+		t.inst.idemN.Add(ctx, 1, opt.add...)
+		t.inst.idemD.Record(ctx, e.Duration.Seconds(), opt.rec...)
 		span := trace.SpanFromContext(ctx)
 		own := !span.IsRecording()
 		end := time.Now()

@@ -3,6 +3,7 @@ package latchkeyotel
 import (
 	"errors"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -45,4 +46,17 @@ func (in *instruments) init(m metric.Meter) error {
 	in.fence = count("latchkey.fence.refused", "{write}", "Fenced writes refused for a stale token.")
 	in.state = count("latchkey.state.refused", "{change}", "State transitions and optimistic updates not applied.")
 	return errors.Join(errs...)
+}
+
+// attrs is one attribute set as the options of the metric calls, built
+// once: passing a prepared slice to a variadic call allocates nothing,
+// where a fresh option would, on every measurement.
+type attrs struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+func newAttrs(set attribute.Set) attrs {
+	o := metric.WithAttributeSet(set)
+	return attrs{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}}
 }

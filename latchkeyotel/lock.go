@@ -40,20 +40,20 @@ func (t *Telemetry) LockObserver(backend string, server ...attribute.KeyValue) l
 	o := &lockObserver{t: t, base: base}
 	for i, out := range lockOutcomes {
 		kv := append(slices.Clip(base), attrLockOut.String(out))
-		o.outSets[i] = metric.WithAttributeSet(attribute.NewSet(kv...))
-		o.outAttrs[i] = kv
+		o.outSets[i] = newAttrs(attribute.NewSet(kv...))
+		o.outStart[i] = trace.WithAttributes(kv...)
 	}
-	o.released = metric.WithAttributeSet(attribute.NewSet(append(slices.Clip(base), attrLeaseEnd.String("released"))...))
-	o.lostEnd = metric.WithAttributeSet(attribute.NewSet(append(slices.Clip(base), attrLeaseEnd.String("lost"))...))
+	o.released = newAttrs(attribute.NewSet(append(slices.Clip(base), attrLeaseEnd.String("released"))...))
+	o.lostEnd = newAttrs(attribute.NewSet(append(slices.Clip(base), attrLeaseEnd.String("lost"))...))
 	return o.observe
 }
 
 type lockObserver struct {
 	t                 *Telemetry
 	base              []attribute.KeyValue
-	outSets           [len(lockOutcomes)]metric.MeasurementOption // by lockOutcome
-	outAttrs          [len(lockOutcomes)][]attribute.KeyValue     // span attributes, by lockOutcome; read only
-	released, lostEnd metric.MeasurementOption
+	outSets           [len(lockOutcomes)]attrs                 // by lockOutcome
+	outStart          [len(lockOutcomes)]trace.SpanStartOption // span attributes, by lockOutcome
+	released, lostEnd attrs
 }
 
 // lockOutcomes are the values of latchkey.lock.outcome, as the metrics
@@ -91,7 +91,7 @@ func (o *lockObserver) observe(e lock.Event) {
 		}
 	case lock.EventLoss:
 		o.t.inst.lost.Add(ctx, 1, metric.WithAttributes(append(slices.Clip(o.base), attrLossReason.String(string(e.Reason)))...))
-		o.t.inst.hold.Record(ctx, e.Held.Seconds(), o.lostEnd)
+		o.t.inst.hold.Record(ctx, e.Held.Seconds(), o.lostEnd.rec...)
 		if s, ok := o.t.leaseSet.m.LoadAndDelete(e.Lease); ok {
 			span := s.(trace.Span)
 			span.AddEvent("latchkey.lock.lease_lost", trace.WithAttributes(attrLossReason.String(string(e.Reason))))
@@ -100,7 +100,7 @@ func (o *lockObserver) observe(e lock.Event) {
 			span.End()
 		}
 	case lock.EventRelease:
-		o.t.inst.hold.Record(ctx, e.Held.Seconds(), o.released)
+		o.t.inst.hold.Record(ctx, e.Held.Seconds(), o.released.rec...)
 		if s, ok := o.t.leaseSet.m.LoadAndDelete(e.Lease); ok {
 			span := s.(trace.Span)
 			span.SetAttributes(attrHeld.Float64(e.Held.Seconds()), attrLeaseEnd.String("released"))
@@ -115,17 +115,18 @@ func (o *lockObserver) observe(e lock.Event) {
 
 func (o *lockObserver) acquired(ctx context.Context, e lock.Event) {
 	i := lockOutcome(e.Err)
-	o.t.inst.acquire.Record(ctx, e.Duration.Seconds(), o.outSets[i])
-	o.t.inst.wait.Record(ctx, e.Waited.Seconds(), o.outSets[i])
+	o.t.inst.acquire.Record(ctx, e.Duration.Seconds(), o.outSets[i].rec...)
+	o.t.inst.wait.Record(ctx, e.Waited.Seconds(), o.outSets[i].rec...)
 
 	end := time.Now()
-	attrs := make([]attribute.KeyValue, 0, len(o.outAttrs[i])+3)
-	attrs = append(attrs, o.outAttrs[i]...)
-	attrs = append(attrs, attrWaited.Float64(e.Waited.Seconds()), attrAttempts.Int(e.Attempts))
-	if kh, ok := o.t.keyHash(e.Key); ok {
-		attrs = append(attrs, kh)
+	_, span := o.t.tracer.Start(ctx, "latchkey.lock", trace.WithTimestamp(end.Add(-e.Duration)), o.outStart[i])
+	if !span.IsRecording() {
+		return // not sampled: nothing to keep for the lease's end
 	}
-	_, span := o.t.tracer.Start(ctx, "latchkey.lock", trace.WithTimestamp(end.Add(-e.Duration)), trace.WithAttributes(attrs...))
+	span.SetAttributes(attrWaited.Float64(e.Waited.Seconds()), attrAttempts.Int(e.Attempts))
+	if kh, ok := o.t.keyHash(e.Key); ok {
+		span.SetAttributes(kh)
+	}
 	if e.Err != nil || e.Lease == nil {
 		if i >= 3 { // invalid or a backend's error; not acquiring is an answer
 			span.SetStatus(codes.Error, "acquire failed: "+lockOutcomes[i])
