@@ -15,8 +15,12 @@ import (
 	"github.com/latchkey-go/latchkey/lock"
 )
 
-// leases maps each held lease to its span, open until the lease ends.
-type leases struct{ m sync.Map } // *lock.Lease -> trace.Span
+// leases maps each held lease to its span, open until the lease ends, or,
+// for the moment between a lease's loss and the report of its acquisition,
+// to how it ended.
+type leases struct{ m sync.Map } // *lock.Lease -> trace.Span or leaseEnd
+
+func isSpan(v any) bool { _, ok := v.(trace.Span); return ok }
 
 // LockObserver returns the lock.Observer of one backend, named backend (a
 // fixed name such as "redis" or "etcd", never a key); server's attributes
@@ -84,7 +88,7 @@ func (o *lockObserver) observe(e lock.Event) {
 		o.acquired(ctx, e)
 	case lock.EventRenew:
 		if e.Err != nil {
-			if s, ok := o.t.leaseSet.m.Load(e.Lease); ok {
+			if s, ok := o.t.leaseSet.m.Load(e.Lease); ok && isSpan(s) {
 				s.(trace.Span).AddEvent("latchkey.lock.renewal_failed",
 					trace.WithAttributes(attrErrorType.String(renewError(e.Err))))
 			}
@@ -92,25 +96,54 @@ func (o *lockObserver) observe(e lock.Event) {
 	case lock.EventLoss:
 		o.t.inst.lost.Add(ctx, 1, metric.WithAttributes(append(slices.Clip(o.base), attrLossReason.String(string(e.Reason)))...))
 		o.t.inst.hold.Record(ctx, e.Held.Seconds(), o.lostEnd.rec...)
-		if s, ok := o.t.leaseSet.m.LoadAndDelete(e.Lease); ok {
-			span := s.(trace.Span)
-			span.AddEvent("latchkey.lock.lease_lost", trace.WithAttributes(attrLossReason.String(string(e.Reason))))
-			span.SetAttributes(attrHeld.Float64(e.Held.Seconds()), attrLeaseEnd.String("lost"))
-			span.SetStatus(codes.Error, "lease lost: "+string(e.Reason))
-			span.End()
-		}
+		o.t.leaseSet.end(e.Lease, leaseEnd{held: e.Held, lost: e.Reason})
 	case lock.EventRelease:
 		o.t.inst.hold.Record(ctx, e.Held.Seconds(), o.released.rec...)
-		if s, ok := o.t.leaseSet.m.LoadAndDelete(e.Lease); ok {
-			span := s.(trace.Span)
-			span.SetAttributes(attrHeld.Float64(e.Held.Seconds()), attrLeaseEnd.String("released"))
-			if e.Err != nil {
-				span.SetStatus(codes.Error, "release failed; the lock expires after its TTL")
-				span.SetAttributes(attrErrorType.String("release_failed"))
-			}
-			span.End()
-		}
+		o.t.leaseSet.end(e.Lease, leaseEnd{held: e.Held, failed: e.Err != nil})
 	}
+}
+
+// A leaseEnd is how a lease ended, for its span.
+type leaseEnd struct {
+	held   time.Duration
+	lost   lock.LossReason // "" when released
+	failed bool            // the release failed
+}
+
+// start records the open span of a lease that was acquired. If the lease
+// has ended already (it was lost before its acquisition was told, which a
+// very short lease can be), the span ends now.
+func (ls *leases) start(l *lock.Lease, span trace.Span) {
+	if v, ended := ls.m.LoadOrStore(l, span); ended {
+		ls.m.Delete(l)
+		v.(leaseEnd).finish(span)
+	}
+}
+
+// end ends the span of a lease, or, if its acquisition has not been told
+// yet, leaves the ending for start. Loading or storing in one step on both
+// sides leaves no moment in which either misses the other.
+func (ls *leases) end(l *lock.Lease, e leaseEnd) {
+	if v, started := ls.m.LoadOrStore(l, e); started {
+		ls.m.Delete(l)
+		e.finish(v.(trace.Span))
+	}
+}
+
+func (e leaseEnd) finish(span trace.Span) {
+	span.SetAttributes(attrHeld.Float64(e.held.Seconds()))
+	switch {
+	case e.lost != "":
+		span.AddEvent("latchkey.lock.lease_lost", trace.WithAttributes(attrLossReason.String(string(e.lost))))
+		span.SetAttributes(attrLeaseEnd.String("lost"))
+		span.SetStatus(codes.Error, "lease lost: "+string(e.lost))
+	case e.failed:
+		span.SetAttributes(attrLeaseEnd.String("released"), attrErrorType.String("release_failed"))
+		span.SetStatus(codes.Error, "release failed; the lock expires after its TTL")
+	default:
+		span.SetAttributes(attrLeaseEnd.String("released"))
+	}
+	span.End()
 }
 
 func (o *lockObserver) acquired(ctx context.Context, e lock.Event) {
@@ -135,7 +168,7 @@ func (o *lockObserver) acquired(ctx context.Context, e lock.Event) {
 		span.End(trace.WithTimestamp(end))
 		return
 	}
-	o.t.leaseSet.m.Store(e.Lease, span)
+	o.t.leaseSet.start(e.Lease, span)
 }
 
 // renewError classifies a failed renewal for the error.type attribute,

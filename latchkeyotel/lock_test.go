@@ -180,3 +180,35 @@ func TestHashedKeys(t *testing.T) {
 		t.Errorf("acquire count %d; the key hash must not split the metric", n)
 	}
 }
+
+// TestLossBeforeAcquireReport feeds the observer a loss before the report
+// of the acquisition of the same lease, the order a lease shorter than the
+// time between its grant and the end of Acquire produces. A real backend
+// makes that order only by chance of scheduling, so the events are made
+// here by hand (the lease itself is a real one). The span must still end,
+// as lost, and nothing be kept for the lease.
+func TestLossBeforeAcquireReport(t *testing.T) {
+	r := newRecorded(t)
+	o := r.tel.LockObserver("mem")
+	lease, err := memlock.New().Acquire(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(context.Background())
+	ctx := context.Background()
+	o(lock.Event{Kind: lock.EventLoss, Lease: lease, Reason: lock.LossExpired, Held: time.Millisecond, Context: ctx})
+	o(lock.Event{Kind: lock.EventAcquire, Lease: lease, Duration: time.Millisecond, Attempts: 1, Context: ctx})
+	spans := r.ended("latchkey.lock")
+	if len(spans) != 1 {
+		t.Fatalf("%d lock spans ended, want 1", len(spans))
+	}
+	if v, _ := attr(spans[0], "latchkey.lock.end"); v.AsString() != "lost" || spans[0].Status().Code != codes.Error {
+		t.Errorf("span ended %q with status %v, want lost and Error", v.AsString(), spans[0].Status())
+	}
+	// A second report of the same lease's end finds nothing kept.
+	o(lock.Event{Kind: lock.EventRelease, Lease: lease, Context: ctx})
+	o(lock.Event{Kind: lock.EventAcquire, Lease: lease, Duration: time.Millisecond, Attempts: 1, Context: ctx})
+	if n := len(r.ended("latchkey.lock")); n != 2 {
+		t.Errorf("%d lock spans after a second acquire report and its release, want 2", n)
+	}
+}
