@@ -213,6 +213,9 @@ func TestGatewayExportsTraces(t *testing.T) {
 			}
 			recv.mu.Lock()
 			defer recv.mu.Unlock()
+			if !strings.Contains(g.stderr(), "trace_id="+traceID) {
+				t.Errorf("the request log does not name the trace:\n%s", g.stderr())
+			}
 			if len(recv.services) == 0 || recv.services[0] != "gw-under-test" {
 				t.Errorf("service names %v", recv.services)
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/latchkey-go/latchkey/idem/idemhttp"
 	"github.com/latchkey-go/latchkey/idem/idemurl"
@@ -155,9 +156,13 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if sw.status == 0 {
 		sw.status = http.StatusOK
 	}
-	g.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
+	attrs := []any{"method", r.Method, "path", r.URL.Path, "status", sw.status,
 		"ms", time.Since(start).Milliseconds(), "rule", desc, "key", info.key,
-		"replayed", sw.Header().Get("Idempotent-Replayed") == "true")
+		"replayed", sw.Header().Get("Idempotent-Replayed") == "true"}
+	if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
+		attrs = append(attrs, "trace_id", sc.TraceID().String()) // the log line finds its trace
+	}
+	g.log.Info("request", attrs...)
 }
 
 func (g *gateway) admin(w http.ResponseWriter, r *http.Request) {

@@ -73,8 +73,9 @@ Endpoints of the gateway itself, never proxied:
 Traces: with OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT) set, each
 proxied request is a span (continuing the caller's traceparent) exported over
 OTLP (OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf, the default, or grpc); the
-upstream call is a child span whose traceparent goes upstream, and a replay
-is an event on the request's span. No key, principal or body is an attribute.
+upstream call is a child span whose traceparent goes upstream, a replay is
+an event on the request's span, and the request's log line names its
+trace_id. No key, principal or body is an attribute.
 
 SIGTERM or SIGINT: stop accepting, let requests in flight finish for --grace
 (a second signal ends the wait).
