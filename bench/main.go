@@ -40,6 +40,7 @@ func main() {
 	svgFile := flag.String("svg", "results.svg", "write the results chart (SVG) here (empty: no chart)")
 	mdFile := flag.String("md", "results.md", "write the results (Markdown, as printed) here (empty: no file)")
 	chartOnly := flag.String("chart-from", "", "only draw the chart of this results file (written by -md) into -svg")
+	otelTable := flag.Bool("otel", false, "measure what latchkeyotel's spans and metrics cost, on a real SDK exporting to a discarding OTLP endpoint")
 	flag.Parse()
 	if *chartOnly != "" {
 		if err := chartFrom(*chartOnly, *svgFile); err != nil {
@@ -112,6 +113,12 @@ func main() {
 	}
 	if *sqlTable {
 		sqlBench(ctx, *runs, *dur)
+	}
+	if *otelTable {
+		if err := otelBench(ctx, *addr, prefix, *runs, *dur); err != nil {
+			fmt.Fprintln(os.Stderr, "otel:", err)
+			os.Exit(1)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package fence
 
 import (
+	"context"
 	"fmt"
 	"math"
 )
@@ -54,6 +55,7 @@ func Check(highest uint64, h Holder) error {
 		return err
 	}
 	if t < highest {
+		Refused(context.Background(), Refusal{Guard: "memory", Op: "check"})
 		return fmt.Errorf("%w: token %d, resource has applied %d", ErrStale, t, highest)
 	}
 	return nil

@@ -123,7 +123,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		err = fmt.Errorf("lock: release: %w", err)
 	}
 	if l.obs != nil {
-		l.obs.o(Event{Kind: EventRelease, Key: l.key, Err: err, Duration: time.Since(begin)})
+		l.obs.o(Event{Kind: EventRelease, Key: l.key, Err: err, Duration: time.Since(begin), Held: begin.Sub(l.obs.start), Context: ctx, Lease: l})
 	}
 	return err
 }
@@ -174,7 +174,9 @@ type leaseObserver struct {
 // observeLoss reports the loss of l with err, if anybody observes.
 func (l *Lease) observeLoss(err error) {
 	if l.obs != nil {
-		l.obs.o(Event{Kind: EventLoss, Key: l.key, Err: err, Duration: time.Since(l.obs.start), Reason: lossReason(l.fixed, err)})
+		held := time.Since(l.obs.start)
+		l.obs.o(Event{Kind: EventLoss, Key: l.key, Err: err, Duration: held, Held: held, Reason: lossReason(l.fixed, err),
+			Context: context.Background(), Lease: l})
 	}
 }
 

@@ -74,7 +74,7 @@ func (m *Manager) Acquire(ctx context.Context, key string, opts ...Option) (*Lea
 	st := acquireStats{obs: o}
 	begin := time.Now()
 	l, err := m.acquire(ctx, key, opts, &st)
-	observeAcquire(o, key, begin, st.firstFail, st.attempts, err)
+	observeAcquire(ctx, o, key, begin, st.firstFail, st.attempts, l, err)
 	return l, err
 }
 
@@ -480,7 +480,7 @@ func (m *Manager) renewed(l *Lease, sent time.Time, err error) {
 		m.mu.Unlock()
 	}
 	if l.obs != nil {
-		l.obs.o(Event{Kind: EventRenew, Key: l.key, Err: err, Duration: time.Since(sent)})
+		l.obs.o(Event{Kind: EventRenew, Key: l.key, Err: err, Duration: time.Since(sent), Context: context.Background(), Lease: l})
 		if lost != nil {
 			l.observeLoss(lost)
 		}

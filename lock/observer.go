@@ -16,9 +16,10 @@ import (
 // called synchronously on the goroutine that caused the event (the caller of
 // Acquire or Release, or the Manager's renewal goroutines), never with the
 // Manager's mutex held, and possibly concurrently: it must be safe for
-// concurrent use and quick. It must not call back into the Lease. It has no
-// context, unlike idem's and dedup's, because renewals and losses happen in
-// the background, outside any caller's context.
+// concurrent use and quick. It must not call back into the Lease. It takes no
+// context argument, unlike idem's and dedup's, because renewals and losses
+// happen in the background, outside any caller's context; the events of
+// Acquire and Release carry their caller's context in Event.Context.
 type Observer func(Event)
 
 // EventKind says what happened to a lease.
@@ -95,6 +96,19 @@ type Event struct {
 	Attempts int
 	// Reason is, for EventLoss, why the lease was lost.
 	Reason LossReason
+	// Held is, for EventRelease and EventLoss, how long the lease was held:
+	// from the start of the attempt that won it to the Release call or the
+	// loss.
+	Held time.Duration
+	// Context is the caller's context for EventAcquire and EventRelease (a
+	// tracer parents its spans on it), and context.Background() for
+	// EventRenew and EventLoss, which happen in the background.
+	Context context.Context
+	// Lease is the lease the event is about: nil for an EventAcquire that
+	// did not acquire. It tells an observer which events belong together
+	// (the acquisition, renewals and end of one lease); the Observer must
+	// not call its methods.
+	Lease *Lease
 }
 
 // SetObserver makes o the Observer of the leases that Acquire hands out from
@@ -118,11 +132,11 @@ func (m *Manager) observer() Observer {
 	return nil
 }
 
-// observeAcquire reports the end of an Acquire call that began at begin and
-// whose first attempt failed at firstFail (zero if none failed).
-func observeAcquire(o Observer, key string, begin, firstFail time.Time, attempts int, err error) {
+// observeAcquire reports the end of an Acquire call made with ctx that began
+// at begin and whose first attempt failed at firstFail (zero if none failed).
+func observeAcquire(ctx context.Context, o Observer, key string, begin, firstFail time.Time, attempts int, l *Lease, err error) {
 	now := time.Now()
-	e := Event{Kind: EventAcquire, Key: key, Err: err, Duration: now.Sub(begin), Attempts: attempts}
+	e := Event{Kind: EventAcquire, Key: key, Err: err, Duration: now.Sub(begin), Attempts: attempts, Context: ctx, Lease: l}
 	if !firstFail.IsZero() {
 		e.Waited = now.Sub(firstFail)
 	}

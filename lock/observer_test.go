@@ -85,3 +85,72 @@ func TestObserverOff(t *testing.T) {
 		t.Errorf("%d events after SetObserver(nil)", events.Load())
 	}
 }
+
+type ctxMark struct{}
+
+// TestObserverContextAndLease checks that the events of Acquire and Release
+// carry their caller's context, and that every event of one lease carries
+// that lease, so a tracer can parent its spans and pair a lease's start with
+// its end.
+func TestObserverContextAndLease(t *testing.T) {
+	m, _ := NewManager(newFake())
+	var (
+		mu     sync.Mutex
+		events []Event
+	)
+	m.SetObserver(Observer(func(e Event) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}))
+	actx := context.WithValue(context.Background(), ctxMark{}, "acquire")
+	l, err := m.Acquire(actx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Acquire(actx, "k", WithWait(0)); err == nil {
+		t.Fatal("second Acquire of a held key succeeded")
+	}
+	rctx := context.WithValue(context.Background(), ctxMark{}, "release")
+	if err := l.Release(rctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 3 {
+		t.Fatalf("%d events, want 3: %+v", len(events), events)
+	}
+	acq, refused, rel := events[0], events[1], events[2]
+	if acq.Kind != EventAcquire || acq.Lease != l || acq.Context.Value(ctxMark{}) != "acquire" {
+		t.Errorf("acquire event: kind %v, lease %p (want %p), context %v", acq.Kind, acq.Lease, l, acq.Context.Value(ctxMark{}))
+	}
+	if refused.Lease != nil || refused.Context.Value(ctxMark{}) != "acquire" {
+		t.Errorf("refused acquire: lease %p, want nil; context %v", refused.Lease, refused.Context.Value(ctxMark{}))
+	}
+	if rel.Kind != EventRelease || rel.Lease != l || rel.Context.Value(ctxMark{}) != "release" {
+		t.Errorf("release event: kind %v, lease %p (want %p), context %v", rel.Kind, rel.Lease, l, rel.Context.Value(ctxMark{}))
+	}
+	if rel.Held <= 0 {
+		t.Errorf("release Held = %v, want the time from acquisition to Release", rel.Held)
+	}
+}
+
+// TestObserverLossHeld checks that a lost lease reports how long it was
+// held, and the lease it was.
+func TestObserverLossHeld(t *testing.T) {
+	m, _ := NewManager(newFake())
+	lost := make(chan Event, 1)
+	m.SetObserver(Observer(func(e Event) {
+		if e.Kind == EventLoss {
+			lost <- e
+		}
+	}))
+	l, err := m.Acquire(context.Background(), "k", WithTTL(MinTTL), WithFixedTTL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := <-lost
+	if e.Lease != l || e.Held <= 0 || e.Context == nil {
+		t.Errorf("loss event: lease %p (want %p), held %v, context %v", e.Lease, l, e.Held, e.Context)
+	}
+}

@@ -1,13 +1,16 @@
 // Package metrics exports latchkey's locks, idempotency middleware and
 // message deduplication to Prometheus. It is the only latchkey package that
 // imports client_golang: the core packages report through small hooks
-// (lock.Observer, idemhttp.WithObserver, dedup.WithObserver) and this package
+// (lock.Observer, idemhttp.WithObserver, dedup.WithObserver, fence.SetObserver,
+// state.SetObserver) and this package
 // turns those reports into collectors that a program registers.
 //
 //	locks, _ := metrics.NewLock()     // errors only for a bad option
 //	idm, _ := metrics.NewIdem()
 //	dd, _ := metrics.NewDedup()
-//	reg.MustRegister(locks, idm, dd)
+//	refused, _ := metrics.NewRefusals()
+//	reg.MustRegister(locks, idm, dd, refused)
+//	refused.Observe()                                // stale fenced writes and refused state changes, process-wide
 //
 //	locker.SetObserver(locks.Observer("redis"))     // any backend's Locker
 //	mw := idemhttp.Middleware(store, idemhttp.WithObserver(idm.Observer("pay")))

@@ -20,6 +20,7 @@ import (
 //	latchkey_idem_requests_total{handler,outcome}            counter
 //	latchkey_idem_request_duration_seconds{handler,outcome}  histogram
 //	latchkey_idem_store_errors_total{handler,operation}      counter: claim, record, release, read
+//	latchkey_idem_replay_age_seconds{handler}                histogram, how old replayed responses were (middleware only)
 //
 // For a middleware, outcome is one of idemhttp's outcomes: executed,
 // released, replayed, conflict (409), mismatch (422), bad_key (400),
@@ -31,6 +32,7 @@ type Idem struct {
 	requests  *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
 	storeErrs *prometheus.CounterVec
+	replayAge *prometheus.HistogramVec
 }
 
 var _ prometheus.Collector = (*Idem)(nil)
@@ -57,7 +59,12 @@ func NewIdem(opts ...Option) (*Idem, error) {
 			Help: "Idempotency store failures, by operation: claim (request answered 503), record, release, read (a stored response).", ConstLabels: c.constLabels,
 		}, []string{"handler", "operation"}),
 	}
-	m.vecs = vecs{m.requests, m.duration, m.storeErrs}
+	m.replayAge = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Subsystem: "idem", Name: "replay_age_seconds",
+		Help:    "How long ago the responses the middleware replayed were recorded (records without a time are not counted).",
+		Buckets: AgeBuckets, ConstLabels: c.constLabels,
+	}, []string{"handler"})
+	m.vecs = vecs{m.requests, m.duration, m.storeErrs, m.replayAge}
 	return m, nil
 }
 
@@ -80,8 +87,12 @@ func (m *Idem) Observer(handler string) idemhttp.Observer {
 		idemhttp.OutcomeReleased:   m.storeErrs.WithLabelValues(handler, "release"),
 		idemhttp.OutcomeReplayed:   m.storeErrs.WithLabelValues(handler, "read"),
 	}
+	age := m.replayAge.WithLabelValues(handler)
 	return func(_ *http.Request, e idemhttp.Event) {
 		count(e.Outcome, e.Duration)
+		if e.Outcome == idemhttp.OutcomeReplayed && e.Age > 0 {
+			age.Observe(e.Age.Seconds())
+		}
 		if e.Err != nil {
 			if c, ok := errs[e.Outcome]; ok {
 				c.Inc()

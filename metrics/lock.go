@@ -21,6 +21,7 @@ import (
 //	latchkey_lock_renewals_total{backend,result}             counter: ok, failed (retried), refused
 //	latchkey_lock_leases_lost_total{backend,reason}          counter: renewal_refused, renewal_unconfirmed, expired
 //	latchkey_lock_releases_total{backend,result}             counter: ok, error
+//	latchkey_lock_hold_seconds{backend,end}                  histogram, how long leases were held: end released or lost
 //
 // outcome is acquired, not_acquired, canceled (ctx done), invalid or error.
 type Lock struct {
@@ -31,6 +32,7 @@ type Lock struct {
 	renew   *prometheus.CounterVec
 	lost    *prometheus.CounterVec
 	release *prometheus.CounterVec
+	hold    *prometheus.HistogramVec
 }
 
 var _ prometheus.Collector = (*Lock)(nil)
@@ -72,7 +74,12 @@ func NewLock(opts ...Option) (*Lock, error) {
 			Help: "Release calls that ended a held lease, by result.", ConstLabels: c.constLabels,
 		}, []string{"backend", "result"}),
 	}
-	l.vecs = vecs{l.acquire, l.wait, l.held, l.renew, l.lost, l.release}
+	l.hold = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Subsystem: "lock", Name: "hold_seconds",
+		Help:    "How long leases were held, from acquisition to Release (end=released) or loss (end=lost).",
+		Buckets: c.buckets, ConstLabels: c.constLabels,
+	}, []string{"backend", "end"})
+	l.vecs = vecs{l.acquire, l.wait, l.held, l.renew, l.lost, l.release, l.hold}
 	return l, nil
 }
 
@@ -94,6 +101,8 @@ func (l *Lock) Observer(backend string) lock.Observer {
 			lock.LossExpired:     l.lost.WithLabelValues(backend, string(lock.LossExpired)),
 		},
 		lostVec: l.lost, backend: backend,
+		holdReleased: l.hold.WithLabelValues(backend, "released"),
+		holdLost:     l.hold.WithLabelValues(backend, "lost"),
 	}
 	for i, out := range lockOutcomes {
 		o.acquire[i] = l.acquire.WithLabelValues(backend, out)
@@ -111,6 +120,7 @@ type lockObserver struct {
 	lost                           map[lock.LossReason]prometheus.Counter // read only
 	lostVec                        *prometheus.CounterVec
 	backend                        string
+	holdReleased, holdLost         prometheus.Observer
 }
 
 func (o *lockObserver) observe(e lock.Event) {
@@ -133,6 +143,7 @@ func (o *lockObserver) observe(e lock.Event) {
 		}
 	case lock.EventLoss:
 		o.held.Dec()
+		o.holdLost.Observe(e.Held.Seconds())
 		c, ok := o.lost[e.Reason]
 		if !ok {
 			c = o.lostVec.WithLabelValues(o.backend, fmt.Sprint(e.Reason))
@@ -140,6 +151,7 @@ func (o *lockObserver) observe(e lock.Event) {
 		c.Inc()
 	case lock.EventRelease:
 		o.held.Dec()
+		o.holdReleased.Observe(e.Held.Seconds())
 		if e.Err == nil {
 			o.releaseOK.Inc()
 		} else {

@@ -19,6 +19,10 @@ const Namespace = "latchkey"
 // 100 µs (a loopback round trip) to 30 s (the default lease).
 var DefaultBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 
+// AgeBuckets are the replay-age histogram's upper bounds, in seconds: from
+// a client's quick retry (100 ms) to the default retention (24 h).
+var AgeBuckets = []float64{.1, 1, 5, 30, 60, 300, 900, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 24 * 3600}
+
 // An Option configures a collector.
 type Option func(*config)
 

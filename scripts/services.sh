@@ -11,6 +11,7 @@
 #   NATS        127.0.0.1:4222 with JetStream
 #   RabbitMQ    amqp://guest:guest@127.0.0.1:5672/
 #   binaries    redis-server, redis-cli, /usr/lib/postgresql/*/bin/{initdb,pg_ctl}, etcd, etcdctl,
+#               prometheus, promtool,
 #               java + /usr/share/java/zookeeper.jar, /usr/bin/python3 with kazoo,
 #               javac + /usr/share/java/curator-recipes.jar (Apache Curator) and slf4j-nop.jar
 #
@@ -219,6 +220,18 @@ ensure_etcd() {
   say etcd "binaries only, tests start their own ($(etcd --version 2>/dev/null | head -n 1))"
 }
 
+# ----------------------------------------------------------- Prometheus
+# Binaries only: promtool checks and unit-tests the rules in deploy/prometheus,
+# and the scrape test starts its own prometheus (internal/testsvc.StartPrometheus)
+# on a free port with a temp data dir.
+ensure_prometheus() {
+  if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+    apt_install prometheus prometheus
+  fi
+  command -v promtool >/dev/null 2>&1 || die "promtool not on PATH after installing prometheus"
+  say prom "binaries only, tests start their own ($(prometheus --version 2>&1 | head -n 1))"
+}
+
 # ------------------------------------------------------------ ZooKeeper
 ZK_JAR=/usr/share/java/zookeeper.jar
 CURATOR_JAR=/usr/share/java/curator-recipes.jar
@@ -358,6 +371,7 @@ ensure_redis
 ensure_postgres
 ensure_mariadb
 ensure_etcd
+ensure_prometheus
 ensure_zookeeper
 ensure_nats
 ensure_rabbitmq

@@ -128,6 +128,7 @@ func (m *Machine) Allowed(from, to string) bool {
 func (m *Machine) Move(ctx context.Context, key any, to string, values Values) (Result, error) {
 	froms := m.sources[to]
 	if len(froms) == 0 {
+		refused(ctx, Refusal{Reason: RefusedIllegal, Table: m.t.name, To: to})
 		return 0, fmt.Errorf("%w: no transition to %q is declared", ErrIllegal, to)
 	}
 	set, args, err := setClause(values, nil, m.t.key, m.status)
@@ -166,12 +167,15 @@ func (m *Machine) Move(ctx context.Context, key any, to string, values Values) (
 			return 0, err
 		}
 		if cur == to {
+			refused(ctx, Refusal{Reason: RefusedDuplicate, Table: m.t.name, To: to})
 			return Duplicate, nil
 		}
 		if !slices.Contains(froms, cur) {
+			refused(ctx, Refusal{Reason: RefusedIllegal, Table: m.t.name, To: to})
 			return 0, fmt.Errorf("%w: %s row %v is %q; %q is reachable only from %q", ErrIllegal, m.t.name, key, cur, to, froms)
 		}
 	}
+	refused(ctx, Refusal{Reason: RefusedIllegal, Table: m.t.name, To: to})
 	return 0, fmt.Errorf("%w: %s row %v keeps changing state", ErrIllegal, m.t.name, key)
 }
 

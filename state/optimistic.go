@@ -149,6 +149,7 @@ func (o *Optimistic) Update(ctx context.Context, key any, read Into, fn func() (
 			return nil
 		}
 		if attempt >= o.attempts {
+			refused(ctx, Refusal{Reason: RefusedConflict, Table: o.t.name})
 			return fmt.Errorf("%w: %s row %v changed under each of %d attempts", ErrConflict, o.t.name, key, attempt)
 		}
 		if err := sleep(ctx, o.delay(attempt)); err != nil {

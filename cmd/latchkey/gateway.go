@@ -9,6 +9,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/cmd/latchkey/internal/gateway"
 	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/internal/otlpenv"
 )
 
 // gatewayCmd is "latchkey gateway": the flags and the file make a Config,
@@ -33,7 +34,7 @@ func gatewayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "latchkey gateway: %v\n", err)
-	if errors.Is(err, idem.ErrInvalid) { // a bad store URL
+	if errors.Is(err, idem.ErrInvalid) || errors.Is(err, otlpenv.ErrInvalid) { // a bad store URL or OTEL_* value
 		return exitUsage
 	}
 	return exitUnavailable

@@ -16,7 +16,9 @@
 //
 // Routes: POST /pay (Idempotency-Key header required), POST /accounts,
 // GET /accounts/{id}, GET /orders/{id}, GET /healthz, GET /metrics
-// (Prometheus). See README.md.
+// (Prometheus). With OTEL_EXPORTER_OTLP_ENDPOINT set, both the service and
+// the pay command export traces over OTLP, the client's traceparent reaching
+// the instances. See README.md.
 package main
 
 import (
@@ -40,6 +42,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/latchkey-go/latchkey/idem"
 )
@@ -102,7 +106,15 @@ func serveCommand(ctx context.Context, args []string, stderr io.Writer) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s, err := newService(ctx, Config{Name: *name, Prefix: *prefix, Consume: *consume, LockTTL: *lockTTL, Logger: logger, Registry: reg}, db, rdb)
+	tr, tel, err := startTracing(ctx, "latchkey-payment")
+	if err != nil {
+		return err
+	}
+	if tr != nil {
+		defer shutdownTracing(tr, logger)
+		tel.ObserveRefusals() // stale fenced writes and refused order moves, as events on the payment's span
+	}
+	s, err := newService(ctx, Config{Name: *name, Prefix: *prefix, Consume: *consume, LockTTL: *lockTTL, Logger: logger, Registry: reg, Telemetry: tel}, db, rdb)
 	if err != nil {
 		return err
 	}
@@ -112,7 +124,13 @@ func serveCommand(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	handler := s.Handler()
+	if tr != nil {
+		handler = otelhttp.NewHandler(handler, "payment", otelhttp.WithTracerProvider(tr.Provider),
+			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.Pattern }))
+		logger.Info("exporting traces over OTLP", "protocol", tr.Protocol)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	bg, stopBG := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); s.Run(bg) }()
@@ -167,6 +185,19 @@ func payCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				fmt.Fprintf(stderr, "attempt %d %s: %d %s replayed=%t\n", a.N, a.Server, a.Status, a.Code, a.Replayed)
 			}
 		},
+	}
+	tr, _, err := startTracing(ctx, "latchkey-payment-client")
+	if err != nil {
+		return err
+	}
+	if tr != nil {
+		defer shutdownTracing(tr, slog.New(slog.NewTextHandler(stderr, nil)))
+		// Each attempt is a client span whose traceparent reaches the
+		// instance, all under one span of the payment.
+		c.HTTP = &http.Client{Transport: otelhttp.NewTransport(http.DefaultTransport, otelhttp.WithTracerProvider(tr.Provider))}
+		var span trace.Span
+		ctx, span = tr.Provider.Tracer("payment").Start(ctx, "pay")
+		defer span.End()
 	}
 	ans, err := c.Pay(ctx, *key, req)
 	if err != nil {

@@ -35,7 +35,7 @@ func (s *Service) instrument(reg *prometheus.Registry) error {
 			return fmt.Errorf("payment: registering metrics: %w", err)
 		}
 	}
-	s.locker.SetObserver(locks.Observer("redis"))
+	s.lockObserver = locks.Observer("redis")
 	s.idemObserver = idm.Observer("pay")
 	s.dedupObserver = dd.Observer(receiptsGroup)
 	s.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})

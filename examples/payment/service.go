@@ -20,6 +20,7 @@ import (
 	"github.com/latchkey-go/latchkey/idem/layered"
 	"github.com/latchkey-go/latchkey/idem/redisstore"
 	"github.com/latchkey-go/latchkey/idem/sqlstore"
+	"github.com/latchkey-go/latchkey/latchkeyotel"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/redislock"
 	"github.com/latchkey-go/latchkey/state"
@@ -59,6 +60,10 @@ type Config struct {
 	// Registry, if set, receives latchkey's lock, idempotency and dedup
 	// collectors, and GET /metrics serves it. Default: none (no /metrics).
 	Registry *prometheus.Registry
+	// Telemetry, if set, makes spans of the account locks, the /pay
+	// middleware (a replay is an event on the request's span) and the
+	// receipts. Default: none.
+	Telemetry *latchkeyotel.Telemetry
 }
 
 func (c Config) withDefaults() Config {
@@ -112,6 +117,7 @@ type Service struct {
 
 	stats stats
 
+	lockObserver  lock.Observer
 	idemObserver  idemhttp.Observer
 	guard         func(http.Handler) http.Handler // idempotency of POST /pay
 	dedupObserver dedup.Observer
@@ -182,6 +188,12 @@ func newService(ctx context.Context, cfg Config, db *sql.DB, rdb redis.Universal
 			locker.Close()
 			return nil, err
 		}
+	}
+	if cfg.Telemetry != nil {
+		s.trace(cfg.Telemetry)
+	}
+	if s.lockObserver != nil {
+		locker.SetObserver(s.lockObserver)
 	}
 	s.idem = layered.New(front, back, layered.WithFrontErrors(func(err error) {
 		s.log.Warn("idempotency front store failed; the database decides alone", "err", err)

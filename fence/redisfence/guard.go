@@ -145,6 +145,7 @@ func (g *Guard) write(ctx context.Context, h fence.Holder, key, op string, ms in
 	if applied, _ := res[0].(int64); applied == 1 {
 		return nil
 	}
+	fence.Refused(ctx, fence.Refusal{Guard: "redis", Op: strings.ToLower(op)})
 	return fmt.Errorf("%w: token %d, %q has %v", fence.ErrStale, t, key, res[1])
 }
 

@@ -99,6 +99,7 @@ func (g *Guard) read(ctx context.Context, h fence.Holder, key, op string, args .
 	claimed, _ := res[0].(int64)
 	switch {
 	case claimed == 0 && len(res) == 2:
+		fence.Refused(ctx, fence.Refusal{Guard: "redis", Op: "read"})
 		return nil, fmt.Errorf("%w: token %d, %q has %v", fence.ErrStale, t, key, res[1])
 	case claimed != 1 || len(res) < 3:
 		return nil, fmt.Errorf("redisfence: read %q: unexpected reply %v", key, res)

@@ -30,7 +30,7 @@ func (g *Guard) Claim(ctx context.Context, h fence.Holder, key any) error {
 		return err
 	}
 	q, args := g.update(t, key, nil, nil, nil)
-	return g.decide(ctx, t, key, func() (bool, error) { return g.exec(ctx, "claim", q, args) })
+	return g.decide(ctx, "claim", t, key, func() (bool, error) { return g.exec(ctx, "claim", q, args) })
 }
 
 // Read claims the row as [Guard.Claim] does and returns the columns named
@@ -80,7 +80,7 @@ func (g *Guard) Read(ctx context.Context, h fence.Holder, key any, into Into) er
 	if g.dialect == MySQL {
 		return g.readMySQL(ctx, t, key, q, args, cols, dest)
 	}
-	return g.decide(ctx, t, key, func() (bool, error) {
+	return g.decide(ctx, "read", t, key, func() (bool, error) {
 		switch err := g.db.QueryRow(ctx, q, args...).Scan(dest...); {
 		case errors.Is(err, sql.ErrNoRows):
 			return false, nil
@@ -99,13 +99,14 @@ func (g *Guard) Read(ctx context.Context, h fence.Holder, key any, into Into) er
 // two statements: the SELECT then finds a higher token and Read returns
 // fence.ErrStale, with nothing read.
 func (g *Guard) readMySQL(ctx context.Context, t uint64, key any, claim string, args []any, cols []string, dest []any) error {
-	if err := g.decide(ctx, t, key, func() (bool, error) { return g.exec(ctx, "read", claim, args) }); err != nil {
+	if err := g.decide(ctx, "read", t, key, func() (bool, error) { return g.exec(ctx, "read", claim, args) }); err != nil {
 		return err
 	}
 	q := g.dialect.Rebind(fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 AND COALESCE(%s, 0) = $2%s",
 		strings.Join(cols, ", "), g.table, g.key, g.token, g.dialect.LockRead()))
 	switch err := g.db.QueryRow(ctx, q, key, int64(t)).Scan(dest...); {
 	case errors.Is(err, sql.ErrNoRows):
+		fence.Refused(ctx, fence.Refusal{Guard: "sql", Op: "read"})
 		return fmt.Errorf("%w: %s row %v was claimed by a newer holder right after token %d's claim", fence.ErrStale, g.table, key, t)
 	case err != nil:
 		return fmt.Errorf("sqlfence: read %s: %w", g.table, sqldialect.Retryable(err))

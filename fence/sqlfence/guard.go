@@ -142,7 +142,7 @@ func (g *Guard) Update(ctx context.Context, h fence.Holder, key any, values Valu
 		return err
 	}
 	q, args := g.update(t, key, cols, values, nil)
-	return g.decide(ctx, t, key, func() (bool, error) { return g.exec(ctx, "update", q, args) })
+	return g.decide(ctx, "update", t, key, func() (bool, error) { return g.exec(ctx, "update", q, args) })
 }
 
 // update builds the guarded UPDATE: it sets cols from values and the token
@@ -204,7 +204,8 @@ func (g *Guard) exec(ctx context.Context, what, q string, args []any) (bool, err
 // decides; the read after a refusal only explains it. If that read finds a
 // token the statement would have passed, the row changed in between (deleted
 // and re-inserted): decide runs the statement again, up to three times.
-func (g *Guard) decide(ctx context.Context, t uint64, key any, run func() (bool, error)) error {
+// op names the call for the refusal's report.
+func (g *Guard) decide(ctx context.Context, op string, t uint64, key any, run func() (bool, error)) error {
 	for range 3 {
 		if matched, err := run(); err != nil || matched {
 			return err
@@ -214,9 +215,11 @@ func (g *Guard) decide(ctx context.Context, t uint64, key any, run func() (bool,
 			return err
 		}
 		if cur > t {
+			fence.Refused(ctx, fence.Refusal{Guard: "sql", Op: op})
 			return fmt.Errorf("%w: token %d, row has %d", fence.ErrStale, t, cur)
 		}
 	}
+	fence.Refused(ctx, fence.Refusal{Guard: "sql", Op: op})
 	return fmt.Errorf("%w: %s row %v keeps changing under the statement", fence.ErrStale, g.table, key)
 }
 
@@ -266,6 +269,7 @@ func (g *Guard) Upsert(ctx context.Context, h fence.Holder, key any, values Valu
 		return fmt.Errorf("sqlfence: upsert %s: %w", g.table, err)
 	}
 	if n == 0 {
+		fence.Refused(ctx, fence.Refusal{Guard: "sql", Op: "upsert"})
 		return fmt.Errorf("%w: token %d refused by %s row %v", fence.ErrStale, t, g.table, key)
 	}
 	return nil
@@ -302,6 +306,7 @@ func (g *Guard) upsertMySQL(ctx context.Context, t uint64, key any, names []stri
 	if err != nil {
 		return err
 	}
+	fence.Refused(ctx, fence.Refusal{Guard: "sql", Op: "upsert"})
 	return fmt.Errorf("%w: token %d, row has %d", fence.ErrStale, t, cur)
 }
 

@@ -145,8 +145,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.observe(r, begin, OutcomeStoreError, http.StatusServiceUnavailable, err)
 		return
 	case replay != nil:
-		status, err := h.replay(w, r, replay.Result)
-		h.observe(r, begin, OutcomeReplayed, status, err)
+		status, age, err := h.replay(w, r, replay.Result)
+		if c.observe != nil {
+			c.observe(r, Event{Outcome: OutcomeReplayed, Status: status, Duration: time.Since(begin), Err: err, Age: age})
+		}
 		return
 	}
 	var ev Event
@@ -207,7 +209,8 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, run *idem.Run, o
 	if header == nil {
 		header = w.Header()
 	}
-	s := &stored{status: status, header: storableHeader(header, c.dropHeaders), body: rec.body.Bytes(), omitted: rec.over}
+	s := &stored{status: status, header: storableHeader(header, c.dropHeaders), body: rec.body.Bytes(), omitted: rec.over,
+		recorded: time.Now()}
 	if rec.over {
 		s.body = nil
 	}
@@ -217,20 +220,25 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, run *idem.Run, o
 	}
 }
 
-// replay writes a recorded response and returns the status it answered and
-// the error of a stored response that could not be read.
-func (h *handler) replay(w http.ResponseWriter, r *http.Request, b []byte) (int, error) {
+// replay writes a recorded response and returns the status it answered, the
+// record's age (0 when unknown) and the error of a stored response that could
+// not be read.
+func (h *handler) replay(w http.ResponseWriter, r *http.Request, b []byte) (int, time.Duration, error) {
 	s, err := decode(b)
 	if err != nil {
 		h.c.onError(r, err)
 		writeProblem(w, http.StatusInternalServerError, CodeNotRetained, "the stored response cannot be read")
-		return http.StatusInternalServerError, err
+		return http.StatusInternalServerError, 0, err
+	}
+	var age time.Duration
+	if !s.recorded.IsZero() {
+		age = max(time.Since(s.recorded), 0) // another host's clock may be ahead
 	}
 	w.Header().Set("Idempotent-Replayed", "true")
 	if s.omitted {
 		writeProblem(w, http.StatusInternalServerError, CodeNotRetained,
 			"the request was processed, but its response was too large to keep for replay; it was not processed again")
-		return http.StatusInternalServerError, nil
+		return http.StatusInternalServerError, age, nil
 	}
 	dst := w.Header()
 	for k, vs := range s.header {
@@ -239,7 +247,7 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request, b []byte) (int,
 	dst.Set("Content-Length", strconv.Itoa(len(s.body)))
 	w.WriteHeader(s.status)
 	_, _ = w.Write(s.body)
-	return s.status, nil
+	return s.status, age, nil
 }
 
 // readBody reads the whole body, at most max bytes.

@@ -83,6 +83,10 @@ type Event struct {
 	// OutcomeStoreError, a failed record or release after the handler ran,
 	// or an unreadable stored response. nil otherwise.
 	Err error
+	// Age is, for OutcomeReplayed, how long ago the replayed response was
+	// recorded, by the recording and the replaying hosts' clocks (never
+	// below 0); 0 for a response recorded before records kept their time.
+	Age time.Duration
 }
 
 // An Observer is told the outcome of every guarded request, after its answer

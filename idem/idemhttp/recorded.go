@@ -1,6 +1,9 @@
 package idemhttp
 
-import "net/http"
+import (
+	"net/http"
+	"time"
+)
 
 // Recorded is a response as the middleware keeps it for replay.
 type Recorded struct {
@@ -14,6 +17,10 @@ type Recorded struct {
 	// BodyOmitted says the body was larger than WithMaxResponseBody: the
 	// first client got it, copies get 500 "response-not-retained".
 	BodyOmitted bool
+	// RecordedAt is when the response was recorded, by the recording
+	// host's clock, to the millisecond; zero for a record made before
+	// records kept their time.
+	RecordedAt time.Time
 }
 
 // ReadRecorded decodes the result of a record the middleware made (an
@@ -24,7 +31,7 @@ func ReadRecorded(result []byte) (*Recorded, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Recorded{Status: s.status, Header: s.header, Body: s.body, BodyOmitted: s.omitted}
+	r := &Recorded{Status: s.status, Header: s.header, Body: s.body, BodyOmitted: s.omitted, RecordedAt: s.recorded}
 	if r.BodyOmitted {
 		r.Body = nil
 	}

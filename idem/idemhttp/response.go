@@ -3,9 +3,11 @@ package idemhttp
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"net/http"
 	"net/textproto"
 	"strings"
+	"time"
 )
 
 // stored is a response as kept in the store.
@@ -14,14 +16,21 @@ type stored struct {
 	header  http.Header
 	body    []byte
 	omitted bool // the body was larger than the cap: not kept, never replayed truncated
+	// recorded is when the response was recorded, by the recording
+	// process's clock; zero for a record of version 1, which has none.
+	recorded time.Time
 }
 
-const encodingVersion = 1
+// encodingVersion is the version encode writes; decode reads it and
+// version 1, which has no recording time.
+const encodingVersion = 2
 
-// encode writes: version, flags, status (uvarint), header count (uvarint), then
-// for each header line name and value (uvarint length + bytes), then the body.
+// encode writes: version, flags, the recording time (uvarint Unix
+// milliseconds; version 2 only), status (uvarint), header count (uvarint),
+// then for each header line name and value (uvarint length + bytes), then
+// the body.
 func (s *stored) encode() []byte {
-	n := 16 + len(s.body)
+	n := 24 + len(s.body)
 	for k, vs := range s.header {
 		for _, v := range vs {
 			n += len(k) + len(v) + 4
@@ -33,6 +42,7 @@ func (s *stored) encode() []byte {
 		flags |= 1
 	}
 	b = append(b, encodingVersion, flags)
+	b = binary.AppendUvarint(b, uint64(max(s.recorded.UnixMilli(), 0)))
 	b = binary.AppendUvarint(b, uint64(s.status))
 	lines := 0
 	for _, vs := range s.header {
@@ -53,9 +63,10 @@ func (s *stored) encode() []byte {
 var errCorrupt = errors.New("idemhttp: stored response is corrupt")
 
 func decode(b []byte) (*stored, error) {
-	if len(b) < 2 || b[0] != encodingVersion {
+	if len(b) < 2 || b[0] < 1 || b[0] > encodingVersion {
 		return nil, errCorrupt
 	}
+	version := b[0]
 	s := &stored{omitted: b[1]&1 != 0, header: http.Header{}}
 	b = b[2:]
 	next := func() (uint64, bool) {
@@ -74,6 +85,13 @@ func decode(b []byte) (*stored, error) {
 		v := string(b[:n])
 		b = b[n:]
 		return v, true
+	}
+	if version >= 2 {
+		ms, ok := next()
+		if !ok || ms > math.MaxInt64 {
+			return nil, errCorrupt
+		}
+		s.recorded = time.UnixMilli(int64(ms))
 	}
 	status, ok := next()
 	if !ok || status < 100 || status > 999 {

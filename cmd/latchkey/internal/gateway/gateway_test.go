@@ -41,7 +41,7 @@ func newTestGateway(t *testing.T, up http.Handler, rules ...ruleConfig) http.Han
 		}
 		rs = append(rs, s.build(func(*http.Request, error) {}))
 	}
-	return newGateway(st, target, rs, slog.New(slog.DiscardHandler), false)
+	return newGateway(st, target, rs, slog.New(slog.DiscardHandler), false, nil)
 }
 
 // configOf parses args as the gateway's command line and returns its Config.

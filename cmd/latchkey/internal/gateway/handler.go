@@ -18,9 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/latchkey-go/latchkey/idem/idemhttp"
 	"github.com/latchkey-go/latchkey/idem/idemurl"
+	"github.com/latchkey-go/latchkey/latchkeyotel"
 	"github.com/latchkey-go/latchkey/metrics"
 )
 
@@ -43,30 +46,51 @@ type gateway struct {
 	log           *slog.Logger
 	readyUpstream bool
 	metrics       http.Handler // Prometheus exposition of the gateway's registry
+	upstreamErrs  *prometheus.CounterVec
 	draining      atomic.Bool
 	inFlight      atomic.Int64
 	maxInProgress time.Duration
 }
 
-func newGateway(st idemurl.Store, target *url.URL, rules []*rule, log *slog.Logger, readyUpstream bool) *gateway {
+// newGateway builds the handler. tel is nil when tracing is off; otherwise
+// the upstream calls are client spans that carry traceparent upstream, and
+// each guarded request's outcome is a span (a replay an event on the
+// request's span).
+func newGateway(st idemurl.Store, target *url.URL, rules []*rule, log *slog.Logger, readyUpstream bool, tel *latchkeyotel.Telemetry) *gateway {
 	g := &gateway{store: st, target: target, rules: rules, log: log, readyUpstream: readyUpstream}
-	g.proxy = &httputil.ReverseProxy{
+	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.SetXForwarded()
 		},
 		ErrorHandler: g.upstreamError,
 	}
+	if tel != nil {
+		proxy.Transport = otelhttp.NewTransport(http.DefaultTransport)
+	}
+	g.proxy = proxy
 	reg := prometheus.NewRegistry()
 	idm, _ := metrics.NewIdem() // fails only on a bad option; none given
-	reg.MustRegister(idm, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	g.upstreamErrs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metrics.Namespace, Subsystem: "gateway", Name: "upstream_errors_total",
+		Help: "Requests the upstream did not answer, by reason: timeout (504, the in-progress deadline cut the call) or unavailable (502).",
+	}, []string{"reason"})
+	for _, reason := range []string{"timeout", "unavailable"} {
+		g.upstreamErrs.WithLabelValues(reason) // exported at 0 from the start, so rate() sees the first error
+	}
+	reg.MustRegister(idm, g.upstreamErrs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	g.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	for _, r := range rules {
 		h := g.proxy
 		if r.key != "off" {
 			// The options were checked when the rule was built. Each
 			// rule counts under its own handler label.
-			opts := append(slices.Clip(r.opts), idemhttp.WithObserver(idm.Observer(r.desc)))
+			observe := idm.Observer(r.desc)
+			if tel != nil {
+				count, trace := observe, tel.HTTPObserver(r.desc)
+				observe = func(req *http.Request, e idemhttp.Event) { count(req, e); trace(req, e) }
+			}
+			opts := append(slices.Clip(r.opts), idemhttp.WithObserver(observe))
 			h = idemhttp.Middleware(st, opts...)(detach(g.proxy))
 		}
 		g.handlers = append(g.handlers, h)
@@ -132,9 +156,13 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if sw.status == 0 {
 		sw.status = http.StatusOK
 	}
-	g.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
+	attrs := []any{"method", r.Method, "path", r.URL.Path, "status", sw.status,
 		"ms", time.Since(start).Milliseconds(), "rule", desc, "key", info.key,
-		"replayed", sw.Header().Get("Idempotent-Replayed") == "true")
+		"replayed", sw.Header().Get("Idempotent-Replayed") == "true"}
+	if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
+		attrs = append(attrs, "trace_id", sc.TraceID().String()) // the log line finds its trace
+	}
+	g.log.Info("request", attrs...)
 }
 
 func (g *gateway) admin(w http.ResponseWriter, r *http.Request) {
@@ -193,10 +221,12 @@ func upstreamAddr(u *url.URL) string {
 func (g *gateway) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	g.log.Warn("upstream", "method", r.Method, "path", r.URL.Path, "err", err)
 	if errors.Is(err, context.DeadlineExceeded) {
+		g.upstreamErrs.WithLabelValues("timeout").Inc()
 		writeProblem(w, http.StatusGatewayTimeout, "upstream-timeout",
 			"the upstream did not answer before the in-progress deadline; a retry may run the request again")
 		return
 	}
+	g.upstreamErrs.WithLabelValues("unavailable").Inc()
 	writeProblem(w, http.StatusBadGateway, "upstream-unavailable",
 		"the upstream could not be reached or gave no answer; a retry may run the request again")
 }

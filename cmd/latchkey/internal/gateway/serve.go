@@ -14,10 +14,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
 	"github.com/latchkey-go/latchkey/idem/idemurl"
+	"github.com/latchkey-go/latchkey/internal/otlpenv"
+	"github.com/latchkey-go/latchkey/latchkeyotel"
 )
 
 // usage is the gateway's help; the flags follow it.
@@ -62,7 +67,15 @@ Endpoints of the gateway itself, never proxied:
                        while shutting down
   /_latchkey/metrics   Prometheus metrics: latchkey_idem_* by rule and
                        outcome (executed, replayed, conflict, mismatch, ...),
-                       and the Go runtime's and process's
+                       latchkey_gateway_upstream_errors_total, and the Go
+                       runtime's and process's
+
+Traces: with OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT) set, each
+proxied request is a span (continuing the caller's traceparent) exported over
+OTLP (OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf, the default, or grpc); the
+upstream call is a child span whose traceparent goes upstream, a replay is
+an event on the request's span, and the request's log line names its
+trace_id. No key, principal or body is an attribute.
 
 SIGTERM or SIGINT: stop accepting, let requests in flight finish for --grace
 (a second signal ends the wait).
@@ -78,8 +91,9 @@ Flags:
 // Serve opens the store, listens and proxies until ctx is done, then shuts
 // down (see shutdown) and returns nil. Log lines go to stderr. Nothing is
 // started when it fails: an error wrapping idem.ErrInvalid is a store URL
-// that is wrong; any other error, a store that cannot be opened or an
-// address that cannot be bound.
+// that is wrong, one wrapping otlpenv.ErrInvalid an OTEL_* setting that is;
+// any other error, a store that cannot be opened, an exporter that cannot be
+// set up, or an address that cannot be bound.
 func Serve(ctx context.Context, c *Config, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	onError := func(r *http.Request, err error) {
@@ -104,13 +118,43 @@ func Serve(ctx context.Context, c *Config, stderr io.Writer) error {
 	}
 	defer st.Close()
 
-	gw := newGateway(st, c.target, rules, log, c.ReadyUpstream)
+	tr, err := otlpenv.Start(ctx, "latchkey-gateway")
+	if err != nil {
+		return err
+	}
+	var (
+		tel     *latchkeyotel.Telemetry
+		handler http.Handler
+	)
+	if tr != nil {
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tr.Shutdown(sctx); err != nil {
+				log.Warn("exporting the last spans", "err", err)
+			}
+		}()
+		if tel, err = latchkeyotel.New(latchkeyotel.WithTracerProvider(tr.Provider)); err != nil {
+			return err
+		}
+	}
+	gw := newGateway(st, c.target, rules, log, c.ReadyUpstream, tel)
+	handler = gw
+	if tr != nil {
+		// A server span per proxied request, continuing the caller's
+		// traceparent; the gateway's own endpoints are not traced.
+		handler = otelhttp.NewHandler(gw, "latchkey gateway",
+			otelhttp.WithTracerProvider(tr.Provider),
+			otelhttp.WithFilter(func(r *http.Request) bool { return !strings.HasPrefix(r.URL.Path, adminPrefix) }),
+			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }))
+		log.Info("exporting traces over OTLP", "protocol", tr.Protocol)
+	}
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           gw,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),

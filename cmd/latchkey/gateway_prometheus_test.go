@@ -1,0 +1,187 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/latchkey-go/latchkey/deploy/prometheus"
+	"github.com/latchkey-go/latchkey/idem/idemhttp/idemhttptest"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+)
+
+// promQuery asks Prometheus's HTTP API for an instant query and returns
+// the result's samples as label sets with values.
+func promQuery(t *testing.T, base, q string) []map[string]string {
+	t.Helper()
+	var out struct {
+		Status string `json:"status"`
+		Data   struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	getJSON(t, base+"/api/v1/query?query="+url.QueryEscape(q), &out)
+	var rows []map[string]string
+	for _, r := range out.Data.Result {
+		m := r.Metric
+		m["__value__"] = fmt.Sprint(r.Value[1])
+		rows = append(rows, m)
+	}
+	return rows
+}
+
+// promAlerts returns the state (pending or firing) of each active alert.
+func promAlerts(t *testing.T, base string) map[string]string {
+	t.Helper()
+	var out struct {
+		Data struct {
+			Alerts []struct {
+				Labels map[string]string `json:"labels"`
+				State  string            `json:"state"`
+			} `json:"alerts"`
+		} `json:"data"`
+	}
+	getJSON(t, base+"/api/v1/alerts", &out)
+	states := map[string]string{}
+	for _, a := range out.Data.Alerts {
+		states[a.Labels["alertname"]] = a.State
+	}
+	return states
+}
+
+func getJSON(t *testing.T, u string, into any) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", u, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+}
+
+// waitFor polls cond every 250 ms for up to limit.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); ; time.Sleep(250 * time.Millisecond) {
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+	}
+}
+
+// TestPrometheusScrapesGatewayDuringOutage runs a real Prometheus that
+// scrapes a gateway (its store a private Redis) every second and evaluates
+// a copy of the shipped rules whose `for:` is 1 s. A storm of duplicate
+// payments makes the replay and conflict series; stopping the Redis makes
+// the store-error series, and the store-error alert must go pending or
+// firing, as seen through Prometheus's HTTP API.
+func TestPrometheusScrapesGatewayDuringOutage(t *testing.T) {
+	t.Parallel()
+	rdb := testsvc.StartRedis(t)
+	up := idemhttptest.NewUpstream()
+	srv := upstreamServer(t, up)
+	cache := t.TempDir()
+	g := startGateway(t, []string{"XDG_CACHE_HOME=" + cache, "HOME=" + cache},
+		"--upstream", srv.URL, "--store", "redis://"+rdb.Addr()+"/0?dial_timeout=300ms")
+	target := strings.TrimPrefix(g.url, "http://")
+
+	rules := regexp.MustCompile(`(?m)^(\s+)for: \S+$`).ReplaceAllString(prometheus.Rules, "${1}for: 1s")
+	if rules == prometheus.Rules {
+		t.Fatal("no for: in the shipped rules to shorten")
+	}
+	config := `global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: [latchkey.rules.yml]
+scrape_configs:
+  - job_name: gateway
+    metrics_path: /_latchkey/metrics
+    static_configs: [{targets: ["` + target + `"]}]
+`
+	prom := testsvc.StartPrometheus(t, config, map[string]string{"latchkey.rules.yml": rules})
+
+	// A storm of duplicates: 8 clients send the same 20 payments.
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				send(t, "POST", g.url+"/payments", fmt.Sprintf("storm-%d", i))
+			}
+		}()
+	}
+	wg.Wait()
+	waitFor(t, 20*time.Second, "the replays in Prometheus", func() bool {
+		rows := promQuery(t, prom.URL(), `latchkey_idem_requests_total{job="gateway",outcome="replayed"} > 0`)
+		return len(rows) == 1
+	})
+	for _, q := range []string{
+		`latchkey_idem_requests_total{outcome="executed"}`,
+		`latchkey_idem_request_duration_seconds_bucket{outcome="replayed"}`,
+		`latchkey_idem_replay_age_seconds_count`,
+		`latchkey_gateway_upstream_errors_total{reason="unavailable"}`,
+	} {
+		if rows := promQuery(t, prom.URL(), q); len(rows) == 0 {
+			t.Errorf("no series for %s", q)
+		}
+	}
+	if states := promAlerts(t, prom.URL()); states["LatchkeyIdemStoreErrors"] != "" {
+		t.Fatalf("store-error alert %s before any store error", states["LatchkeyIdemStoreErrors"])
+	}
+
+	// The outage: every claim fails, answered 503.
+	rdb.Stop()
+	stop := make(chan struct{})
+	var outage sync.WaitGroup
+	outage.Add(1)
+	go func() {
+		defer outage.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if a := send(t, "POST", g.url+"/payments", fmt.Sprintf("outage-%d", i)); a.status != http.StatusServiceUnavailable {
+				t.Errorf("payment during the outage: %d, want 503", a.status)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	defer func() { close(stop); outage.Wait() }()
+	waitFor(t, 30*time.Second, "the store-error alert", func() bool {
+		s := promAlerts(t, prom.URL())["LatchkeyIdemStoreErrors"]
+		return s == "pending" || s == "firing"
+	})
+	rows := promQuery(t, prom.URL(), `latchkey:idem_store_errors:rate5m{operation="claim"}`)
+	if len(rows) != 1 || rows[0]["handler"] == "" {
+		t.Errorf("recorded store-error rate: %v", rows)
+	}
+	// No key reaches a label.
+	for _, row := range promQuery(t, prom.URL(), `{job="gateway",__name__=~"latchkey_.*"}`) {
+		for k, v := range row {
+			if strings.Contains(v, "storm-") || strings.Contains(v, "outage-") {
+				t.Errorf("label %s=%q holds a key", k, v)
+			}
+		}
+	}
+}

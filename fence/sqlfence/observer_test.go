@@ -1,0 +1,86 @@
+package sqlfence_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/latchkey-go/latchkey/fence"
+	"github.com/latchkey-go/latchkey/fence/sqlfence"
+)
+
+type refusalMark struct{}
+
+// watchRefusals records the refusals reported with contexts that carry
+// mark, so that tests of this package running at the same time do not
+// count; it returns ctx marked and a function that returns the record.
+func watchRefusals(t *testing.T, ctx context.Context, mark string) (context.Context, func() []fence.Refusal) {
+	var (
+		mu  sync.Mutex
+		got []fence.Refusal
+	)
+	fence.SetObserver(func(ctx context.Context, r fence.Refusal) {
+		if ctx.Value(refusalMark{}) == mark {
+			mu.Lock()
+			got = append(got, r)
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() { fence.SetObserver(nil) })
+	return context.WithValue(ctx, refusalMark{}, mark), func() []fence.Refusal {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+}
+
+// TestRefusalsReported checks that each guarded call refused with
+// fence.ErrStale is reported once to the fence Observer, with the caller's
+// context, and that accepted calls are not.
+func TestRefusalsReported(t *testing.T) {
+	db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(t.TempDir(), "fence.db")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	db.SetMaxOpenConns(1)
+	table := inventoryTable(t, db)
+	g, err := sqlfence.New(db, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, refusals := watchRefusals(t, t.Context(), t.Name())
+	if err := g.Upsert(ctx, fence.Token(7), "a", sqlfence.Values{"qty": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Update(ctx, fence.Token(7), "a", sqlfence.Values{"qty": 2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := refusals(); len(got) != 0 {
+		t.Fatalf("accepted writes reported as refused: %v", got)
+	}
+	var qty int64
+	calls := []struct {
+		op   string
+		call func() error
+	}{
+		{"update", func() error { return g.Update(ctx, fence.Token(6), "a", sqlfence.Values{"qty": 3}) }},
+		{"upsert", func() error { return g.Upsert(ctx, fence.Token(6), "a", sqlfence.Values{"qty": 3}) }},
+		{"claim", func() error { return g.Claim(ctx, fence.Token(6), "a") }},
+		{"read", func() error { return g.Read(ctx, fence.Token(6), "a", sqlfence.Into{"qty": &qty}) }},
+	}
+	var want []fence.Refusal
+	for _, c := range calls {
+		if err := c.call(); !errors.Is(err, fence.ErrStale) {
+			t.Fatalf("%s with a stale token: %v", c.op, err)
+		}
+		want = append(want, fence.Refusal{Guard: "sql", Op: c.op})
+	}
+	if got := refusals(); !slices.Equal(got, want) {
+		t.Fatalf("refusals %v, want %v", got, want)
+	}
+}
