@@ -13,10 +13,10 @@ type Lease struct {
 	m     *Manager
 	key   string
 	token uint64
-	ttl    time.Duration
-	done   chan struct{}
-	obs    *leaseObserver // nil when nobody observes
-	fixed  bool           // beside renewing, so the two share a word
+	ttl   time.Duration
+	done  chan struct{}
+	obs   *leaseObserver // nil when nobody observes
+	fixed bool           // beside renewing, so the two share a word
 
 	relabel sync.Mutex // serialises SetHolder calls
 
@@ -25,11 +25,11 @@ type Lease struct {
 	holder   string        // the label part of owner
 	renewing bool          // a renewal (or a SetHolder) is in flight
 	settled  chan struct{} // closed when the renewal in flight ends; nil if nobody waits
-	err      error     // nil while held
-	renewAt  time.Time // next renewal (renewed leases only)
-	deadline time.Time // local deadline: last confirmed start + ttl - drift
-	renewErr error     // the last failed renewal's error, for the loss report
-	index    int       // position in m.heap, -1 when not scheduled
+	err      error         // nil while held
+	renewAt  time.Time     // next renewal (renewed leases only)
+	deadline time.Time     // local deadline: last confirmed start + ttl - drift
+	renewErr error         // the last failed renewal's error, for the loss report
+	index    int           // position in m.heap, -1 when not scheduled
 	onDone   []func(error)
 }
 
