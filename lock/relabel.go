@@ -12,7 +12,7 @@ import (
 // label (Lease.SetHolder) while it holds: a leader proclaiming a new value,
 // say.
 type Relabeler interface {
-	// Relabel replaces owner by newOwner on key's lock, in one atomic step,
+	// Relabel replaces owner by newOwner (never equal) on key's lock, in one atomic step,
 	// if owner holds it; the lease keeps its expiry. It returns an error
 	// wrapping ErrNotHeld if owner does not hold key. newOwner has owner's
 	// random id and another label. The Manager makes no renewal of the
@@ -23,7 +23,8 @@ type Relabeler interface {
 
 // SetHolder replaces the lease's holder label (WithHolder) on the server
 // while it keeps the lock: inspection and Holder show label from then on.
-// The rules of WithHolder apply to label.
+// The rules of WithHolder apply to label. Setting the label the lease has
+// already changes nothing and touches no server.
 //
 // Errors: one wrapping ErrInvalid for a bad label (no server is touched),
 // ErrUnsupported if the backend cannot change a stored label, ErrReleased
@@ -52,6 +53,11 @@ func (l *Lease) SetHolder(ctx context.Context, label string) error {
 	for {
 		if err := l.endedLocked(); err != nil {
 			return err
+		}
+		if l.holder == label {
+			// Nothing to change; the lease is held by our clock.
+			m.mu.Unlock()
+			return nil
 		}
 		if !l.renewing {
 			break
