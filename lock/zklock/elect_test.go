@@ -195,3 +195,88 @@ func TestKazooElection(t *testing.T) {
 		t.Fatalf("our Leader after our Resign = %+v, %v; want kazoo's", l, err)
 	}
 }
+
+// TestCuratorElection: Curator's LeaderSelector (whose nodes are
+// InterProcessMutex's, the candidate's id as data: zklock's default
+// CuratorNames layout) and ours share an election on one path, both ways.
+func TestCuratorElection(t *testing.T) {
+	compiled := compileCurator(t)
+	srv := startZK(t)
+	ctx := t.Context()
+	ours, err := elect.New(newLocker(t, srv), "shared", elect.WithTTL(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	java, classes := compiled()
+	cur := startCuratorMain(t, java, classes, "CuratorLeader", srv.Endpoint(), zklock.DefaultPrefix+"/shared", "curator-leader")
+	participants := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			cur.send("participants")
+			f := cur.expect("participants")
+			got := ""
+			if len(f) > 1 {
+				got = f[1]
+			}
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Curator's participants %q, want %q", got, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	// Curator leads.
+	cur.send("start")
+	cur.expect("leading")
+	l, err := ours.Leader(ctx)
+	if err != nil || l.Value != "curator-leader" {
+		t.Fatalf("our Leader = %+v, %v; want Curator's", l, err)
+	}
+	if _, err := ours.Campaign(ctx, "ours", elect.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("try-once Campaign while Curator leads: %v", err)
+	}
+	type result struct {
+		term *elect.Term
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		term, err := ours.Campaign(ctx, "ours")
+		got <- result{term, err}
+	}()
+	participants("curator-leader,ours")
+	cur.send("resign")
+	cur.expect("resigned")
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.term.Token() <= l.Token {
+		t.Fatalf("our token %d is not above Curator's term's %d", r.term.Token(), l.Token)
+	}
+
+	// Ours leads.
+	cur.send("requeue")
+	cur.quiet(500*time.Millisecond, "while we led")
+	cur.send("leader")
+	cur.expect("leader", "ours")
+	participants("ours,curator-leader")
+	if err := r.term.Proclaim(ctx, "ours-2"); err != nil {
+		t.Fatal(err)
+	}
+	cur.send("leader")
+	cur.expect("leader", "ours-2")
+	if err := r.term.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cur.expect("leading")
+	if l, err := ours.Leader(ctx); err != nil || l.Value != "curator-leader" {
+		t.Fatalf("our Leader after our Resign = %+v, %v; want Curator's", l, err)
+	}
+	cur.send("resign")
+	cur.expect("resigned")
+}
