@@ -273,3 +273,82 @@ func TestInteropGoElection(t *testing.T) {
 	}
 	_ = other.Resign(ctx)
 }
+
+// TestElectionClusterLeaderKilled leads an election on a 3-member cluster
+// with a second candidate waiting, and kills the etcd leader (SIGKILL). The
+// term survives or ends (Done), never two leaders: when the second
+// candidate is elected, the first term's Done is already closed, and its
+// token is higher.
+func TestElectionClusterLeaderKilled(t *testing.T) {
+	c := testsvc.StartEtcdCluster(t, 3)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	name := "cluster-elect-" + testsvc.KeyPrefix(t)
+	const ttl = 3 * time.Second
+	eps := c.Endpoints()
+	newElection := func(endpoints []string) *elect.Election {
+		e, err := elect.New(newLocker(t, newClusterClient(t, endpoints)), name, elect.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	a, b := newElection(eps), newElection([]string{eps[2], eps[1], eps[0]})
+	ta, err := a.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	elected := make(chan *elect.Term, 1)
+	go func() {
+		for ctx.Err() == nil {
+			tb, err := b.Campaign(ctx, "b")
+			if err == nil {
+				elected <- tb
+				return
+			}
+			time.Sleep(100 * time.Millisecond) // the cluster is electing
+		}
+		close(elected)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	leader, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Members[leader].Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killedAt := time.Now()
+	select {
+	case tb := <-elected:
+		if tb == nil {
+			t.Fatal("b never elected")
+		}
+		select {
+		case <-ta.Done():
+		default:
+			t.Fatalf("b elected %v after the kill while a's term was open: two leaders", time.Since(killedAt))
+		}
+		if tb.Token() <= ta.Token() {
+			t.Fatalf("b's token %d is not above a's %d", tb.Token(), ta.Token())
+		}
+		t.Logf("a's term ended (%v); b elected %v after the kill", ta.Err(), time.Since(killedAt))
+		_ = tb.Resign(ctx)
+	case <-time.After(3 * ttl):
+		// The term survived the leader's death: a still leads.
+		select {
+		case <-ta.Done():
+			t.Fatalf("a's term ended (%v) but b was not elected within %v", ta.Err(), 3*ttl)
+		default:
+		}
+		t.Log("a's term survived the etcd leader's death")
+		if err := ta.Resign(ctx); err != nil {
+			t.Fatalf("Resign of a surviving term: %v", err)
+		}
+		if tb := <-elected; tb == nil || tb.Token() <= ta.Token() {
+			t.Fatalf("after a resigned, b: %v", tb)
+		} else {
+			_ = tb.Resign(ctx)
+		}
+	}
+}

@@ -280,3 +280,63 @@ func TestCuratorElection(t *testing.T) {
 	cur.send("resign")
 	cur.expect("resigned")
 }
+
+// TestElectionSessionExpiry: the leader's session cannot be kept (the
+// server is stopped past its 1 s session timeout): its term ends (Done),
+// and the waiting candidate, once the server is back and the session
+// expired, is elected with a higher token; never while the first term was
+// open.
+func TestElectionSessionExpiry(t *testing.T) {
+	srv := testsvc.StartZooKeeper(t)
+	ctx := t.Context()
+	a, err := elect.New(newLocker(t, srv, zklock.WithSessionTimeout(time.Second)), "expiry", elect.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := elect.New(newLocker(t, srv, zklock.WithSessionTimeout(5*time.Second)), "expiry", elect.WithTTL(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta, err := a.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		term *elect.Term
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		for {
+			tb, err := b.Campaign(ctx, "b")
+			if err == nil || ctx.Err() != nil {
+				got <- result{tb, err}
+				return
+			}
+			time.Sleep(100 * time.Millisecond) // no session while the server is down
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	srv.Stop()
+	select {
+	case <-ta.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the leader's Done not closed after its session could not be kept")
+	}
+	if !errors.Is(ta.Err(), lock.ErrLeaseLost) {
+		t.Fatalf("a's Err = %v", ta.Err())
+	}
+	srv.Start()
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.term.Token() <= ta.Token() {
+			t.Fatalf("b's token %d is not above a's %d", r.term.Token(), ta.Token())
+		}
+		_ = r.term.Resign(ctx)
+	case <-time.After(30 * time.Second):
+		t.Fatal("b not elected after a's session expired")
+	}
+}
