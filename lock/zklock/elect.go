@@ -83,11 +83,18 @@ func (b *backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 		first := true
 		var (
 			head   string
+			dirEv  <-chan zk.Event // the queue's watch, while unfired
 			headEv <-chan zk.Event // the head's data watch, while unfired
 		)
 		for ctx.Err() == nil {
-			dirEv, h, err := b.watchQueue(ctx, dir)
-			if h != head || headEv == nil {
+			// An unfired watch stays set: the queue, and so the head, did
+			// not change; setting another would pile up watchers.
+			var err error
+			h := head
+			if dirEv == nil {
+				dirEv, h, err = b.watchQueue(ctx, dir)
+			}
+			if err == nil && (h != head || headEv == nil) {
 				headEv = nil
 				if h != "" {
 					headEv, err = b.watchData(ctx, dir+"/"+h)
@@ -112,6 +119,7 @@ func (b *backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 			case <-ctx.Done():
 				return
 			case <-dirEv:
+				dirEv = nil
 			case <-headEv:
 				headEv = nil
 			}
