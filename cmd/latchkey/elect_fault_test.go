@@ -2,14 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
@@ -37,20 +42,56 @@ func electBackends() []electBackend {
 	}
 }
 
-// fencedWrites is a command that writes its term's token to a fenced
-// resource every 50 ms: a file holding the highest token applied, which
-// flock(1) makes a compare-and-set. Each write is logged as "TOKEN ok" or,
-// when a higher token was applied before, "TOKEN refused". It records its
-// pid (its process group's id) in pid.NAME and its token in token.NAME.
-func fencedWrites(name string) []string {
+// fenceScript is the fenced resource, on the shared Redis: it applies a
+// write only with a token at least the highest applied (KEYS[1]), and logs
+// each write to KEYS[2] as "TOKEN ok" or "TOKEN refused". (A file guarded by
+// flock(1) would not do: a writer SIGSTOPped while holding the file's lock
+// would stop every other writer with it.)
+const fenceScript = `local t = tonumber(ARGV[1])
+if t >= tonumber(redis.call('GET', KEYS[1]) or '0') then
+	redis.call('SET', KEYS[1], ARGV[1]); redis.call('RPUSH', KEYS[2], ARGV[1] .. ' ok'); return 1
+end
+redis.call('RPUSH', KEYS[2], ARGV[1] .. ' refused'); return 0`
+
+// A fence is one test's fenced resource.
+type fence struct {
+	addr, key string
+	c         *redis.Client
+}
+
+func newFence(t *testing.T) *fence {
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		testsvc.Unavailable(t, "redis-cli not on PATH (apt-get install redis-tools)")
+	}
+	addr := testsvc.RedisAddr(t)
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	f := &fence{addr: addr, key: testsvc.KeyPrefix(t) + "fence", c: c}
+	t.Cleanup(func() { c.Del(context.Background(), f.key, f.key+":log"); _ = c.Close() })
+	return f
+}
+
+// writes returns the resource's log.
+func (f *fence) writes(t *testing.T) []string {
+	t.Helper()
+	log, err := f.c.LRange(t.Context(), f.key+":log", 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return log
+}
+
+// fencedWrites is a command that writes its term's token to the fenced
+// resource every 50 ms. It records its pid (its process group's id) in
+// pid.NAME and its token in token.NAME.
+func (f *fence) fencedWrites(name string) []string {
+	host, port, _ := net.SplitHostPort(f.addr)
 	return []string{"sh", "-c", `T=$LATCHKEY_FENCING_TOKEN
 echo $$ > pid.` + name + `.tmp && mv pid.` + name + `.tmp pid.` + name + `
 echo "$T" > token.` + name + `
 while :; do
-	flock fence.lock sh -c 'h=$(cat highest 2>/dev/null || echo 0)
-if [ "$1" -ge "$h" ]; then echo "$1" > highest; echo "$1 ok" >> writes; else echo "$1 refused" >> writes; fi' sh "$T"
+	redis-cli -h ` + host + ` -p ` + port + ` EVAL "$0" 2 ` + f.key + ` ` + f.key + `:log "$T" > /dev/null
 	sleep 0.05
-done`}
+done`, fenceScript}
 }
 
 func readToken(t *testing.T, path string) uint64 {
@@ -83,22 +124,22 @@ func readPid(t *testing.T, path string) int {
 }
 
 // checkFenced checks the fenced resource's log: the tokens it applied never
-// went down.
-func checkFenced(t *testing.T, dir string) (refused map[uint64]int) {
+// went down. It returns how often each token was refused.
+func (f *fence) checkFenced(t *testing.T) (refused map[uint64]int) {
 	t.Helper()
-	b, _ := os.ReadFile(filepath.Join(dir, "writes"))
+	log := f.writes(t)
 	refused = map[uint64]int{}
 	var last uint64
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 2 {
+	for _, line := range log {
+		tf := strings.Fields(line)
+		if len(tf) != 2 {
 			continue
 		}
-		tok, _ := strconv.ParseUint(f[0], 10, 64)
-		switch f[1] {
+		tok, _ := strconv.ParseUint(tf[0], 10, 64)
+		switch tf[1] {
 		case "ok":
 			if tok < last {
-				t.Fatalf("the resource applied token %d after %d:\n%s", tok, last, b)
+				t.Fatalf("the resource applied token %d after %d: %q", tok, last, log)
 			}
 			last = tok
 		case "refused":
@@ -108,11 +149,27 @@ func checkFenced(t *testing.T, dir string) (refused map[uint64]int) {
 	return refused
 }
 
+// wrote reports whether the resource logged line.
+func (f *fence) wrote(t *testing.T, line string) bool {
+	return slices.Contains(f.writes(t), line)
+}
+
 // candidate starts "latchkey elect" for name with fencedWrites.
-func candidate(t *testing.T, b electBackend, url, dir, key, name string) (*exec.Cmd, *bytes.Buffer) {
+// Its cleanup kills the command's process group too, which outlives a
+// killed latchkey.
+func candidate(t *testing.T, f *fence, b electBackend, url, dir, key, name string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
-	args := append([]string{"--key", key, "--ttl", b.ttl.String(), "--grace", "1s", "--value", name, "--backend", url, "--"}, fencedWrites(name)...)
-	return electProc(t, dir, args...)
+	args := append([]string{"--key", key, "--ttl", b.ttl.String(), "--grace", "1s", "--value", name, "--backend", url, "--"}, f.fencedWrites(name)...)
+	cmd, out := electProc(t, dir, args...)
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(filepath.Join(dir, "pid."+name)); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				_ = syscall.Kill(-pid, syscall.SIGCONT)
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		}
+	})
+	return cmd, out
 }
 
 // TestElectLeaderKilled: the leader (latchkey and its command) is SIGKILLed;
@@ -124,12 +181,12 @@ func TestElectLeaderKilled(t *testing.T) {
 	for _, b := range electBackends() {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			url, dir := b.url(t), t.TempDir()
+			url, dir, f := b.url(t), t.TempDir(), newFence(t)
 			key := "killed-" + testsvc.KeyPrefix(t)
-			a, _ := candidate(t, b, url, dir, key, "a")
+			a, _ := candidate(t, f, b, url, dir, key, "a")
 			tokA := readToken(t, filepath.Join(dir, "token.a"))
 			pidA := readPid(t, filepath.Join(dir, "pid.a"))
-			bproc, bout := candidate(t, b, url, dir, key, "b")
+			bproc, _ := candidate(t, f, b, url, dir, key, "b")
 			time.Sleep(500 * time.Millisecond) // b campaigns
 			if _, err := os.Stat(filepath.Join(dir, "token.b")); err == nil {
 				t.Fatal("b was elected while a led")
@@ -148,10 +205,7 @@ func TestElectLeaderKilled(t *testing.T) {
 			}
 			_ = bproc.Process.Signal(syscall.SIGTERM)
 			exitCode(t, bproc)
-			pidB := readPid(t, filepath.Join(dir, "pid.b"))
-			_ = syscall.Kill(-pidB, syscall.SIGKILL)
-			checkFenced(t, dir)
-			_ = bout
+			f.checkFenced(t)
 		})
 	}
 }
@@ -166,12 +220,12 @@ func TestElectLeaderPaused(t *testing.T) {
 	for _, b := range electBackends() {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			url, dir := b.url(t), t.TempDir()
+			url, dir, f := b.url(t), t.TempDir(), newFence(t)
 			key := "paused-" + testsvc.KeyPrefix(t)
-			a, aout := candidate(t, b, url, dir, key, "a")
+			a, aout := candidate(t, f, b, url, dir, key, "a")
 			tokA := readToken(t, filepath.Join(dir, "token.a"))
 			pidA := readPid(t, filepath.Join(dir, "pid.a"))
-			bproc, _ := candidate(t, b, url, dir, key, "b")
+			bproc, _ := candidate(t, f, b, url, dir, key, "b")
 			time.Sleep(300 * time.Millisecond)
 			_ = a.Process.Signal(syscall.SIGSTOP)
 			_ = syscall.Kill(-pidA, syscall.SIGSTOP)
@@ -188,24 +242,17 @@ func TestElectLeaderPaused(t *testing.T) {
 			if tokB <= tokA {
 				t.Fatalf("b's token %d is not above the paused leader's %d", tokB, tokA)
 			}
-			waitFor(t, "b's first write", func() bool {
-				w, _ := os.ReadFile(filepath.Join(dir, "writes"))
-				return strings.Contains(string(w), strconv.FormatUint(tokB, 10)+" ok")
-			})
+			waitFor(t, "b's first write", func() bool { return f.wrote(t, strconv.FormatUint(tokB, 10)+" ok") })
 			// The old command first: its late writes meet the resource.
 			_ = syscall.Kill(-pidA, syscall.SIGCONT)
-			waitFor(t, "the old leader's write refused", func() bool {
-				w, _ := os.ReadFile(filepath.Join(dir, "writes"))
-				return strings.Contains(string(w), strconv.FormatUint(tokA, 10)+" refused")
-			})
+			waitFor(t, "the old leader's write refused", func() bool { return f.wrote(t, strconv.FormatUint(tokA, 10)+" refused") })
 			resume()
 			if code := exitCode(t, a); code != exitLeaseLost {
 				t.Fatalf("the paused leader exited %d, want %d: %s", code, exitLeaseLost, aout)
 			}
 			_ = bproc.Process.Signal(syscall.SIGTERM)
 			exitCode(t, bproc)
-			_ = syscall.Kill(-readPid(t, filepath.Join(dir, "pid.b")), syscall.SIGKILL)
-			if refused := checkFenced(t, dir); refused[tokB] > 0 {
+			if refused := f.checkFenced(t); refused[tokB] > 0 {
 				t.Fatalf("the new leader's writes were refused %d times", refused[tokB])
 			}
 		})
