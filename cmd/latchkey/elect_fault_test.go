@@ -161,6 +161,10 @@ func candidate(t *testing.T, f *fence, b electBackend, url, dir, key, name strin
 	t.Helper()
 	args := append([]string{"--key", key, "--ttl", b.ttl.String(), "--grace", "1s", "--value", name, "--backend", url, "--"}, f.fencedWrites(name)...)
 	cmd, out := electProc(t, dir, args...)
+	if b.name == "redis" {
+		// The lock's keys and fencing counter, which would outlive the test.
+		t.Cleanup(func() { testsvc.DeleteKeys(f.c, "latchkey:lock:{"+key+"}") })
+	}
 	t.Cleanup(func() {
 		if b, err := os.ReadFile(filepath.Join(dir, "pid."+name)); err == nil {
 			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
