@@ -14,5 +14,7 @@ func TestMemory(t *testing.T) {
 		// One Locker stands for one process; memlock coordinates only
 		// goroutines of one process, so the candidates share it.
 		New: func(t *testing.T) lock.Locker { return shared },
+		// One Locker serves its waiting Acquire calls in arrival order.
+		Queued: true,
 	})
 }

@@ -45,6 +45,12 @@ type Harness struct {
 	// TokenUnknown tells the suite that Leader's Token may be 0 (Redis
 	// after the counter's retention); no backend under test sets it today.
 	TokenUnknown bool
+
+	// Queued tells the suite that candidates queue in arrival order: on
+	// the server (etcd, ZooKeeper), or in the one Locker all candidates
+	// share (memory). The suite then checks that they are elected in that
+	// order.
+	Queued bool
 }
 
 // eventually bounds waits for things that must happen: a failure timeout,
@@ -73,7 +79,11 @@ func Run(t *testing.T, h Harness) {
 		{"LostTermIsFenced", s.lostTerm},
 		{"RunAgainAfterLoss", s.runAgain},
 		{"RunReturnsWork", s.runReturns},
+		{"ArrivalOrder", s.arrivalOrder},
 	} {
+		if c.name == "ArrivalOrder" && !h.Queued {
+			continue // the backend does not queue candidates
+		}
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			c.fn(t)
@@ -595,5 +605,45 @@ func (s *suite) runReturns(t *testing.T) {
 	}
 	if _, err := e.Leader(ctxT(t)); !errors.Is(err, elect.ErrNoLeader) {
 		t.Fatalf("after Run, Leader: %v, want ErrNoLeader", err)
+	}
+}
+
+// arrivalOrder: on a backend that queues, candidates that campaign one
+// after another (each queued before the next arrives) are elected in that
+// order, one resign after another.
+func (s *suite) arrivalOrder(t *testing.T) {
+	n := name(t)
+	leader := campaign(t, s.election(t, s.locker(t), n), "first")
+	ctx, cancel := context.WithCancel(ctxT(t))
+	const waiting = 3
+	var got []chan campaignResult
+	defer func() {
+		cancel()
+		for _, g := range got {
+			stopAsync(t, g)
+		}
+	}()
+	for i := range waiting {
+		got = append(got, campaignAsync(ctx, s.election(t, s.locker(t), n), fmt.Sprint("candidate-", i)))
+		waitFor(t, "the candidate to queue", func() bool {
+			info, err := lock.Inspect(ctxT(t), s.locker(t), n)
+			return err == nil && info.Waiters == i+1
+		})
+	}
+	prev := leader
+	for i, g := range got {
+		resign(t, prev)
+		r := <-g
+		g <- r
+		if r.err != nil {
+			t.Fatalf("candidate %d: %v", i, r.err)
+		}
+		if r.term.Value() != fmt.Sprint("candidate-", i) {
+			t.Fatalf("elected %q, want candidate-%d: not in arrival order", r.term.Value(), i)
+		}
+		if r.term.Token() <= prev.Token() {
+			t.Fatalf("token %d is not above the previous term's %d", r.term.Token(), prev.Token())
+		}
+		prev = r.term
 	}
 }

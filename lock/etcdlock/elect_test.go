@@ -26,7 +26,8 @@ func TestElection(t *testing.T) {
 		New:   func(t *testing.T) lock.Locker { return newLocker(t, newClient(t, srv)) },
 		Break: func(t *testing.T, name string) { revoke(t, admin, name) },
 		// etcd grants leases in whole seconds, at least 2 s by default.
-		TTL: 2 * time.Second,
+		TTL:    2 * time.Second,
+		Queued: true,
 	})
 }
 

@@ -22,9 +22,10 @@ func TestElection(t *testing.T) {
 	srv := startZK(t)
 	admin := plainConn(t, srv)
 	electtest.Run(t, electtest.Harness{
-		New:   func(t *testing.T) lock.Locker { return newLocker(t, srv) },
-		Break: func(t *testing.T, name string) { revoke(t, admin, zklock.DefaultPrefix+"/"+name) },
-		TTL:   time.Second, // a loaded JVM can take 100s of ms to answer
+		New:    func(t *testing.T) lock.Locker { return newLocker(t, srv) },
+		Break:  func(t *testing.T, name string) { revoke(t, admin, zklock.DefaultPrefix+"/"+name) },
+		TTL:    time.Second, // a loaded JVM can take 100s of ms to answer
+		Queued: true,
 	})
 }
 
