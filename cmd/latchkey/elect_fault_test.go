@@ -35,6 +35,13 @@ func electBackends() []electBackend {
 		{"redis", func(t *testing.T) string { return "redis://" + testsvc.RedisAddr(t) + "/0" }, time.Second},
 		{"postgres", func(t *testing.T) string { return testsvc.PostgresURL(t) }, time.Second},
 		{"mysql", func(t *testing.T) string { return testsvc.MySQLURL(t) }, time.Second},
+		{"redlock", func(t *testing.T) string {
+			var addrs []string
+			for range 3 {
+				addrs = append(addrs, testsvc.StartRedis(t).Addr())
+			}
+			return "redlock://" + strings.Join(addrs, ",")
+		}, time.Second},
 		{"etcd", func(t *testing.T) string { return "etcd://" + testsvc.StartEtcd(t).Endpoint() }, 2 * time.Second},
 		{"zookeeper", func(t *testing.T) string {
 			return "zk://" + testsvc.StartZooKeeper(t).Endpoint() + "/latchkey?session=2s"
