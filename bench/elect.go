@@ -266,6 +266,12 @@ func electBench(ctx context.Context, redisAddr, pgURL, prefix string, handN, fai
 	version := etcdVersion(ctx, c)
 	c.Close()
 	impls := electImplementations(ctx, redisAddr, pgURL, eps[0])
+	if zk, addr, err := startZooKeeper(); err != nil {
+		fmt.Fprintf(os.Stderr, "election table: ZooKeeper left out: %v\n", err)
+	} else {
+		defer zk.stop()
+		impls = append(impls, zkImpl(ctx, addr))
+	}
 	res := make([]electResult, len(impls))
 	for i, im := range impls {
 		fmt.Fprintf(os.Stderr, "election: %s ...\n", im.name)
@@ -279,7 +285,7 @@ func electBench(ctx context.Context, redisAddr, pgURL, prefix string, handN, fai
 		}
 		res[i] = electResult{handover: h, failover: f}
 	}
-	fmt.Printf("\nLeader election (%d resign hand-overs, %d failovers each; TTL %v on etcd, %v elsewhere; private etcd %s):\n\n",
+	fmt.Printf("\nLeader election (%d resign hand-overs, %d failovers each; TTL %v on etcd, %v elsewhere (ZooKeeper: the session timeout, checked every 500 ms); private etcd %s):\n\n",
 		handN, failN, impls[0].ttl, time.Second, version)
 	fmt.Print("| |")
 	for _, im := range impls {
