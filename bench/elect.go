@@ -269,6 +269,15 @@ func electBench(ctx context.Context, redisAddr, pgURL, prefix string, handN, fai
 	eps := c.Endpoints()
 	version := etcdVersion(ctx, c)
 	c.Close()
+	defer func() {
+		// The Redis rows' fencing counters, which would outlive the run.
+		c := goredislib.NewClient(&goredislib.Options{Addr: redisAddr})
+		defer c.Close()
+		iter := c.Scan(ctx, 0, "latchkey:lock:{"+prefix+"elect-*", 1000).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+	}()
 	impls := electImplementations(ctx, redisAddr, pgURL, eps[0])
 	if zk, addr, err := startZooKeeper(); err != nil {
 		fmt.Fprintf(os.Stderr, "election table: ZooKeeper left out: %v\n", err)
