@@ -76,6 +76,7 @@ func Run(t *testing.T, h Harness) {
 		{"ResignHandsOver", s.resignHandsOver},
 		{"ProclaimKeepsTerm", s.proclaim},
 		{"ObserveInOrder", s.observe},
+		{"IdleObserverCost", s.idleObserver},
 		{"LostTermIsFenced", s.lostTerm},
 		{"RunAgainAfterLoss", s.runAgain},
 		{"RunReturnsWork", s.runReturns},
@@ -645,5 +646,71 @@ func (s *suite) arrivalOrder(t *testing.T) {
 			t.Fatalf("token %d is not above the previous term's %d", r.term.Token(), prev.Token())
 		}
 		prev = r.term
+	}
+}
+
+// countingInspector is a Locker that counts the reads of who holds a lock,
+// and passes the holder watch through.
+type countingInspector struct {
+	lock.Locker
+	reads    atomic.Int64
+	complete atomic.Bool // what the backend's watch said
+}
+
+func (c *countingInspector) InspectLock(ctx context.Context, key string) (lock.LockInfo, error) {
+	c.reads.Add(1)
+	return c.Locker.(lock.Inspector).InspectLock(ctx, key)
+}
+
+func (c *countingInspector) WatchHolder(ctx context.Context, key string) (<-chan struct{}, func(), bool, error) {
+	w, ok := c.Locker.(interface {
+		WatchHolder(ctx context.Context, key string) (<-chan struct{}, func(), bool, error)
+	})
+	if !ok {
+		return nil, nil, false, lock.ErrUnsupported
+	}
+	ch, stop, complete, err := w.WatchHolder(ctx, key)
+	c.complete.Store(complete && err == nil)
+	return ch, stop, complete, err
+}
+
+// idleObserver: an observer of an election nobody changes reads the leader
+// once where the backend's watch tells every change, and otherwise at most
+// once per poll interval.
+func (s *suite) idleObserver(t *testing.T) {
+	n := name(t)
+	term := campaign(t, s.election(t, s.locker(t), n), "steady")
+	defer resign(t, term)
+	const poll, idle = 100 * time.Millisecond, time.Second
+	ci := &countingInspector{Locker: s.locker(t)}
+	e, err := elect.New(ci, n, elect.WithTTL(s.ttl), elect.WithPollInterval(poll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctxT(t))
+	ch, err := e.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := <-ch; l.Value != "steady" {
+		t.Fatalf("observed %+v", l)
+	}
+	start := time.Now()
+	time.Sleep(idle)
+	reads, took := ci.reads.Load(), time.Since(start)
+	cancel()
+	for range ch {
+	}
+	if ci.complete.Load() {
+		if reads != 1 {
+			t.Fatalf("an idle observer read the leader %d times in %v, though the watch tells every change", reads, took)
+		}
+		return
+	}
+	if max := int64(took/poll) + 2; reads > max {
+		t.Fatalf("an idle observer read the leader %d times in %v, more than once per %v", reads, took, poll)
+	}
+	if reads < 2 {
+		t.Fatalf("an observer whose watch misses changes read the leader %d times in %v: it does not poll", reads, took)
 	}
 }

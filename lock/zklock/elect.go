@@ -106,7 +106,9 @@ func (b *backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 				first = false
 			}
 			if err != nil {
-				// No session, or the node went meanwhile: read again soon.
+				// No session, or the head went meanwhile: list the
+				// queue again soon, with new watches.
+				dirEv, headEv, head = nil, nil, ""
 				signal()
 				select {
 				case <-ctx.Done():
