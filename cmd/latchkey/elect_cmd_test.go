@@ -95,6 +95,10 @@ func TestElectNotElected(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, `"the-leader"`) || !strings.Contains(out, strconv.FormatUint(term.Token(), 10)) {
 		t.Fatalf("show: exit %d, %q", code, out)
 	}
+	code, out, errb = latchkey(t, "elect", "observe", "job", "--changes", "1", "--backend", url)
+	if want := `leader "the-leader" token ` + strconv.FormatUint(term.Token(), 10); code != exitOK || !strings.HasSuffix(strings.TrimSpace(out), want) {
+		t.Fatalf("observe --changes 1: exit %d, %q (stderr %s), want a line ending %q", code, out, errb, want)
+	}
 }
 
 // TestElectStopsCommandOnLostTerm: when the term is lost (its lock broken),
