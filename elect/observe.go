@@ -25,8 +25,9 @@ type holderWatcher interface {
 // Where the backend signals every change (etcd and ZooKeeper watches,
 // memory) an idle observer costs nothing beyond its watch. Elsewhere
 // (Redis, Redlock, SQL) it reads the leader again whenever the backend
-// hints at a release (Redis pub/sub, PostgreSQL LISTEN/NOTIFY) and at least
-// every poll interval (WithPollInterval, 1 s by default), which bounds how
+// hints at a change (Redis pub/sub and PostgreSQL LISTEN/NOTIFY tell of
+// proclaims, and of releases while candidates wait) and at least every poll
+// interval (WithPollInterval, 1 s by default), which bounds how
 // late a change is seen; changes closer together than that may coalesce
 // into the last of them. A failed read is retried after the poll interval.
 //
