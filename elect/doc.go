@@ -35,5 +35,7 @@
 // concurrency.Mutex): <prefix><name>/<lease ID in hex>, the lowest create
 // revision leads and the key's value is the leader's value, so `etcdctl
 // elect NAME PROPOSAL`, `etcdctl elect -l NAME` and etcd's Go Election share
-// an election with latchkey, both ways.
+// an election with latchkey, both ways. On ZooKeeper the nodes are those of
+// Curator's LeaderSelector (lock/zklock's default node names) or of kazoo's
+// Election (zklock.KazooNames), the candidate's value as node data.
 package elect
