@@ -48,6 +48,8 @@ func leaderOf(info lock.LockInfo) Leader {
 }
 
 // sameTerm reports whether a and b are the same leader with the same value.
+// The Entry is left out: for a term it changes only with the token, except
+// on Redlock, where it tells how many servers hold the lock.
 func sameTerm(a, b Leader) bool {
-	return a.Elected == b.Elected && a.Token == b.Token && a.Value == b.Value && a.Entry == b.Entry
+	return a.Elected == b.Elected && a.Token == b.Token && a.Value == b.Value
 }

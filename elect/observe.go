@@ -116,7 +116,7 @@ func (o *observer) read(ctx context.Context) error {
 	}
 	if l.Elected && l.Since.IsZero() {
 		l.Since = time.Now()
-		if o.last.Elected && o.last.Token == l.Token && o.last.Entry == l.Entry {
+		if o.last.Elected && o.last.Token == l.Token {
 			l.Since = o.last.Since // the same term, proclaiming
 		}
 	}

@@ -46,6 +46,12 @@ type Harness struct {
 	// after the counter's retention); no backend under test sets it today.
 	TokenUnknown bool
 
+	// TokenApprox tells the suite that Leader's Token is the backend's view
+	// of a quorum, which may differ from the term's own while the lock
+	// changes hands (Redlock: the quorum-th smallest counter of the servers
+	// that hold it). Observers are then checked by value alone.
+	TokenApprox bool
+
 	// Queued tells the suite that candidates queue in arrival order: on
 	// the server (etcd, ZooKeeper), or in the one Locker all candidates
 	// share (memory). The suite then checks that they are elected in that
@@ -481,11 +487,11 @@ func (s *suite) observe(t *testing.T) {
 		t.Fatalf("b: Campaign: %v", r.err)
 	}
 	tb := r.term
-	if lb.Value != "b" || lb.Token != tb.Token() || lb.Token <= ta.Token() {
+	if lb.Value != "b" || (!s.h.TokenApprox && lb.Token != tb.Token()) || lb.Token <= ta.Token() {
 		t.Fatalf("observed %+v, want b with token %d above %d", lb, tb.Token(), ta.Token())
 	}
 	for _, l := range seen {
-		if l.Elected && !(l.Value == "a2" && l.Token == ta.Token()) {
+		if l.Elected && !(l.Value == "a2" && (s.h.TokenApprox || l.Token == ta.Token())) {
 			t.Fatalf("phantom leader observed: %+v", l)
 		}
 	}

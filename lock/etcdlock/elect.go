@@ -52,8 +52,8 @@ func (b *backend) Relabel(ctx context.Context, name, owner, newOwner string) err
 // WatchHolder implements lock.HolderWatcher with one watch of the name's
 // queue (<prefix><name>/): every put and delete there, lease expiries
 // included, signals, which covers every change of the head. If the watch
-// ends (a compaction, the client closing) it is opened again, after a
-// signal, so no change goes unread.
+// ends (a lost leader, a compaction) it is opened again, and signals once
+// it is in place, so no change goes unread.
 func (b *backend) WatchHolder(ctx context.Context, name string) (<-chan struct{}, func(), error) {
 	pfx := b.prefix + name + "/"
 	out := make(chan struct{}, 1)
@@ -64,32 +64,30 @@ func (b *backend) WatchHolder(ctx context.Context, name string) (<-chan struct{}
 		}
 	}
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	wch := b.c.Watch(ctx, pfx, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 	created := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		first := true
 		for ctx.Err() == nil {
-			for resp := range wch {
-				if first && resp.Created {
+			for resp := range b.c.Watch(ctx, pfx, clientv3.WithPrefix(), clientv3.WithCreatedNotify()) {
+				switch {
+				case resp.Created && first:
 					close(created)
 					first = false
-				}
-				if len(resp.Events) > 0 || resp.Err() != nil {
+				case resp.Created:
+					// Watching again after the last watch ended: what
+					// changed meanwhile is read now.
+					signal()
+				case len(resp.Events) > 0 || resp.Err() != nil:
 					signal()
 				}
 			}
-			if ctx.Err() != nil {
-				return
-			}
-			signal()
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
-			wch = b.c.Watch(ctx, pfx, clientv3.WithPrefix())
 		}
 	}()
 	// Return once the watch is in place, so a change after it is seen.

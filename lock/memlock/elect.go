@@ -28,7 +28,7 @@ func (s *store) Relabel(_ context.Context, key, owner, newOwner string) error {
 
 // WatchHolder implements lock.HolderWatcher: acquisitions, releases,
 // revocations and relabels signal at once; an expiry is signalled by a
-// timer set for the holder's expiry when the watch starts or is signalled.
+// timer set for the holder's expiry, which a renewal only moves.
 func (s *store) WatchHolder(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	out := make(chan struct{}, 1)
 	ch, stop, _ := s.watch(s.holderWatchers, key)
@@ -54,6 +54,14 @@ func (s *store) WatchHolder(ctx context.Context, key string) (<-chan struct{}, f
 				return
 			case <-ch:
 			case <-timer.C:
+				s.mu.Lock()
+				e, ok := s.locks[key]
+				renewed := ok && time.Now().Before(e.expires)
+				s.mu.Unlock()
+				if renewed { // not expired: renewed since the timer was set
+					arm()
+					continue
+				}
 			}
 			select {
 			case out <- struct{}{}:

@@ -8,7 +8,9 @@ import (
 )
 
 // TestElection runs the election suite on five private servers: Proclaim
-// stands when a quorum of them replaced the owner.
+// stands when a quorum of them replaced the owner. Inspection shows the
+// quorum's view of the token, which a competing attempt can raise on some
+// servers while the lock changes hands.
 func TestElection(t *testing.T) {
 	c := startCluster(t)
 	electtest.Run(t, electtest.Harness{
@@ -16,5 +18,6 @@ func TestElection(t *testing.T) {
 			l, _ := c.lockerAndClients(t)
 			return l
 		},
+		TokenApprox: true,
 	})
 }

@@ -59,10 +59,9 @@ func (b *backend) Relabel(ctx context.Context, key, owner, newOwner string) erro
 
 // WatchHolder implements lock.HolderWatcher: a children watch of the lock's
 // znode (an exists watch while it does not exist) and a data watch of the
-// head contender's node, set again after each event; a lost session fires
-// every watch, and they are set again on the next session. Between two
-// settings a change is not missed: the watches are set by the reads that
-// the next Inspect repeats.
+// head contender's node, set again after each event, and a signal once
+// they are set again; a lost session fires every watch, and they are set
+// again on the next session.
 func (b *backend) WatchHolder(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	dir, err := b.dir(key)
 	if err != nil {
@@ -101,15 +100,21 @@ func (b *backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 				}
 				head = h
 			}
+			// Signal only now that the watches are set again: the read
+			// the signal causes sees at least what they were set on, and
+			// any later change fires them. (A signal sent on the event
+			// itself could be read before a change that the new watches
+			// then no longer see.)
 			if first {
 				close(ready)
 				first = false
+			} else {
+				signal()
 			}
 			if err != nil {
 				// No session, or the head went meanwhile: list the
 				// queue again soon, with new watches.
 				dirEv, headEv, head = nil, nil, ""
-				signal()
 				select {
 				case <-ctx.Done():
 					return
@@ -125,7 +130,6 @@ func (b *backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 			case <-headEv:
 				headEv = nil
 			}
-			signal()
 		}
 	}()
 	select {
