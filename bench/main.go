@@ -29,6 +29,9 @@ func main() {
 	holdFor := flag.Duration("hold", 11*time.Second, "how long the holding test holds (renewal every TTL/3 = 10 s)")
 	etcdTable := flag.Bool("etcd", false, "measure etcdlock against etcd's concurrency.Mutex on a private etcd (needs etcd on PATH)")
 	redlockTable := flag.Bool("redlock", false, "measure redlock against redsync on 5 private redis-servers (needs redis-server on PATH)")
+	electTable := flag.Bool("elect", false, "measure leader election failover and resign hand-over on Redis, PostgreSQL (-pg) and a private etcd, next to etcd's concurrency.Election")
+	pgURL := flag.String("pg", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL of the election table (empty: left out)")
+	electN := flag.Int("elect-n", 100, "resign hand-overs per implementation in the election table (failovers: a tenth)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	gs := flag.String("g", "1,16,64", "goroutine counts of the uncontended test")
 	skipContended := flag.Bool("nocontended", false, "skip the contended test")
@@ -97,6 +100,12 @@ func main() {
 	if *redlockTable {
 		if err := redlockBench(ctx, prefix, *runs, *dur); err != nil {
 			fmt.Fprintln(os.Stderr, "redlock:", err)
+			os.Exit(1)
+		}
+	}
+	if *electTable {
+		if err := electBench(ctx, *addr, *pgURL, prefix, *electN, max(*electN/10, 1)); err != nil {
+			fmt.Fprintln(os.Stderr, "election:", err)
 			os.Exit(1)
 		}
 	}

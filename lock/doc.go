@@ -27,6 +27,11 @@
 // release, and a Manager hands a key straight to its own next waiter at
 // most every other release, so no Manager's waiters starve another's.
 //
+// A holder can change its label while it holds ([Lease.SetHolder], on
+// backends that are a [Relabeler]), and anyone can follow a lock's holder
+// without taking it ([Manager.WatchHolder]): package elect builds leader
+// election on both.
+//
 // [Manager.SetObserver], promoted to every backend's Locker, reports each
 // acquisition, renewal, loss and release to an [Observer]: the metrics package
 // turns them into Prometheus metrics and [LogObserver] into log/slog records.

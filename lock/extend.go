@@ -40,10 +40,11 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.endedLocked(); err != nil {
 		return err
 	}
+	owner := l.owner
 	m.mu.Unlock()
 
 	sent := time.Now()
-	err := m.backend.Renew(ctx, l.key, l.owner, ttl)
+	err := m.backend.Renew(ctx, l.key, owner, ttl)
 
 	m.mu.Lock()
 	switch {

@@ -3,38 +3,46 @@ package lock
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 )
 
 // A Lease is a held lock. It is created by Locker.Acquire and owned by the
 // Manager that renews it; all its methods are safe for concurrent use.
 type Lease struct {
-	m      *Manager
-	key    string
-	owner  string
-	holder string
-	token  uint64
-	ttl    time.Duration
-	done   chan struct{}
-	obs    *leaseObserver // nil when nobody observes
-	fixed  bool           // beside renewing, so the two share a word
+	m     *Manager
+	key   string
+	token uint64
+	ttl   time.Duration
+	done  chan struct{}
+	obs   *leaseObserver // nil when nobody observes
+	fixed bool           // beside renewing, so the two share a word
+
+	relabel sync.Mutex // serialises SetHolder calls
 
 	// Guarded by m.mu.
-	renewing bool      // a renewal is in flight
-	err      error     // nil while held
-	renewAt  time.Time // next renewal (renewed leases only)
-	deadline time.Time // local deadline: last confirmed start + ttl - drift
-	renewErr error     // the last failed renewal's error, for the loss report
-	index    int       // position in m.heap, -1 when not scheduled
+	owner    string        // the owner the backend stores; SetHolder changes its label
+	holder   string        // the label part of owner
+	renewing bool          // a renewal (or a SetHolder) is in flight
+	settled  chan struct{} // closed when the renewal in flight ends; nil if nobody waits
+	err      error         // nil while held
+	renewAt  time.Time     // next renewal (renewed leases only)
+	deadline time.Time     // local deadline: last confirmed start + ttl - drift
+	renewErr error         // the last failed renewal's error, for the loss report
+	index    int           // position in m.heap, -1 when not scheduled
 	onDone   []func(error)
 }
 
 // Key returns the key the lease holds.
 func (l *Lease) Key() string { return l.key }
 
-// Holder returns the holder label the lock was taken with (WithHolder), ""
-// if none.
-func (l *Lease) Holder() string { return l.holder }
+// Holder returns the holder label the lock was taken with (WithHolder), or
+// the one SetHolder last stored, "" if none.
+func (l *Lease) Holder() string {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	return l.holder
+}
 
 // Token returns the lease's fencing token: strictly greater than every token
 // the backend issued earlier for this key. Pass it to the resource you write
@@ -109,6 +117,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		return err
 	}
 	cbs := m.finishLocked(l, ErrReleased)
+	owner := l.owner
 	m.mu.Unlock()
 	runAll(cbs, ErrReleased)
 
@@ -118,7 +127,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	rctx, cancel := detach(ctx, releaseTimeout)
 	defer cancel()
-	err := m.release(rctx, l.key, l.owner)
+	err := m.release(rctx, l.key, owner)
 	if err != nil {
 		err = fmt.Errorf("lock: release: %w", err)
 	}

@@ -319,6 +319,7 @@ func (m *Manager) finishLocked(l *Lease, err error) []func(error) {
 		}
 	}
 	l.err = err
+	l.settleLocked()
 	close(l.done)
 	cbs := l.onDone
 	l.onDone = nil
@@ -329,13 +330,14 @@ func (m *Manager) finishLocked(l *Lease, err error) []func(error) {
 // case the server still has it, so others need not wait for its TTL.
 func (m *Manager) loseLocked(l *Lease, err error) (cleanup func()) {
 	cbs := m.finishLocked(l, err)
+	owner := l.owner
 	return func() {
 		runAll(cbs, err)
 		l.observeLoss(err)
 		go func() {
 			ctx, cancel := detach(context.Background(), min(l.ttl, releaseTimeout))
 			defer cancel()
-			_ = m.release(ctx, l.key, l.owner)
+			_ = m.release(ctx, l.key, owner)
 		}()
 	}
 }
@@ -457,6 +459,7 @@ func (m *Manager) renewed(l *Lease, sent time.Time, err error) {
 		return
 	}
 	l.renewing = false
+	l.settleLocked()
 	var lost error
 	switch {
 	case err == nil:

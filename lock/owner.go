@@ -31,6 +31,11 @@ func WithHolder(label string) Option {
 	}
 }
 
+// CheckHolder reports whether label is acceptable to WithHolder (and
+// Lease.SetHolder): valid UTF-8 without control characters, at most
+// MaxHolderLen bytes. Its error wraps ErrInvalid.
+func CheckHolder(label string) error { return validateHolder(label) }
+
 func validateHolder(label string) error {
 	switch {
 	case len(label) > MaxHolderLen:

@@ -73,19 +73,6 @@ func getJSON(t *testing.T, u string, into any) {
 	}
 }
 
-// waitFor polls cond every 250 ms for up to limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(limit); ; time.Sleep(250 * time.Millisecond) {
-		if cond() {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-	}
-}
-
 // TestPrometheusScrapesGatewayDuringOutage runs a real Prometheus that
 // scrapes a gateway (its store a private Redis) every second and evaluates
 // a copy of the shipped rules whose `for:` is 1 s. A storm of duplicate

@@ -31,6 +31,7 @@ func commands() []command {
 	return []command{
 		{"demo", "run the classic duplicate failures for real, unguarded and guarded", demoCmd},
 		{"run", "run a command while holding a distributed lock (cron on many hosts)", runCmd},
+		{"elect", "run a command only while elected leader; show or observe who leads", electCmd},
 		{"gateway", "an idempotency reverse proxy in front of any HTTP service", gatewayCmd},
 		{"lock", "list, show or break the distributed locks on a backend", lockCmd},
 		{"idem", "show or forget the idempotency record of a request", idemCmd},

@@ -113,7 +113,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "latchkey run: %v\n", err)
 		return exitUnavailable
 	}
-	code := supervise(lease, argv, *grace, stderr)
+	code := supervise(lease, argv, *grace, "latchkey run", stderr)
 
 	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -156,8 +156,9 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	return given
 }
 
-// supervise runs argv under lease and returns the exit status to report.
-func supervise(lease *lock.Lease, argv []string, grace time.Duration, stderr io.Writer) int {
+// supervise runs argv under lease and returns the exit status to report;
+// who names the command in messages.
+func supervise(lease *lock.Lease, argv []string, grace time.Duration, who string, stderr io.Writer) int {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(),
@@ -171,7 +172,7 @@ func supervise(lease *lock.Lease, argv []string, grace time.Duration, stderr io.
 	defer signal.Stop(sigs)
 
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(stderr, "latchkey run: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", who, err)
 		return exitNoCommand
 	}
 	exited := make(chan error, 1)
@@ -187,16 +188,16 @@ func supervise(lease *lock.Lease, argv []string, grace time.Duration, stderr io.
 			}
 			select {
 			case <-lease.Done():
-				fmt.Fprintf(stderr, "latchkey run: lease lost as the command ended: %v\n", lease.Err())
+				fmt.Fprintf(stderr, "%s: lease lost as the command ended: %v\n", who, lease.Err())
 				return exitLeaseLost
 			default:
 			}
-			return exitStatus(err, stderr)
+			return exitStatus(err, who, stderr)
 		case s := <-sigs:
 			signalGroup(cmd.Process, s)
 		case <-lost:
 			lost = nil
-			fmt.Fprintf(stderr, "latchkey run: %v; stopping the command (SIGTERM, SIGKILL after %v)\n", lease.Err(), grace)
+			fmt.Fprintf(stderr, "%s: %v; stopping the command (SIGTERM, SIGKILL after %v)\n", who, lease.Err(), grace)
 			signalGroup(cmd.Process, syscall.SIGTERM)
 			t := time.NewTimer(grace)
 			defer t.Stop()
@@ -209,7 +210,7 @@ func supervise(lease *lock.Lease, argv []string, grace time.Duration, stderr io.
 }
 
 // exitStatus turns the command's end into the status a shell would report.
-func exitStatus(err error, stderr io.Writer) int {
+func exitStatus(err error, who string, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
@@ -220,6 +221,6 @@ func exitStatus(err error, stderr io.Writer) int {
 		}
 		return ee.ExitCode()
 	}
-	fmt.Fprintf(stderr, "latchkey run: %v\n", err)
+	fmt.Fprintf(stderr, "%s: %v\n", who, err)
 	return exitFail
 }

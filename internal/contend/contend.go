@@ -123,3 +123,16 @@ func (r *Registry[C]) Wait(owner string, c C, mu sync.Locker, leave func() (held
 	}
 	return w.wake, stop
 }
+
+// Rename makes c, owner's contender, newOwner's instead, and reports
+// whether it was owner's.
+func (r *Registry[C]) Rename(owner, newOwner string, c C) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m[owner] != c {
+		return false
+	}
+	delete(r.m, owner)
+	r.put(newOwner, c)
+	return true
+}

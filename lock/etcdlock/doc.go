@@ -14,6 +14,15 @@
 // value is the holder label (lock.WithHolder), empty without one, as the
 // Mutex and etcdctl leave theirs.
 //
+// # Elections
+//
+// etcd's concurrency.Election uses this layout too (its proposal is the
+// key's value), so an election of package elect on an etcdlock Locker is
+// shared, both ways, with etcd's Go Election, `etcdctl elect NAME PROPOSAL`
+// and `etcdctl elect -l NAME`. Proclaim is Election.Proclaim's transaction
+// (a put on the key's own lease if its create revision is still ours), and
+// observers watch the name's keys.
+//
 // # Fencing
 //
 // Lease.Token is the holder key's create revision. etcd's revision counter is

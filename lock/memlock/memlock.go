@@ -32,6 +32,8 @@ func New() *Locker {
 		locks:   make(map[string]*entry),
 		next:    uint64(time.Now().UnixMicro()),
 		waiters: make(map[string]map[chan struct{}]struct{}),
+
+		holderWatchers: make(map[string]map[chan struct{}]struct{}),
 	}
 	m, _ := lock.NewManager(s) // s is not nil
 	return &Locker{Manager: m, s: s}
@@ -62,6 +64,8 @@ type store struct {
 	locks   map[string]*entry                     // guarded by mu
 	next    uint64                                // last token issued; guarded by mu
 	waiters map[string]map[chan struct{}]struct{} // guarded by mu
+
+	holderWatchers map[string]map[chan struct{}]struct{} // WatchHolder's; guarded by mu
 }
 
 func (s *store) TryAcquire(_ context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
@@ -73,6 +77,7 @@ func (s *store) TryAcquire(_ context.Context, key, owner string, ttl time.Durati
 	}
 	s.next++
 	s.locks[key] = &entry{owner: owner, token: s.next, acquired: now, expires: now.Add(ttl)}
+	signal(s.holderWatchers[key])
 	return s.next, 0, nil
 }
 
@@ -102,12 +107,18 @@ func (s *store) Release(_ context.Context, key, owner string) error {
 }
 
 func (s *store) WatchRelease(_ context.Context, key string) (<-chan struct{}, func(), error) {
+	return s.watch(s.waiters, key)
+}
+
+// watch adds a wake-up channel for key to watchers, one of the store's
+// maps.
+func (s *store) watch(watchers map[string]map[chan struct{}]struct{}, key string) (<-chan struct{}, func(), error) {
 	ch := make(chan struct{}, 1)
 	s.mu.Lock()
-	set := s.waiters[key]
+	set := watchers[key]
 	if set == nil {
 		set = make(map[chan struct{}]struct{})
-		s.waiters[key] = set
+		watchers[key] = set
 	}
 	set[ch] = struct{}{}
 	s.mu.Unlock()
@@ -115,19 +126,25 @@ func (s *store) WatchRelease(_ context.Context, key string) (<-chan struct{}, fu
 		s.mu.Lock()
 		delete(set, ch)
 		if len(set) == 0 {
-			delete(s.waiters, key)
+			delete(watchers, key)
 		}
 		s.mu.Unlock()
 	}
 	return ch, stop, nil
 }
 
-// notify wakes every waiter of key; the lock.Manager lets only the longest
-// of each Locker's attempt.
+// notify wakes every waiter and holder watcher of key; the lock.Manager
+// lets only the longest waiter of each Locker's attempt.
 func (s *store) notify(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for ch := range s.waiters[key] {
+	signal(s.waiters[key])
+	signal(s.holderWatchers[key])
+}
+
+// signal wakes every channel of set without blocking. Call with s.mu held.
+func signal(set map[chan struct{}]struct{}) {
+	for ch := range set {
 		select {
 		case ch <- struct{}{}:
 		default: // a wake-up is already pending

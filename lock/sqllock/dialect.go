@@ -28,6 +28,7 @@ type queries struct {
 	holder  string // $1 key -> remaining ms (SQLite, MySQL; PostgreSQL's acquire says it)
 	renew   string // $1 key, $2 owner, $3 ttl ms -> rows affected
 	release string // $1 key, $2 owner -> rows (PostgreSQL also notifies)
+	relabel string // $1 key, $2 owner, $3 new owner -> rows (PostgreSQL also notifies); MySQL: $1 new owner, $2 key, $3 owner
 	batch   string // $1 keys, $2 owners, $3 ttls -> renewed keys
 	// held (MySQL) lists the keys of a batch that their owners hold, after
 	// the batch's UPDATE, which returns none.
@@ -75,6 +76,11 @@ WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM acquired)`)
 	WHERE key = $1 AND owner = $2 AND expires_at > {now_ms}
 	RETURNING key
 ) SELECT 1 FROM released, LATERAL (SELECT pg_notify('{channel}', $3)) AS n`)
+		q.relabel = fill(`WITH relabeled AS (
+	UPDATE {table} SET owner = $3
+	WHERE key = $1 AND owner = $2 AND expires_at > {now_ms}
+	RETURNING key
+) SELECT 1 FROM relabeled, LATERAL (SELECT pg_notify('{channel}', $4)) AS n`)
 		q.batch = fill(`UPDATE {table} AS l SET expires_at = {now_ms} + v.ttl
 FROM unnest($1::text[], $2::text[], $3::bigint[]) AS v(key, owner, ttl)
 WHERE l.key = v.key AND l.owner = v.owner AND l.expires_at > {now_ms}
@@ -84,6 +90,7 @@ RETURNING l.key`)
 		q.release = fill(`UPDATE {table} SET owner = NULL, expires_at = 0
 WHERE key = $1 AND owner = $2 AND expires_at > {now_ms}
 RETURNING key`)
+		q.relabel = fill(`UPDATE {table} SET owner = $3 WHERE key = $1 AND owner = $2 AND expires_at > {now_ms}`)
 		// $1 is a JSON array of [key, owner, ttl] triples.
 		q.batch = fill(`UPDATE {table} AS l SET expires_at = {now_ms} + v.ttl
 FROM (SELECT json_extract(value, '$[0]') AS key, json_extract(value, '$[1]') AS owner,
@@ -134,6 +141,9 @@ func mysqlQueries(fill func(string) string) queries {
 		holder:  fill("SELECT expires_at - {now_ms} FROM {table} WHERE `key` = $1 AND owner IS NOT NULL"),
 		renew:   fill("UPDATE {table} SET expires_at = LAST_INSERT_ID({now_ms} + $1) WHERE `key` = $2 AND owner = $3 AND expires_at > {now_ms}"),
 		release: fill("UPDATE {table} SET owner = NULL, expires_at = 0 WHERE `key` = $1 AND owner = $2 AND expires_at > {now_ms}"),
+		// The new owner differs from the old (lock.SetHolder skips a
+		// relabel to the same owner), so changed rows are matched rows.
+		relabel: fill("UPDATE {table} SET owner = $1 WHERE `key` = $2 AND owner = $3 AND expires_at > {now_ms}"),
 		batch: fill("UPDATE {table} AS l JOIN JSON_TABLE($1, '$[*]' COLUMNS (\n" +
 			"\tk VARCHAR(2048) PATH '$[0]', o TEXT PATH '$[1]', ttl BIGINT PATH '$[2]')) AS v\n" +
 			"ON l.`key` = UNHEX(v.k) AND l.owner = UNHEX(v.o)\n" +

@@ -123,7 +123,11 @@ func (ln *listener) listen() error {
 			return err
 		}
 		ln.mu.Lock()
-		ln.wakeLocked(ln.waiters[n.Payload])
+		if set := ln.waiters[n.Payload]; set != nil {
+			// A release of a key nobody here waits for wakes nobody (a
+			// nil set would wake every waiter).
+			ln.wakeLocked(set)
+		}
 		ln.mu.Unlock()
 	}
 }

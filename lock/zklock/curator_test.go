@@ -65,7 +65,8 @@ func compileCurator(t *testing.T) func() (java, classes string) {
 	for _, f := range jvmFlags {
 		args = append(args, "-J"+f)
 	}
-	args = append(args, "-nowarn", "-cp", curatorJar, "-d", classes, filepath.Join("testdata", "CuratorLock.java"))
+	args = append(args, "-nowarn", "-cp", curatorJar, "-d", classes,
+		filepath.Join("testdata", "CuratorLock.java"), filepath.Join("testdata", "CuratorLeader.java"))
 	var out []byte
 	done := make(chan struct{}) // closed when javac has exited; then out and err are set
 	start := time.Now()
@@ -89,9 +90,16 @@ func compileCurator(t *testing.T) func() (java, classes string) {
 // connected. It is stopped (its session closed) in t.Cleanup.
 func startCurator(t *testing.T, java, classes, hosts, path string) *curator {
 	t.Helper()
+	return startCuratorMain(t, java, classes, "CuratorLock", hosts, path)
+}
+
+// startCuratorMain runs the compiled class main with args and waits until
+// it says "ready". It is stopped (its session closed) in t.Cleanup.
+func startCuratorMain(t *testing.T, java, classes, main string, args ...string) *curator {
+	t.Helper()
 	start := time.Now()
-	jargs := append(slices.Clone(jvmFlags), "-Xmx128m",
-		"-cp", classes+":"+curatorJar+":"+slf4jNop, "CuratorLock", hosts, path)
+	jargs := append(slices.Clone(jvmFlags), "-Xmx128m", "-cp", classes+":"+curatorJar+":"+slf4jNop, main)
+	jargs = append(jargs, args...)
 	cmd := exec.Command(java, jargs...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	c := &curator{t: t, stderr: filepath.Join(classes, "stderr")}

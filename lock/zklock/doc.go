@@ -36,6 +36,21 @@
 // the children are searched for our GUID; a node we could not find or delete
 // is remembered and deleted after the next reconnect (see Sessions).
 //
+// # Elections
+//
+// An election of package elect on a zklock Locker is a lock whose node data
+// is the leader's value. With the default CuratorNames its nodes are those
+// of Curator's LeaderSelector, which is built on InterProcessMutex and stores
+// the candidate's id as node data: latchkey and LeaderSelector candidates
+// share one election path, and each sees the other's leader
+// (LeaderSelector.getLeader, getParticipants). With KazooNames they are those
+// of kazoo's Election, which is kazoo's Lock with the candidate's identifier
+// as data (Election.contenders). Curator's LeaderLatch is not served: its
+// nodes are named "-latch-", and Curator's LeaderSelector is the recipe that,
+// like Election.Run, runs a function while leader. Proclaim sets our node's
+// data (version-checked); observers watch the lock's children and the
+// leader's data.
+//
 // # Fencing
 //
 // Lease.Token is the lock node's czxid, the zxid of the transaction that

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/latchkey-go/latchkey/elect"
+	"github.com/latchkey-go/latchkey/lock"
+)
+
+// electProc starts "latchkey elect args..." as a separate process in dir.
+func electProc(t *testing.T, dir string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"elect"}, args...)...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd, &out
+}
+
+func TestElectExitStatus(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	url := sqliteURL(dir)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"success", []string{"--key", "e", "--backend", url, "--", "true"}, 0},
+		{"command's status", []string{"--key", "e", "--backend", url, "--", "sh", "-c", "exit 3"}, 3},
+		{"no key", []string{"--backend", url, "--", "true"}, exitUsage},
+		{"no command", []string{"--key", "e", "--backend", url}, exitUsage},
+		{"huge value", []string{"--key", "e", "--value", strings.Repeat("v", elect.MaxValueLen+1), "--backend", url, "--", "true"}, exitUsage},
+		{"again with wait", []string{"--key", "e", "--again", "--wait", "1s", "--backend", url, "--", "true"}, exitUsage},
+		{"no such command", []string{"--key", "e", "--backend", url, "--", filepath.Join(dir, "missing")}, exitNoCommand},
+		{"backend down", []string{"--key", "e", "--backend", "redis://127.0.0.1:1/0?dial_timeout=200ms", "--", "true"}, exitUnavailable},
+		{"show: no name", []string{"show", "--backend", url}, exitUsage},
+		{"show: nobody leads", []string{"show", "nobody", "--backend", url}, exitNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errb := latchkey(t, append([]string{"elect"}, tc.args...)...)
+			if code != tc.want {
+				t.Fatalf("exit %d, want %d; stderr %s", code, tc.want, errb)
+			}
+		})
+	}
+}
+
+// TestElectNotElected: with --wait 0, a candidate whose election someone
+// else leads exits 75 without running its command; show names the leader.
+func TestElectNotElected(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	url := sqliteURL(dir)
+	e, err := elect.New(openLocker(t, url), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, err := e.Campaign(t.Context(), "the-leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Resign(t.Context())
+	code, _, errb := latchkey(t, "elect", "--key", "job", "--wait", "0", "--backend", url, "--", "touch", filepath.Join(dir, "ran"))
+	if code != exitNotAcquired {
+		t.Fatalf("exit %d, want %d: %s", code, exitNotAcquired, errb)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+		t.Fatal("the command ran although someone else leads")
+	}
+	code, out, errb := latchkey(t, "elect", "show", "job", "--json", "--backend", url)
+	var got leaderJSON
+	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil {
+		t.Fatalf("show: exit %d, %q; stderr %s", code, out, errb)
+	}
+	if !got.Elected || got.Value != "the-leader" || got.Token != term.Token() || got.Name != "job" {
+		t.Fatalf("show --json = %+v, want the-leader with token %d", got, term.Token())
+	}
+	code, out, _ = latchkey(t, "elect", "show", "job", "--backend", url)
+	if code != exitOK || !strings.Contains(out, `"the-leader"`) || !strings.Contains(out, strconv.FormatUint(term.Token(), 10)) {
+		t.Fatalf("show: exit %d, %q", code, out)
+	}
+	code, out, errb = latchkey(t, "elect", "observe", "job", "--changes", "1", "--backend", url)
+	if want := `leader "the-leader" token ` + strconv.FormatUint(term.Token(), 10); code != exitOK || !strings.HasSuffix(strings.TrimSpace(out), want) {
+		t.Fatalf("observe --changes 1: exit %d, %q (stderr %s), want a line ending %q", code, out, errb, want)
+	}
+}
+
+// TestElectStopsCommandOnLostTerm: when the term is lost (its lock broken),
+// the command gets SIGTERM and latchkey exits 76; the command had the
+// term's token in its environment.
+func TestElectStopsCommandOnLostTerm(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	url := sqliteURL(dir)
+	cmd, out := electProc(t, dir, "--key", "job", "--ttl", "1s", "--backend", url, "--",
+		"sh", "-c", `trap 'echo stopped > stopped; exit 0' TERM; echo "$LATCHKEY_FENCING_TOKEN" > token; touch started; while :; do sleep 0.05; done`)
+	waitFile(t, filepath.Join(dir, "started"))
+	l := openLocker(t, url)
+	info, err := lock.Break(t.Context(), l, "job", "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := exitCode(t, cmd); got != exitLeaseLost {
+		t.Fatalf("exit %d, want %d: %s", got, exitLeaseLost, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stopped")); err != nil {
+		t.Fatalf("the command was not sent SIGTERM: %s", out)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "token"))
+	if strings.TrimSpace(string(b)) != strconv.FormatUint(info.Token, 10) {
+		t.Fatalf("the command's token %q, the broken term's %d", b, info.Token)
+	}
+}
+
+// TestElectOneLeaderAmongFive starts five "latchkey elect --again"
+// processes whose command checks, with a directory only one can create,
+// that it runs alone, and logs its token (a write log a fenced resource
+// would keep); each term ends when its command does, and the next
+// candidate takes over. The log must show no overlap and
+// tokens rising term after term; observe, running beside them, must show
+// the leaders in the same order.
+func TestElectOneLeaderAmongFive(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	url := sqliteURL(dir)
+	const script = `[ -e stop ] && exit 0
+mkdir inside 2>/dev/null || echo "overlap $LATCHKEY_FENCING_TOKEN" >> overlaps
+echo "$LATCHKEY_FENCING_TOKEN" >> tokens
+sleep 0.1
+rmdir inside`
+	obs := exec.Command(os.Args[0], "elect", "observe", "shared-job", "--json", "--backend", url)
+	obs.Dir = dir
+	pipe, err := obs.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = obs.Process.Kill(); _ = obs.Wait() })
+	var (
+		mu       sync.Mutex
+		observed []leaderJSON
+	)
+	go func() {
+		s := bufio.NewScanner(pipe)
+		for s.Scan() {
+			var l leaderJSON
+			if json.Unmarshal(s.Bytes(), &l) == nil {
+				mu.Lock()
+				observed = append(observed, l)
+				mu.Unlock()
+			}
+		}
+	}()
+	var cmds []*exec.Cmd
+	for i := range 5 {
+		cmd, _ := electProc(t, dir, "--key", "shared-job", "--again", "--ttl", "2s", "--value", "candidate-"+strconv.Itoa(i),
+			"--backend", url, "--", "sh", "-c", script)
+		cmds = append(cmds, cmd)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(dir, "tokens"))
+		if len(strings.Fields(string(b))) >= 15 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than 15 terms in 60 s: %q", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Stop the terms' work first, so that SIGTERM cuts no command short
+	// inside, which would leave the next leader to find the directory.
+	if err := os.WriteFile(filepath.Join(dir, "stop"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // longer than a command that began before the stop
+	for _, cmd := range cmds {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, cmd := range cmds {
+		if got := exitCode(t, cmd); got != exitInterrupted {
+			t.Errorf("a candidate exited %d after SIGTERM, want %d", got, exitInterrupted)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "overlaps")); err == nil {
+		t.Fatalf("two leaders at once: %s", b)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "tokens"))
+	var tokens []uint64
+	for _, s := range strings.Fields(string(b)) {
+		tok, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || (len(tokens) > 0 && tok <= tokens[len(tokens)-1]) {
+			t.Fatalf("tokens not strictly increasing term after term: %s", b)
+		}
+		tokens = append(tokens, tok)
+	}
+	// Every elected leader observed is a real term, in order.
+	known := map[uint64]bool{}
+	for _, tok := range tokens {
+		known[tok] = true
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var last uint64
+	elected := 0
+	for _, l := range observed {
+		if !l.Elected {
+			continue
+		}
+		elected++
+		if l.Token <= last {
+			t.Fatalf("observed terms out of order: %+v", observed)
+		}
+		last = l.Token
+		if !known[l.Token] && l.Token < tokens[len(tokens)-1] {
+			t.Fatalf("observed a leader with token %d that never ran: %+v", l.Token, l)
+		}
+		if !strings.HasPrefix(l.Value, "candidate-") {
+			t.Fatalf("observed value %q", l.Value)
+		}
+	}
+	if elected == 0 {
+		t.Fatal("observe saw no leader")
+	}
+}

@@ -1,0 +1,158 @@
+package elect
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/latchkey-go/latchkey/lock"
+)
+
+// MaxValueLen is the longest value, in bytes, a candidate may campaign or
+// proclaim with: the longest holder label a lock stores.
+const MaxValueLen = lock.MaxHolderLen
+
+// DefaultPollInterval is how far apart, at most, Observe reads the leader
+// on a backend that cannot signal every change (WithPollInterval).
+const DefaultPollInterval = time.Second
+
+// An Election is one named election on a Locker. It holds no state of its
+// own beyond its settings and is safe for concurrent use; candidates in
+// other processes make their own Election with the same name on their own
+// Locker of the same backend.
+type Election struct {
+	locker lock.Locker
+	name   string
+	ttl    time.Duration
+	poll   time.Duration
+}
+
+// An Option configures New.
+type Option func(*Election) error
+
+// WithTTL sets the term's lease length: a leader that dies is replaced
+// after at most this long. Default: lock.DefaultTTL (30 s). It must lie in
+// [lock.MinTTL, lock.MaxTTL]; the term is renewed every TTL/3 while held.
+func WithTTL(d time.Duration) Option {
+	return func(e *Election) error {
+		if d < lock.MinTTL || d > lock.MaxTTL {
+			return fmt.Errorf("%w: elect: TTL %v outside [%v, %v]", ErrInvalid, d, lock.MinTTL, lock.MaxTTL)
+		}
+		e.ttl = d
+		return nil
+	}
+}
+
+// WithPollInterval bounds how long Observe takes to see a change on a
+// backend whose watch does not signal every change (Redis, PostgreSQL,
+// SQLite, MySQL, Redlock): it reads the leader at least this often, and
+// at once when the backend hints at a release. Default: 1 s
+// (DefaultPollInterval); at least 10 ms. Backends that signal every change
+// (etcd, ZooKeeper, memory) do not poll.
+func WithPollInterval(d time.Duration) Option {
+	return func(e *Election) error {
+		if d < 10*time.Millisecond {
+			return fmt.Errorf("%w: elect: poll interval %v shorter than 10ms", ErrInvalid, d)
+		}
+		e.poll = d
+		return nil
+	}
+}
+
+// New returns the election called name on l. The name is the lock's key
+// and follows its rules (non-empty, at most lock.MaxKeyLen bytes). Errors
+// wrap ErrInvalid for a nil Locker, a bad name or a bad option; New touches
+// no server.
+func New(l lock.Locker, name string, opts ...Option) (*Election, error) {
+	if isNil(l) {
+		return nil, fmt.Errorf("%w: elect: nil Locker", ErrInvalid)
+	}
+	if err := lock.CheckKey(name); err != nil {
+		return nil, fmt.Errorf("elect: name: %w", err)
+	}
+	e := &Election{locker: l, name: name, ttl: lock.DefaultTTL, poll: DefaultPollInterval}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(e); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// Name returns the election's name.
+func (e *Election) Name() string { return e.name }
+
+// TTL returns the terms' lease length (WithTTL).
+func (e *Election) TTL() time.Duration { return e.ttl }
+
+// A CampaignOption configures one Campaign.
+type CampaignOption func(*campaign)
+
+type campaign struct {
+	wait    time.Duration
+	hasWait bool
+}
+
+// WithWait bounds how long Campaign waits to be elected, as lock.WithWait
+// bounds Acquire: WithWait(0) tries once. Default: until ctx is done.
+func WithWait(d time.Duration) CampaignOption {
+	return func(c *campaign) { c.wait, c.hasWait = d, true }
+}
+
+// Campaign blocks until the caller leads the election, ctx is done or the
+// wait limit (WithWait) passes, and returns the term. value says who leads
+// (host, address); everyone who asks or observes sees it. It must be valid
+// UTF-8 without control characters, at most MaxValueLen bytes, and is
+// readable by anyone who can read the backend: never a secret.
+//
+// Errors: lock.ErrNotAcquired (someone else leads: the try-once campaign
+// failed or the wait limit passed), ctx.Err(), an error wrapping ErrInvalid
+// for a bad value or option (no server is touched), or the backend's error.
+func (e *Election) Campaign(ctx context.Context, value string, opts ...CampaignOption) (*Term, error) {
+	if err := checkValue(value); err != nil {
+		return nil, err
+	}
+	var c campaign
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	lopts := []lock.Option{lock.WithHolder(value), lock.WithTTL(e.ttl)}
+	if c.hasWait {
+		if c.wait < 0 {
+			return nil, fmt.Errorf("%w: elect: negative wait %v", ErrInvalid, c.wait)
+		}
+		lopts = append(lopts, lock.WithWait(c.wait))
+	}
+	lease, err := e.locker.Acquire(ctx, e.name, lopts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Term{e: e, lease: lease}, nil
+}
+
+// checkValue applies the holder label's rules to a candidate's value, with
+// the election's words.
+func checkValue(value string) error {
+	if len(value) > MaxValueLen {
+		return fmt.Errorf("%w: elect: value is %d bytes, longer than %d", ErrInvalid, len(value), MaxValueLen)
+	}
+	if err := lock.CheckHolder(value); err != nil {
+		return fmt.Errorf("elect: value: %w", err)
+	}
+	return nil
+}
+
+// isNil reports a nil Locker, also a nil pointer inside the interface.
+func isNil(l lock.Locker) bool {
+	if l == nil {
+		return true
+	}
+	v := reflect.ValueOf(l)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
