@@ -30,7 +30,6 @@ func main() {
 	etcdTable := flag.Bool("etcd", false, "measure etcdlock against etcd's concurrency.Mutex on a private etcd (needs etcd on PATH)")
 	redlockTable := flag.Bool("redlock", false, "measure redlock against redsync on 5 private redis-servers (needs redis-server on PATH)")
 	electTable := flag.Bool("elect", false, "measure leader election failover and resign hand-over on Redis, PostgreSQL (-pg) and a private etcd, next to etcd's concurrency.Election")
-	pgURL := flag.String("pg", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL of the election table (empty: left out)")
 	electN := flag.Int("elect-n", 100, "resign hand-overs per implementation in the election table (failovers: a tenth)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	gs := flag.String("g", "1,16,64", "goroutine counts of the uncontended test")
@@ -104,7 +103,7 @@ func main() {
 		}
 	}
 	if *electTable {
-		if err := electBench(ctx, *addr, *pgURL, prefix, *electN, max(*electN/10, 1)); err != nil {
+		if err := electBench(ctx, *addr, *sqlPG, prefix, *electN, max(*electN/10, 1)); err != nil {
 			fmt.Fprintln(os.Stderr, "election:", err)
 			os.Exit(1)
 		}
