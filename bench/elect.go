@@ -140,7 +140,7 @@ func electImplementations(ctx context.Context, redisAddr, pgURL, etcdURL string)
 		}
 		cancel()
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "election table: PostgreSQL at %s left out: %v\n", pgURL, err)
+			fmt.Fprintf(os.Stderr, "election table: PostgreSQL left out: %v\n", err)
 		} else {
 			impls = append(impls, latchkeyImpl("latchkey PostgreSQL", ttl, func() (lock.Locker, func(), error) {
 				p, err := pgxpool.New(ctx, pgURL)
