@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"testing"
+	"time"
 
 	"github.com/latchkey-go/latchkey/elect/electtest"
 	"github.com/latchkey-go/latchkey/lock"
@@ -10,7 +11,8 @@ import (
 // TestElection runs the election suite on five private servers: Proclaim
 // stands when a quorum of them replaced the owner. Inspection shows the
 // quorum's view of the token, which a competing attempt can raise on some
-// servers while the lock changes hands.
+// servers while the lock changes hands. Terms of 2 s give each server call
+// 200 ms (a tenth of the TTL), which a loaded machine needs.
 func TestElection(t *testing.T) {
 	c := startCluster(t)
 	electtest.Run(t, electtest.Harness{
@@ -19,5 +21,6 @@ func TestElection(t *testing.T) {
 			return l
 		},
 		TokenApprox: true,
+		TTL:         2 * time.Second,
 	})
 }
