@@ -1,0 +1,72 @@
+-- One attempt at a read-write lock, and the next fencing token, in one step.
+-- KEYS[1] writer (its owner), KEYS[2] writer's token, KEYS[3] readers (zset:
+-- owner -> lease end ms), KEYS[4] readers' tokens (hash), KEYS[5] waiting
+-- writers' intents (zset: owner -> end ms), KEYS[6] fencing counter,
+-- KEYS[7] waiters flag (one hash tag)
+-- ARGV[1] owner, ARGV[2] "r" or "w", ARGV[3] lease ms, ARGV[4] "1" if a
+-- waiting writer records its intent on failure, ARGV[5] intent ms,
+-- ARGV[6] counter retention ms, ARGV[7] waiters-flag lifetime ms
+-- Returns the token (> 0) when taken; else minus how long the holders that
+-- keep the owner out have left in ms, at least 1, or 0 when that is
+-- unknown (a reader kept out by a writer's intent).
+local t = redis.call('TIME')
+local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = math.floor(nowus / 1000)
+local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
+if #gone > 0 then
+	redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+	redis.call('HDEL', KEYS[4], unpack(gone))
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+
+local function refuse(left)
+	-- Someone waits: releases must publish a wake-up.
+	redis.call('SET', KEYS[7], '1', 'PX', ARGV[7])
+	if ARGV[4] == '1' then
+		redis.call('ZADD', KEYS[5], now + tonumber(ARGV[5]), ARGV[1])
+		redis.call('PEXPIRE', KEYS[5], ARGV[5])
+	end
+	if left > 0 then
+		return -math.max(left, 1)
+	end
+	return 0
+end
+
+local wleft = redis.call('PTTL', KEYS[1])
+if wleft >= 0 then
+	return refuse(math.max(wleft, 1))
+end
+if ARGV[2] == 'r' then
+	if redis.call('ZCARD', KEYS[5]) > 0 then
+		return refuse(0)
+	end
+else
+	local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+	if #last > 0 then
+		return refuse(math.max(tonumber(last[2]) - now, 1))
+	end
+end
+
+-- The token is max(last + 1, server time in microseconds), as a lock's.
+local token = nowus
+local prev = tonumber(redis.call('GET', KEYS[6]))
+if prev and prev >= token then
+	token = prev + 1
+end
+local tok = string.format('%d', token)
+redis.call('SET', KEYS[6], tok, 'PX', ARGV[6])
+local ttl = tonumber(ARGV[3])
+if ARGV[2] == 'r' then
+	redis.call('ZADD', KEYS[3], now + ttl, ARGV[1])
+	redis.call('HSET', KEYS[4], ARGV[1], tok)
+	for _, k in ipairs({KEYS[3], KEYS[4]}) do
+		if redis.call('PTTL', k) < ttl then
+			redis.call('PEXPIRE', k, ttl)
+		end
+	end
+else
+	redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+	redis.call('SET', KEYS[2], tok, 'PX', ttl)
+	redis.call('ZREM', KEYS[5], ARGV[1])
+end
+return token
