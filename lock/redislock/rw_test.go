@@ -1,7 +1,12 @@
 package redislock
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/rwlock"
@@ -22,4 +27,31 @@ func TestRWConformance(t *testing.T) {
 			return l
 		},
 	})
+}
+
+// rwTarget opens a read-write Locker from "addr prefix", in this process
+// and in the children of the process checks.
+var rwTarget = rwlocktest.Target{
+	Name: "redis",
+	Open: func(_ context.Context, config string) (*rwlock.Locker, error) {
+		addr, prefix, ok := strings.Cut(config, " ")
+		if !ok {
+			return nil, fmt.Errorf("config %q: want addr prefix", config)
+		}
+		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		l, err := NewRW(c, WithPrefix(prefix))
+		if err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		return l, nil
+	},
+}
+
+func TestRWProcesses(t *testing.T) {
+	addr := testsvc.RedisAddr(t)
+	prefix := testsvc.KeyPrefix(t)
+	admin := newClient(t, addr)
+	t.Cleanup(func() { deletePrefix(t, admin, prefix) })
+	rwlocktest.RunProcesses(t, rwTarget, addr+" "+prefix)
 }
