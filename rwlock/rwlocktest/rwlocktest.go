@@ -425,12 +425,15 @@ func (s *suite) waitingWriterBlocks(t *testing.T) {
 // lets them all leave); a writer still gets in.
 func (s *suite) writerNotStarved(t *testing.T) {
 	const readHold = 30 * time.Millisecond
+	// Readers that wait for the writer pile up; a bound keeps them from
+	// taking every connection the server has.
+	const maxReadersInFlight = 40
 	n := name(t)
 	readersL := []*rwlock.Locker{s.locker(t), s.locker(t)}
 	writer := s.locker(t)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var reads atomic.Int64
+	var reads, inFlight atomic.Int64
 	// Keep the name read-held from the start.
 	first := take(t, readersL[0], rwlock.Read, n)
 	wg.Add(1)
@@ -444,9 +447,14 @@ func (s *suite) writerNotStarved(t *testing.T) {
 				return
 			case <-tick.C:
 			}
+			if inFlight.Load() >= maxReadersInFlight {
+				continue // enough wait or hold already
+			}
+			inFlight.Add(1)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer inFlight.Add(-1)
 				ctx, cancel := context.WithCancel(ctxT(t))
 				defer cancel()
 				go func() {

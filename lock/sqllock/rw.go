@@ -1,0 +1,500 @@
+package sqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/latchkey-go/latchkey/internal/sqldialect"
+	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/rwlock"
+)
+
+// DefaultRWTable is the read-write locks' table unless WithTable says
+// otherwise; their holders live in <table>_holders.
+const DefaultRWTable = "latchkey_rwlocks"
+
+// NewRW returns a read-write Locker (package rwlock) on db, a database/sql
+// handle for PostgreSQL or SQLite (Detect tells which from the driver), and
+// creates its two tables if they do not exist: <table> (WithTable; default
+// "latchkey_rwlocks") holds one row per name with its last fencing token,
+// <table>_holders one row per holder (mode 'r' or 'w') and per waiting
+// writer's intent (mode 'i'), with its end by the database's clock.
+//
+// Each attempt is one transaction that first locks the name's row, so
+// attempts on one name are serialised by the database, and then reads the
+// live holders; the token is max(last + 1, database time in µs). Waiters
+// poll (every few ms); use NewPgxRW for LISTEN/NOTIFY wake-ups on
+// PostgreSQL. MySQL is not supported yet. Errors wrap lock.ErrInvalid for a
+// nil db, an unsupported dialect, a bad table name or a server older than
+// latchkey supports.
+func NewRW(ctx context.Context, db *sql.DB, d Dialect, opts ...Option) (*rwlock.Locker, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: sqllock: nil *sql.DB", lock.ErrInvalid)
+	}
+	if d == Detect {
+		d = sqldialect.Detect(db)
+	}
+	return newRW(ctx, sqlConn{db}, d, nil, opts)
+}
+
+// NewPgxRW is NewRW on a pgx pool for PostgreSQL: waiters are woken by
+// NOTIFY on <table>_released when a writer, a reader or a waiting writer
+// leaves, through one LISTEN connection per Locker. Close the Locker when
+// done.
+func NewPgxRW(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*rwlock.Locker, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: sqllock: nil *pgxpool.Pool", lock.ErrInvalid)
+	}
+	return newRW(ctx, pgxConn{pool}, Postgres, pool, opts)
+}
+
+// rwQueries are the statements of the read-write locks for one dialect.
+type rwQueries struct {
+	migrate []string
+	head    string // $1 name -> last token; locks the name's row
+	state   string // $1 name -> mode, live, count, longest ms left
+	purge   string // $1 name: deletes ended holds and intents
+	take    string // $1 name -> the next token
+	hold    string // $1 name, $2 owner, $3 mode, $4 ms, $5 token
+	renew   string // $1 name, $2 owner, $3 mode, $4 ms -> rows
+	release string // $1 name, $2 owner, $3 mode -> rows
+	notify  string // $1 key hash (PostgreSQL)
+	inspect string // $1 name -> owner, mode, ms left, token of live holds and intents
+	last    string // $1 name -> last token
+}
+
+func newRWQueries(d Dialect, table string) (rwQueries, error) {
+	if d != Postgres && d != SQLite {
+		return rwQueries{}, fmt.Errorf("read-write locks need PostgreSQL or SQLite, not %v", d)
+	}
+	if err := sqldialect.Ident("table", table, "_holders"); err != nil {
+		return rwQueries{}, err
+	}
+	if err := sqldialect.Ident("table", table, channelSuffix); err != nil {
+		return rwQueries{}, err
+	}
+	fill := func(q string) string {
+		return d.Fill(q, "{table}", table, "{holders}", table+"_holders", "{channel}", table+channelSuffix)
+	}
+	return rwQueries{
+		migrate: []string{
+			fill(`CREATE TABLE IF NOT EXISTS {table} (
+	name  TEXT PRIMARY KEY,
+	token BIGINT NOT NULL
+)`),
+			fill(`CREATE TABLE IF NOT EXISTS {holders} (
+	name       TEXT NOT NULL,
+	owner      TEXT NOT NULL,
+	mode       CHAR(1) NOT NULL,
+	expires_at BIGINT NOT NULL,
+	token      BIGINT NOT NULL,
+	PRIMARY KEY (name, owner)
+)`),
+		},
+		head: fill(`INSERT INTO {table} AS h (name, token) VALUES ($1, 0)
+ON CONFLICT (name) DO UPDATE SET token = h.token
+RETURNING token`),
+		state: fill(`SELECT mode, CASE WHEN expires_at > {now_ms} THEN 1 ELSE 0 END, COUNT(*), MAX(expires_at) - {now_ms}
+FROM {holders} WHERE name = $1 GROUP BY 1, 2`),
+		purge: fill(`DELETE FROM {holders} WHERE name = $1 AND expires_at <= {now_ms}`),
+		take:  fill(`UPDATE {table} SET token = {greatest}(token + 1, {now_us}) WHERE name = $1 RETURNING token`),
+		hold: fill(`INSERT INTO {holders} AS x (name, owner, mode, expires_at, token) VALUES ($1, $2, $3, {now_ms} + $4, $5)
+ON CONFLICT (name, owner) DO UPDATE SET mode = excluded.mode, expires_at = excluded.expires_at, token = excluded.token`),
+		renew:   fill(`UPDATE {holders} SET expires_at = {now_ms} + $4 WHERE name = $1 AND owner = $2 AND mode = $3 AND expires_at > {now_ms}`),
+		release: fill(`DELETE FROM {holders} WHERE name = $1 AND owner = $2 AND mode = $3 AND expires_at > {now_ms}`),
+		notify:  fill(`SELECT pg_notify('{channel}', $1)`),
+		inspect: fill(`SELECT owner, mode, expires_at - {now_ms}, token FROM {holders} WHERE name = $1 AND expires_at > {now_ms}`),
+		last:    fill(`SELECT token FROM {table} WHERE name = $1`),
+	}, nil
+}
+
+// rwBackend is rwlock.Backend on the two tables.
+type rwBackend struct {
+	db       txConn
+	dialect  Dialect
+	q        rwQueries
+	listener *listener // nil unless PostgreSQL through pgx
+}
+
+var (
+	_ rwlock.Backend   = (*rwBackend)(nil)
+	_ rwlock.Inspector = (*rwBackend)(nil)
+)
+
+func newRW(ctx context.Context, db txConn, d Dialect, pool *pgxpool.Pool, opts []Option) (*rwlock.Locker, error) {
+	o := options{table: DefaultRWTable}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	q, err := newRWQueries(d, o.table)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sqllock: %w", lock.ErrInvalid, err)
+	}
+	var version string
+	if _, err := db.queryRow(ctx, d.VersionQuery(), nil, &version); err != nil {
+		return nil, fmt.Errorf("sqllock: %w", err)
+	}
+	if err := d.CheckVersion(version); err != nil {
+		return nil, fmt.Errorf("%w: sqllock: %w", lock.ErrInvalid, err)
+	}
+	for _, stmt := range q.migrate {
+		if _, err := db.exec(ctx, stmt); err != nil {
+			return nil, fmt.Errorf("sqllock: creating table %s: %w", o.table, err)
+		}
+	}
+	b := &rwBackend{db: db, dialect: d, q: q}
+	if pool != nil {
+		b.listener = newListener(pool, o.table+channelSuffix)
+	}
+	return rwlock.New(b)
+}
+
+// Close stops the LISTEN connection, if any.
+func (b *rwBackend) Close() error {
+	if b.listener != nil {
+		b.listener.close()
+	}
+	return nil
+}
+
+// modes is what the state query found of a name's holds and intents.
+type modes struct {
+	writers, readers, intents int
+	left                      time.Duration // longest live hold's time left
+	ended                     bool          // some hold or intent ended and is still stored
+}
+
+func (b *rwBackend) TryAcquire(ctx context.Context, name, owner string, mode rwlock.Mode, ttl time.Duration, intent bool) (uint64, time.Duration, error) {
+	// A look first, without a transaction: a waiter that finds the name
+	// held (the common case while it waits) writes nothing but its intent,
+	// which excludes nobody and needs no lock on the name.
+	m, err := b.state(ctx, b.db, name)
+	if err != nil {
+		return 0, 0, fmt.Errorf("sqllock: %w", err)
+	}
+	if !m.blocks(mode) {
+		token, ok, err := b.take(ctx, name, owner, mode, ttl, &m)
+		if err != nil {
+			return 0, 0, fmt.Errorf("sqllock: %w", err)
+		}
+		if ok {
+			return token, 0, nil
+		}
+	}
+	if intent {
+		if _, err := b.db.exec(ctx, b.q.hold, name, owner, "i", rwlock.IntentTTL.Milliseconds(), 0); err != nil {
+			return 0, 0, fmt.Errorf("sqllock: %w", err)
+		}
+	}
+	return 0, m.left, lock.ErrNotAcquired
+}
+
+// take takes name in one transaction that locks the name's row, so the
+// holds it reads stay as they are until it commits. ok is false if they
+// keep owner out; m is then what it found.
+func (b *rwBackend) take(ctx context.Context, name, owner string, mode rwlock.Mode, ttl time.Duration, m *modes) (token uint64, ok bool, err error) {
+	tx, err := b.db.begin(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	defer func() {
+		if err != nil || !ok {
+			_ = tx.rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	var last int64
+	if _, err := tx.queryRow(ctx, b.q.head, []any{name}, &last); err != nil {
+		return 0, false, err
+	}
+	if *m, err = b.state(ctx, tx, name); err != nil {
+		return 0, false, err
+	}
+	if m.blocks(mode) {
+		return 0, false, nil
+	}
+	if m.ended {
+		if _, err := tx.exec(ctx, b.q.purge, name); err != nil {
+			return 0, false, err
+		}
+	}
+	var t int64
+	if _, err := tx.queryRow(ctx, b.q.take, []any{name}, &t); err != nil {
+		return 0, false, err
+	}
+	if _, err := tx.exec(ctx, b.q.hold, name, owner, modeCode(mode), ttl.Milliseconds(), t); err != nil {
+		return 0, false, err
+	}
+	if err := tx.commit(ctx); err != nil {
+		return 0, false, err
+	}
+	return uint64(t), true, nil
+}
+
+// blocks reports whether holds and intents m keep a newcomer in mode out.
+func (m modes) blocks(mode rwlock.Mode) bool {
+	return m.writers > 0 || (mode == rwlock.Read && m.intents > 0) || (mode == rwlock.Write && m.readers > 0)
+}
+
+// state reads name's holds and intents.
+func (b *rwBackend) state(ctx context.Context, tx querier, name string) (modes, error) {
+	var m modes
+	err := tx.query(ctx, b.q.state, []any{name}, func(scan func(...any) error) error {
+		var (
+			mode      string
+			live, n   int
+			leftMs    int64
+			leftValid sql.NullInt64
+		)
+		if err := scan(&mode, &live, &n, &leftValid); err != nil {
+			return err
+		}
+		leftMs = leftValid.Int64
+		if live == 0 {
+			m.ended = true
+			return nil
+		}
+		switch mode {
+		case "w":
+			m.writers += n
+		case "r":
+			m.readers += n
+		case "i":
+			m.intents += n
+			return nil // intents keep readers out, but say nothing of when
+		}
+		m.left = max(m.left, time.Duration(max(leftMs, 1))*time.Millisecond)
+		return nil
+	})
+	return m, err
+}
+
+func modeCode(m rwlock.Mode) string {
+	if m == rwlock.Read {
+		return "r"
+	}
+	return "w"
+}
+
+func (b *rwBackend) Renew(ctx context.Context, name, owner string, mode rwlock.Mode, ttl time.Duration) error {
+	n, err := b.db.exec(ctx, b.q.renew, name, owner, modeCode(mode), ttl.Milliseconds())
+	if err != nil {
+		return fmt.Errorf("sqllock: %w", err)
+	}
+	if n == 0 {
+		return errNotHeld
+	}
+	return nil
+}
+
+func (b *rwBackend) Release(ctx context.Context, name, owner string, mode rwlock.Mode) error {
+	n, err := b.db.exec(ctx, b.q.release, name, owner, modeCode(mode))
+	if err != nil {
+		return fmt.Errorf("sqllock: %w", err)
+	}
+	if n == 0 {
+		return errNotHeld
+	}
+	b.wake(ctx, name)
+	return nil
+}
+
+func (b *rwBackend) Withdraw(ctx context.Context, name, owner string) error {
+	n, err := b.db.exec(ctx, b.q.release, name, owner, "i")
+	if err != nil {
+		return fmt.Errorf("sqllock: %w", err)
+	}
+	if n > 0 {
+		b.wake(ctx, name)
+	}
+	return nil
+}
+
+// wake tells other Lockers' waiters that name may be free, on PostgreSQL;
+// elsewhere they poll. A lost notification costs only latency.
+func (b *rwBackend) wake(ctx context.Context, name string) {
+	if b.dialect == Postgres {
+		_, _ = b.db.exec(ctx, b.q.notify, keyHash(name))
+	}
+}
+
+// errNoWatch tells the Manager to poll: without LISTEN nothing wakes a
+// waiter.
+var errNoWatch = errors.New("sqllock: no release notifications without pgx; polling")
+
+func (b *rwBackend) WatchRelease(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	if b.listener == nil {
+		return nil, nil, errNoWatch
+	}
+	return b.listener.WatchRelease(ctx, name)
+}
+
+func (b *rwBackend) InspectRW(ctx context.Context, name string) (rwlock.Info, error) {
+	var info rwlock.Info
+	var last int64
+	if _, err := b.db.queryRow(ctx, b.q.last, []any{name}, &last); err != nil {
+		return info, err
+	}
+	info.Token = uint64(last)
+	err := b.db.query(ctx, b.q.inspect, []any{name}, func(scan func(...any) error) error {
+		var (
+			owner, mode string
+			leftMs      int64
+			token       int64
+		)
+		if err := scan(&owner, &mode, &leftMs, &token); err != nil {
+			return err
+		}
+		h := rwlock.Holder{Label: owner, Token: uint64(token), TimeLeft: time.Duration(leftMs) * time.Millisecond}
+		switch mode {
+		case "w":
+			info.Writer = &h
+		case "r":
+			info.Readers = append(info.Readers, h)
+		case "i":
+			info.WritersWaiting++
+		}
+		return nil
+	})
+	return info, err
+}
+
+// querier reads rows, in a transaction or not.
+type querier interface {
+	query(ctx context.Context, q string, args []any, row func(scan func(dest ...any) error) error) error
+}
+
+// txn is a transaction of a txConn.
+type txn interface {
+	exec(ctx context.Context, q string, args ...any) (int64, error)
+	queryRow(ctx context.Context, q string, args []any, dest ...any) (ok bool, err error)
+	// query calls row for every row, with the function that scans it.
+	query(ctx context.Context, q string, args []any, row func(scan func(dest ...any) error) error) error
+	commit(ctx context.Context) error
+	rollback(ctx context.Context) error
+}
+
+// txConn is a conn that also runs transactions and reads many rows.
+type txConn interface {
+	conn
+	begin(ctx context.Context) (txn, error)
+	query(ctx context.Context, q string, args []any, row func(scan func(dest ...any) error) error) error
+}
+
+var (
+	_ txConn = sqlConn{}
+	_ txConn = pgxConn{}
+)
+
+func (c sqlConn) begin(ctx context.Context) (txn, error) {
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return sqlTx{tx}, nil
+}
+
+func (c sqlConn) query(ctx context.Context, q string, args []any, row func(scan func(...any) error) error) error {
+	return sqlRows(c.db.QueryContext(ctx, q, args...))(row)
+}
+
+// sqlRows returns a function that calls row for each of rows.
+func sqlRows(rows *sql.Rows, err error) func(row func(scan func(...any) error) error) error {
+	return func(row func(scan func(...any) error) error) error {
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := row(rows.Scan); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}
+}
+
+type sqlTx struct{ tx *sql.Tx }
+
+func (t sqlTx) exec(ctx context.Context, q string, args ...any) (int64, error) {
+	res, err := t.tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (t sqlTx) queryRow(ctx context.Context, q string, args []any, dest ...any) (bool, error) {
+	err := t.tx.QueryRowContext(ctx, q, args...).Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (t sqlTx) query(ctx context.Context, q string, args []any, row func(scan func(...any) error) error) error {
+	return sqlRows(t.tx.QueryContext(ctx, q, args...))(row)
+}
+
+func (t sqlTx) commit(context.Context) error   { return t.tx.Commit() }
+func (t sqlTx) rollback(context.Context) error { return t.tx.Rollback() }
+
+func (c pgxConn) begin(ctx context.Context) (txn, error) {
+	tx, err := c.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pgxTx{tx}, nil
+}
+
+func (c pgxConn) query(ctx context.Context, q string, args []any, row func(scan func(...any) error) error) error {
+	return pgxRows(c.pool.Query(ctx, q, args...))(row)
+}
+
+// pgxRows returns a function that calls row for each of rows.
+func pgxRows(rows pgx.Rows, err error) func(row func(scan func(...any) error) error) error {
+	return func(row func(scan func(...any) error) error) error {
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := row(rows.Scan); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}
+}
+
+type pgxTx struct{ tx pgx.Tx }
+
+func (t pgxTx) exec(ctx context.Context, q string, args ...any) (int64, error) {
+	tag, err := t.tx.Exec(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (t pgxTx) queryRow(ctx context.Context, q string, args []any, dest ...any) (bool, error) {
+	err := t.tx.QueryRow(ctx, q, args...).Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (t pgxTx) query(ctx context.Context, q string, args []any, row func(scan func(...any) error) error) error {
+	return pgxRows(t.tx.Query(ctx, q, args...))(row)
+}
+
+func (t pgxTx) commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
+func (t pgxTx) rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
