@@ -34,7 +34,8 @@ type Holder struct {
 	// Token is the holder's fencing token.
 	Token uint64
 	// TimeLeft is how long the server keeps the hold unless it is renewed
-	// or released.
+	// or released, or lock.Unknown where the backend cannot tell
+	// (ZooKeeper: a hold lives as long as its holder's session).
 	TimeLeft time.Duration
 }
 

@@ -259,7 +259,7 @@ func churnChild(ctx context.Context, l *rwlock.Locker, args []string) int {
 		if rand.N(4) == 0 {
 			mode = rwlock.Write
 		}
-		lease, err := acquire(ctx, l, mode, n, lock.WithTTL(10*time.Second))
+		lease, err := acquire(ctx, l, mode, n, lock.WithTTL(procTTL))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "churn:", err)
 			return 1
@@ -313,8 +313,8 @@ func (p *procs) killed(t *testing.T, mode rwlock.Mode) {
 	for line := range c.lines { // what it said before it died
 		note(line)
 	}
-	refused(t, l, other(mode), n, "right after its holder was killed")
-	lease, err := acquire(t.Context(), l, other(mode), n, lock.WithWait(eventually))
+	refused(t, l, other(mode), n, "right after its holder was killed", lock.WithTTL(procTTL))
+	lease, err := acquire(t.Context(), l, other(mode), n, lock.WithWait(eventually), lock.WithTTL(procTTL))
 	got := monotonic()
 	if err != nil {
 		t.Fatalf("killed %v holder's lock not back: %v", mode, err)
@@ -340,7 +340,7 @@ func (p *procs) stopped(t *testing.T, mode rwlock.Mode) {
 		t.Fatal(err)
 	}
 	stopped := monotonic()
-	w, err := l.Lock(t.Context(), n, lock.WithWait(eventually))
+	w, err := l.Lock(t.Context(), n, lock.WithWait(eventually), lock.WithTTL(procTTL))
 	if err != nil {
 		t.Fatalf("stopped %v holder's lock not back: %v", mode, err)
 	}
