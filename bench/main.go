@@ -29,6 +29,8 @@ func main() {
 	holdFor := flag.Duration("hold", 11*time.Second, "how long the holding test holds (renewal every TTL/3 = 10 s)")
 	etcdTable := flag.Bool("etcd", false, "measure etcdlock against etcd's concurrency.Mutex on a private etcd (needs etcd on PATH)")
 	redlockTable := flag.Bool("redlock", false, "measure redlock against redsync on 5 private redis-servers (needs redis-server on PATH)")
+	rwTable := flag.Bool("rw", false, "measure read-write locks (rwlock) next to each backend's lock: Redis (-addr), PostgreSQL (-rw-pg), SQLite, and etcd with -etcd")
+	rwPG := flag.String("rw-pg", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL of the -rw table")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	gs := flag.String("g", "1,16,64", "goroutine counts of the uncontended test")
 	skipContended := flag.Bool("nocontended", false, "skip the contended test")
@@ -98,6 +100,9 @@ func main() {
 			fmt.Fprintln(os.Stderr, "redlock:", err)
 			os.Exit(1)
 		}
+	}
+	if *rwTable {
+		rwBench(ctx, *addr, *rwPG, prefix, *runs, *dur, *etcdTable)
 	}
 	if *idemTable {
 		im := idemImplementations()

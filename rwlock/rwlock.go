@@ -67,10 +67,16 @@ type Backend interface {
 	// Withdraw ends the intent of writer owner on name, if it has one, and
 	// wakes the watchers of name.
 	Withdraw(ctx context.Context, name, owner string) error
+}
 
+// A ReleaseWatcher is a Backend that can tell waiters that a name may have
+// become free for them (pub/sub, LISTEN/NOTIFY, watches), so they need not
+// poll. Without one, waiters poll every few milliseconds.
+type ReleaseWatcher interface {
 	// WatchRelease is lock.ReleaseWatcher's WatchRelease for name: the
 	// channel receives a value when name may have become free for someone
-	// (a release, a withdrawn intent). Signals may be spurious.
+	// (a release, a withdrawn intent). Signals may be spurious; a missed
+	// one costs only latency (the Manager keeps a slow poll).
 	WatchRelease(ctx context.Context, name string) (wake <-chan struct{}, stop func(), err error)
 }
 
@@ -83,17 +89,18 @@ type Locker struct {
 	closer io.Closer // b's, or nil
 }
 
-// New returns a Locker on b. It returns an error wrapping lock.ErrInvalid
+// New returns a Locker on b, which may also be a ReleaseWatcher. It returns an error wrapping lock.ErrInvalid
 // if b is nil and touches no server.
 func New(b Backend) (*Locker, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: rwlock: nil backend", lock.ErrInvalid)
 	}
-	r, err := lock.NewManager(&view{b: b, mode: Read})
+	watcher, _ := b.(ReleaseWatcher)
+	r, err := lock.NewManager(&view{b: b, watcher: watcher, mode: Read})
 	if err != nil {
 		return nil, err
 	}
-	w, err := lock.NewManager(&view{b: b, mode: Write, intents: make(map[string]bool)})
+	w, err := lock.NewManager(&view{b: b, watcher: watcher, mode: Write})
 	if err != nil {
 		return nil, err
 	}

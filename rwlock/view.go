@@ -14,14 +14,23 @@ import (
 // the writers' view learns which owners wait, which is what turns their
 // failed attempts into intents.
 type view struct {
-	b    Backend
-	mode Mode
+	b       Backend
+	watcher ReleaseWatcher // b's, or nil
+	mode    Mode
 
-	mu sync.Mutex
-	// intents holds, by owner, the writers that wait; true once an attempt
-	// of theirs failed, which recorded an intent that must be withdrawn if
-	// they give up. Guarded by mu; nil in the readers' view.
-	intents map[string]bool
+	mu      sync.Mutex
+	waiting map[string]*waiting // by owner: the Acquire calls that may wait; guarded by mu
+}
+
+// waiting is one Acquire that may wait. Its watch of the backend starts
+// after its first failed attempt, not before the first attempt as the
+// Manager asks: most attempts succeed at once and need none.
+type waiting struct {
+	name   string
+	ctx    context.Context // the Acquire's
+	wake   chan struct{}   // what the Manager waits on; capacity 1
+	stop   func()          // ends the backend's watch; nil until it starts
+	intent bool            // a writer's failed attempt may have recorded an intent
 }
 
 var (
@@ -34,29 +43,66 @@ var (
 const withdrawTimeout = time.Second
 
 func (v *view) TryAcquire(ctx context.Context, name, owner string, ttl time.Duration) (uint64, time.Duration, error) {
-	waits := v.waits(owner)
-	token, left, err := v.b.TryAcquire(ctx, name, owner, v.mode, ttl, waits)
-	if waits {
-		v.mu.Lock()
-		if _, ok := v.intents[owner]; ok {
-			// Any failure may have recorded the intent (a transient error
-			// may come after the server applied the attempt).
-			v.intents[owner] = err != nil
-		}
-		v.mu.Unlock()
+	v.mu.Lock()
+	w := v.waiting[owner]
+	v.mu.Unlock()
+	intent := w != nil && v.mode == Write
+	token, left, err := v.b.TryAcquire(ctx, name, owner, v.mode, ttl, intent)
+	if w == nil {
+		return token, left, err
+	}
+	v.mu.Lock()
+	if intent {
+		// Any failure may have recorded the intent (a transient error
+		// may come after the server applied the attempt).
+		w.intent = err != nil
+	}
+	start := err != nil && w.stop == nil && v.watcher != nil
+	v.mu.Unlock()
+	if start {
+		v.watch(w)
 	}
 	return token, left, err
 }
 
-// waits reports whether owner is a writer that waits.
-func (v *view) waits(owner string) bool {
-	if v.intents == nil {
-		return false
+// watch starts w's watch of the backend and wakes w once, so that its
+// Acquire attempts again at once: a release between the attempt that
+// failed and the watch is not missed. If the watch cannot start, the
+// Manager's poll goes on alone.
+func (v *view) watch(w *waiting) {
+	ch, stop, err := v.watcher.WatchRelease(w.ctx, w.name)
+	if err != nil {
+		stop = func() {}
+	} else {
+		done := make(chan struct{})
+		quit := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-ch:
+					signal(w.wake)
+				case <-quit:
+					return
+				}
+			}
+		}()
+		inner := stop
+		stop = func() { close(quit); <-done; inner() }
 	}
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	_, ok := v.intents[owner]
-	return ok
+	w.stop = stop
+	v.mu.Unlock()
+	if err == nil {
+		signal(w.wake)
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 func (v *view) Renew(ctx context.Context, name, owner string, ttl time.Duration) error {
@@ -68,31 +114,33 @@ func (v *view) Release(ctx context.Context, name, owner string) error {
 }
 
 // WatchReleaseOwner is called by the Manager before the first attempt of an
-// Acquire that may wait, and stop when it returns. For a writer it marks
-// owner as waiting until then, and withdraws the intent its attempts
-// recorded unless the last one got in. A watch that fails still marks the
-// writer (the Manager then polls).
+// Acquire that may wait, and stop when it returns. It marks owner as one
+// that waits (for a writer, its failed attempts then record its intent),
+// and stop withdraws the intent unless the last attempt got in.
 func (v *view) WatchReleaseOwner(ctx context.Context, name, owner string) (<-chan struct{}, func(), error) {
-	wake, stop, err := v.b.WatchRelease(ctx, name)
-	if err != nil {
-		wake, stop = nil, func() {}
-	}
-	if v.intents == nil {
-		return wake, stop, err
-	}
+	w := &waiting{name: name, ctx: ctx, wake: make(chan struct{}, 1)}
 	v.mu.Lock()
-	v.intents[owner] = false
+	if v.waiting == nil {
+		v.waiting = make(map[string]*waiting)
+	}
+	v.waiting[owner] = w
 	v.mu.Unlock()
+	var wake <-chan struct{} = w.wake
+	if v.watcher == nil {
+		wake = nil // the Manager then polls often, not as a safety net
+	}
 	return wake, func() {
 		v.mu.Lock()
-		recorded := v.intents[owner]
-		delete(v.intents, owner)
+		delete(v.waiting, owner)
+		stop, recorded := w.stop, w.intent
 		v.mu.Unlock()
 		if recorded {
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawTimeout)
 			_ = v.b.Withdraw(wctx, name, owner)
 			cancel()
 		}
-		stop()
+		if stop != nil {
+			stop()
+		}
 	}, nil
 }

@@ -45,8 +45,9 @@ type RW struct {
 }
 
 var (
-	_ rwlock.Backend   = (*RW)(nil)
-	_ rwlock.Inspector = (*RW)(nil)
+	_ rwlock.Backend        = (*RW)(nil)
+	_ rwlock.ReleaseWatcher = (*RW)(nil)
+	_ rwlock.Inspector      = (*RW)(nil)
 )
 
 // RW returns the read-write locks on b's server.
@@ -71,6 +72,11 @@ func modeArg(m rwlock.Mode) string {
 	return "w"
 }
 
+// readersKept is how long, in ms, the readers' keys of a name live past
+// their last write: the token retention, and at least the longest lease,
+// so that no reader's entry expires with its key while its lease lives.
+func (rw *RW) readersKept() int64 { return max(rw.n.retention, millis(lock.MaxTTL)) }
+
 // TryAcquire implements rwlock.Backend.
 func (rw *RW) TryAcquire(ctx context.Context, name, owner string, mode rwlock.Mode, ttl time.Duration, intent bool) (uint64, time.Duration, error) {
 	b := rw.n
@@ -79,7 +85,7 @@ func (rw *RW) TryAcquire(ctx context.Context, name, owner string, mode rwlock.Mo
 		in = "1"
 	}
 	n, err := b.exec.Run(ctx, nil, rwAcquireScript, RWKeys(b.prefix, name),
-		owner, modeArg(mode), millis(ttl), in, millis(rwlock.IntentTTL), b.retention, millis(waitersFlagTTL)).Int64()
+		owner, modeArg(mode), millis(ttl), in, millis(rwlock.IntentTTL), b.retention, millis(waitersFlagTTL), rw.readersKept()).Int64()
 	if err != nil {
 		return 0, 0, fmt.Errorf("redislock: %w", err)
 	}
@@ -92,7 +98,7 @@ func (rw *RW) TryAcquire(ctx context.Context, name, owner string, mode rwlock.Mo
 // Renew implements rwlock.Backend.
 func (rw *RW) Renew(ctx context.Context, name, owner string, mode rwlock.Mode, ttl time.Duration) error {
 	b := rw.n
-	n, err := b.exec.Run(ctx, nil, rwRenewScript, RWKeys(b.prefix, name), owner, modeArg(mode), millis(ttl)).Int64()
+	n, err := b.exec.Run(ctx, nil, rwRenewScript, RWKeys(b.prefix, name), owner, modeArg(mode), millis(ttl), rw.readersKept()).Int64()
 	if err != nil {
 		return fmt.Errorf("redislock: %w", err)
 	}

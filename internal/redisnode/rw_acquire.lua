@@ -5,19 +5,15 @@
 -- KEYS[7] waiters flag (one hash tag)
 -- ARGV[1] owner, ARGV[2] "r" or "w", ARGV[3] lease ms, ARGV[4] "1" if a
 -- waiting writer records its intent on failure, ARGV[5] intent ms,
--- ARGV[6] counter retention ms, ARGV[7] waiters-flag lifetime ms
+-- ARGV[6] counter retention ms, ARGV[7] waiters-flag lifetime ms, ARGV[8]
+-- how long the readers' keys live past their last write (at least the
+-- longest lease, so no live reader's entry goes with them)
 -- Returns the token (> 0) when taken; else minus how long the holders that
 -- keep the owner out have left in ms, at least 1, or 0 when that is
 -- unknown (a reader kept out by a writer's intent).
 local t = redis.call('TIME')
 local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(nowus / 1000)
-local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
-if #gone > 0 then
-	redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-	redis.call('HDEL', KEYS[4], unpack(gone))
-end
-redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
 
 local function refuse(left)
 	-- Someone waits: releases must publish a wake-up.
@@ -37,10 +33,19 @@ if wleft >= 0 then
 	return refuse(math.max(wleft, 1))
 end
 if ARGV[2] == 'r' then
-	if redis.call('ZCARD', KEYS[5]) > 0 then
-		return refuse(0)
+	if redis.call('EXISTS', KEYS[5]) == 1 then
+		redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+		if redis.call('ZCARD', KEYS[5]) > 0 then
+			return refuse(0)
+		end
 	end
 else
+	-- Readers whose lease ended keep nobody out: drop them first.
+	local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
+	if #gone > 0 then
+		redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+		redis.call('HDEL', KEYS[4], unpack(gone))
+	end
 	local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
 	if #last > 0 then
 		return refuse(math.max(tonumber(last[2]) - now, 1))
@@ -59,14 +64,13 @@ local ttl = tonumber(ARGV[3])
 if ARGV[2] == 'r' then
 	redis.call('ZADD', KEYS[3], now + ttl, ARGV[1])
 	redis.call('HSET', KEYS[4], ARGV[1], tok)
-	for _, k in ipairs({KEYS[3], KEYS[4]}) do
-		if redis.call('PTTL', k) < ttl then
-			redis.call('PEXPIRE', k, ttl)
-		end
-	end
+	redis.call('PEXPIRE', KEYS[3], ARGV[8])
+	redis.call('PEXPIRE', KEYS[4], ARGV[8])
 else
 	redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
 	redis.call('SET', KEYS[2], tok, 'PX', ttl)
-	redis.call('ZREM', KEYS[5], ARGV[1])
+	if ARGV[4] == '1' then
+		redis.call('ZREM', KEYS[5], ARGV[1])
+	end
 end
 return token

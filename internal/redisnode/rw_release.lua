@@ -4,13 +4,11 @@
 -- KEYS as rw_acquire.lua's; ARGV[1] owner, ARGV[2] "r" or "w", ARGV[3]
 -- release channel, ARGV[4] message (the releasing Locker's id and the
 -- name's lock key). Returns 1 if released, else 0.
-local freed
 if ARGV[2] == 'w' then
 	if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 		return 0
 	end
 	redis.call('DEL', KEYS[1], KEYS[2])
-	freed = true
 else
 	local t = redis.call('TIME')
 	local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -23,9 +21,15 @@ else
 	if ends <= now then
 		return 0
 	end
-	freed = redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf') == 0
+	-- Only the last reader's leaving lets anyone in; count only if
+	-- someone waits.
+	local freed = redis.call('EXISTS', KEYS[7]) == 1 and redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf') == 0
+	if freed then
+		redis.call('PUBLISH', ARGV[3], ARGV[4])
+	end
+	return 1
 end
-if freed and redis.call('EXISTS', KEYS[7]) == 1 then
+if redis.call('EXISTS', KEYS[7]) == 1 then
 	redis.call('PUBLISH', ARGV[3], ARGV[4])
 end
 return 1

@@ -1,6 +1,7 @@
 -- Extend a read-write lock's hold if it is still ours.
 -- KEYS as rw_acquire.lua's; ARGV[1] owner, ARGV[2] "r" or "w", ARGV[3]
--- lease ms. Returns 1 if extended, else 0.
+-- lease ms, ARGV[4] the readers' keys' lifetime (rw_acquire.lua's ARGV[8]).
+-- Returns 1 if extended, else 0.
 local ttl = tonumber(ARGV[3])
 if ARGV[2] == 'w' then
 	if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -17,9 +18,6 @@ if not ends or ends <= now then
 	return 0
 end
 redis.call('ZADD', KEYS[3], now + ttl, ARGV[1])
-for _, k in ipairs({KEYS[3], KEYS[4]}) do
-	if redis.call('PTTL', k) < ttl then
-		redis.call('PEXPIRE', k, ttl)
-	end
-end
+redis.call('PEXPIRE', KEYS[3], ARGV[4])
+redis.call('PEXPIRE', KEYS[4], ARGV[4])
 return 1

@@ -72,8 +72,9 @@ type rwKey struct {
 }
 
 var (
-	_ rwlock.Backend   = (*rwBackend)(nil)
-	_ rwlock.Inspector = (*rwBackend)(nil)
+	_ rwlock.Backend        = (*rwBackend)(nil)
+	_ rwlock.ReleaseWatcher = (*rwBackend)(nil)
+	_ rwlock.Inspector      = (*rwBackend)(nil)
 )
 
 var errRWNotHeld = lockerr.NotHeld("etcdlock: the lock expired or was deleted")
@@ -92,10 +93,10 @@ func (b *rwBackend) TryAcquire(ctx context.Context, name, owner string, mode rwl
 		// A queued writer: its lease counts the TTL again from now, before
 		// the attempt, as a fresh grant would.
 		if err := b.keepAlive(ctx, k.lease); err != nil {
-			b.forget(owner)
 			if !errors.Is(err, lock.ErrNotHeld) {
-				return 0, 0, err
+				return 0, 0, err // still queued: Withdraw or Release deletes it
 			}
+			b.forget(owner)
 			k = nil // its key went with its lease: queue again
 		}
 	}

@@ -39,8 +39,9 @@ type rwStore struct {
 }
 
 var (
-	_ rwlock.Backend   = (*rwStore)(nil)
-	_ rwlock.Inspector = (*rwStore)(nil)
+	_ rwlock.Backend        = (*rwStore)(nil)
+	_ rwlock.ReleaseWatcher = (*rwStore)(nil)
+	_ rwlock.Inspector      = (*rwStore)(nil)
 )
 
 func newRWStore() *rwStore {

@@ -67,6 +67,15 @@ type rwQueries struct {
 	notify  string // $1 key hash (PostgreSQL)
 	inspect string // $1 name -> owner, mode, ms left, token of live holds and intents
 	last    string // $1 name -> last token
+	// takeIf (PostgreSQL) takes the name in one statement if no live hold
+	// or intent keeps the owner out: $1 name, $2 owner, $3 mode, $4 ms ->
+	// the token, no row if kept out. It must run after head in the same
+	// transaction: its snapshot, taken after head locked the name's row,
+	// sees every hold committed before.
+	takeIf string
+	// releaseNotify (PostgreSQL) is release plus the NOTIFY, in one
+	// statement: $1 name, $2 owner, $3 mode, $4 key hash -> a row if released.
+	releaseNotify string
 }
 
 func newRWQueries(d Dialect, table string) (rwQueries, error) {
@@ -111,6 +120,21 @@ ON CONFLICT (name, owner) DO UPDATE SET mode = excluded.mode, expires_at = exclu
 		notify:  fill(`SELECT pg_notify('{channel}', $1)`),
 		inspect: fill(`SELECT owner, mode, expires_at - {now_ms}, token FROM {holders} WHERE name = $1 AND expires_at > {now_ms}`),
 		last:    fill(`SELECT token FROM {table} WHERE name = $1`),
+		takeIf: fill(`WITH t AS (
+	UPDATE {table} SET token = {greatest}(token + 1, {now_us})
+	WHERE name = $1 AND NOT EXISTS (
+		SELECT 1 FROM {holders} WHERE name = $1 AND expires_at > {now_ms}
+		AND (mode = 'w' OR (mode = 'i' AND $3::text = 'r') OR (mode = 'r' AND $3::text = 'w')))
+	RETURNING token
+)
+INSERT INTO {holders} AS x (name, owner, mode, expires_at, token)
+SELECT $1, $2, $3, {now_ms} + $4, token FROM t
+ON CONFLICT (name, owner) DO UPDATE SET mode = excluded.mode, expires_at = excluded.expires_at, token = excluded.token
+RETURNING token`),
+		releaseNotify: fill(`WITH gone AS (
+	DELETE FROM {holders} WHERE name = $1 AND owner = $2 AND mode = $3 AND expires_at > {now_ms}
+	RETURNING 1
+) SELECT 1 FROM gone, LATERAL (SELECT pg_notify('{channel}', $4)) AS n`),
 	}, nil
 }
 
@@ -151,10 +175,11 @@ func newRW(ctx context.Context, db txConn, d Dialect, pool *pgxpool.Pool, opts [
 		}
 	}
 	b := &rwBackend{db: db, dialect: d, q: q}
-	if pool != nil {
-		b.listener = newListener(pool, o.table+channelSuffix)
+	if pool == nil {
+		return rwlock.New(b)
 	}
-	return rwlock.New(b)
+	b.listener = newListener(pool, o.table+channelSuffix)
+	return rwlock.New(rwWatching{b})
 }
 
 // Close stops the LISTEN connection, if any.
@@ -173,6 +198,9 @@ type modes struct {
 }
 
 func (b *rwBackend) TryAcquire(ctx context.Context, name, owner string, mode rwlock.Mode, ttl time.Duration, intent bool) (uint64, time.Duration, error) {
+	if b.dialect == Postgres {
+		return b.tryAcquirePostgres(ctx, name, owner, mode, ttl, intent)
+	}
 	// A look first, without a transaction: a waiter that finds the name
 	// held (the common case while it waits) writes nothing but its intent,
 	// which excludes nobody and needs no lock on the name.
@@ -195,6 +223,88 @@ func (b *rwBackend) TryAcquire(ctx context.Context, name, owner string, mode rwl
 		}
 	}
 	return 0, m.left, lock.ErrNotAcquired
+}
+
+// tryAcquirePostgres is TryAcquire in one transaction of two statements,
+// head and takeIf, sent together (one round trip through pgx); only a
+// refused attempt reads the holds, to tell how long they have left.
+func (b *rwBackend) tryAcquirePostgres(ctx context.Context, name, owner string, mode rwlock.Mode, ttl time.Duration, intent bool) (uint64, time.Duration, error) {
+	token, ok, err := b.db.(pgTaker).takeIf(ctx, b.q.head, b.q.takeIf, name, owner, modeCode(mode), ttl.Milliseconds())
+	if err != nil {
+		return 0, 0, fmt.Errorf("sqllock: %w", err)
+	}
+	if ok {
+		return uint64(token), 0, nil
+	}
+	if intent {
+		if _, err := b.db.exec(ctx, b.q.hold, name, owner, "i", rwlock.IntentTTL.Milliseconds(), 0); err != nil {
+			return 0, 0, fmt.Errorf("sqllock: %w", err)
+		}
+	}
+	m, err := b.state(ctx, b.db, name)
+	if err != nil {
+		return 0, 0, fmt.Errorf("sqllock: %w", err)
+	}
+	if m.ended {
+		_, _ = b.db.exec(ctx, b.q.purge, name) // tidying only
+	}
+	return 0, m.left, lock.ErrNotAcquired
+}
+
+// A pgTaker runs head then takeIf in one transaction.
+type pgTaker interface {
+	takeIf(ctx context.Context, head, takeIf, name, owner, mode string, ms int64) (token int64, ok bool, err error)
+}
+
+var (
+	_ pgTaker = sqlConn{}
+	_ pgTaker = pgxConn{}
+)
+
+func (c sqlConn) takeIf(ctx context.Context, head, takeIf, name, owner, mode string, ms int64) (token int64, ok bool, err error) {
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, false, err
+	}
+	defer tx.Rollback()
+	var last int64
+	if err := tx.QueryRowContext(ctx, head, name).Scan(&last); err != nil {
+		return 0, false, err
+	}
+	err = tx.QueryRowContext(ctx, takeIf, name, owner, mode, ms).Scan(&token)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, tx.Commit()
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return token, true, tx.Commit()
+}
+
+// takeIf sends both statements in one batch, which PostgreSQL runs as one
+// implicit transaction: the row lock head takes lasts until takeIf is done.
+func (c pgxConn) takeIf(ctx context.Context, head, takeIf, name, owner, mode string, ms int64) (token int64, ok bool, err error) {
+	var batch pgx.Batch
+	batch.Queue(head, name)
+	batch.Queue(takeIf, name, owner, mode, ms)
+	br := c.pool.SendBatch(ctx, &batch)
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	var last int64
+	if err := br.QueryRow().Scan(&last); err != nil {
+		return 0, false, err
+	}
+	err = br.QueryRow().Scan(&token)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return token, true, nil
 }
 
 // take takes name in one transaction that locks the name's row, so the
@@ -295,6 +405,17 @@ func (b *rwBackend) Renew(ctx context.Context, name, owner string, mode rwlock.M
 }
 
 func (b *rwBackend) Release(ctx context.Context, name, owner string, mode rwlock.Mode) error {
+	if b.dialect == Postgres {
+		var one int
+		ok, err := b.db.queryRow(ctx, b.q.releaseNotify, []any{name, owner, modeCode(mode), keyHash(name)}, &one)
+		if err != nil {
+			return fmt.Errorf("sqllock: %w", err)
+		}
+		if !ok {
+			return errNotHeld
+		}
+		return nil
+	}
 	n, err := b.db.exec(ctx, b.q.release, name, owner, modeCode(mode))
 	if err != nil {
 		return fmt.Errorf("sqllock: %w", err)
@@ -325,14 +446,12 @@ func (b *rwBackend) wake(ctx context.Context, name string) {
 	}
 }
 
-// errNoWatch tells the Manager to poll: without LISTEN nothing wakes a
-// waiter.
-var errNoWatch = errors.New("sqllock: no release notifications without pgx; polling")
+// rwWatching adds LISTEN/NOTIFY wake-ups to the backend.
+type rwWatching struct{ *rwBackend }
 
-func (b *rwBackend) WatchRelease(ctx context.Context, name string) (<-chan struct{}, func(), error) {
-	if b.listener == nil {
-		return nil, nil, errNoWatch
-	}
+var _ rwlock.ReleaseWatcher = rwWatching{}
+
+func (b rwWatching) WatchRelease(ctx context.Context, name string) (<-chan struct{}, func(), error) {
 	return b.listener.WatchRelease(ctx, name)
 }
 

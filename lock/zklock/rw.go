@@ -57,8 +57,9 @@ type rwNode struct {
 }
 
 var (
-	_ rwlock.Backend   = (*rwBackend)(nil)
-	_ rwlock.Inspector = (*rwBackend)(nil)
+	_ rwlock.Backend        = (*rwBackend)(nil)
+	_ rwlock.ReleaseWatcher = (*rwBackend)(nil)
+	_ rwlock.Inspector      = (*rwBackend)(nil)
 )
 
 // Close ends the session: the server deletes every node of this Locker.

@@ -591,15 +591,19 @@ func (s *suite) fixedReader(t *testing.T) {
 	if err != nil {
 		t.Fatalf("writer after an expiring reader: %v", err)
 	}
-	// The expired reader deletes its hold at its local deadline, the TTL
-	// less the drift margin, in case the server still has it.
-	if got, least := time.Since(start), s.ttl-lock.DriftMargin(s.ttl); got < least {
-		t.Fatalf("writer got in %v after a reader took a %v lease, before %v", got, s.ttl, least)
+	// The server keeps the reader's hold at least until its local
+	// deadline (the TTL less the drift margin, from before its attempt).
+	got := time.Now()
+	if got.Before(r.Deadline()) {
+		t.Fatalf("writer got in %v before the expiring reader's deadline", r.Deadline().Sub(got))
+	}
+	if least := s.ttl - lock.DriftMargin(s.ttl); got.Sub(start) < least {
+		t.Fatalf("writer got in %v after a reader took a %v lease, before %v", got.Sub(start), s.ttl, least)
 	}
 	select {
 	case <-r.Done():
-	default:
-		t.Fatal("writer got in before the expired reader's Done closed")
+	case <-time.After(eventually):
+		t.Fatal("expired reader's Done not closed")
 	}
 	if !errors.Is(r.Err(), lock.ErrLeaseLost) {
 		t.Fatalf("expired reader's Err = %v, want ErrLeaseLost", r.Err())
