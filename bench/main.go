@@ -31,6 +31,7 @@ func main() {
 	redlockTable := flag.Bool("redlock", false, "measure redlock against redsync on 5 private redis-servers (needs redis-server on PATH)")
 	rwTable := flag.Bool("rw", false, "measure read-write locks (rwlock) next to each backend's lock: Redis (-addr), PostgreSQL (-rw-pg), SQLite, and etcd with -etcd")
 	rwPG := flag.String("rw-pg", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL of the -rw table")
+	rwOnly := flag.String("rw-only", "", "comma-separated backends of the -rw table (Redis, PostgreSQL, SQLite, etcd; default all)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	gs := flag.String("g", "1,16,64", "goroutine counts of the uncontended test")
 	skipContended := flag.Bool("nocontended", false, "skip the contended test")
@@ -102,7 +103,7 @@ func main() {
 		}
 	}
 	if *rwTable {
-		rwBench(ctx, *addr, *rwPG, prefix, *runs, *dur, *etcdTable)
+		rwBench(ctx, *addr, *rwPG, prefix, *runs, *dur, *etcdTable, *rwOnly)
 	}
 	if *idemTable {
 		im := idemImplementations()

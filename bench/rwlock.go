@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +33,7 @@ type rwBackend struct {
 // acquire/release pairs of the read-write lock next to the backend's own
 // lock: uncontended at the -g goroutine counts, and contended (16 on one
 // key; readers share, so theirs is the cost of sharing, not of waiting).
-func rwBench(ctx context.Context, addr, pgURL, prefix string, runs int, dur time.Duration, withEtcd bool) {
+func rwBench(ctx context.Context, addr, pgURL, prefix string, runs int, dur time.Duration, withEtcd bool, only string) {
 	backends := []rwBackend{
 		{"Redis", func() (lock.Locker, *rwlock.Locker, func(), error) {
 			c := redis.NewClient(&redis.Options{Addr: addr})
@@ -45,7 +47,7 @@ func rwBench(ctx context.Context, addr, pgURL, prefix string, runs int, dur time
 			}
 			return l, rw, func() { l.Close(); rw.Close(); c.Close() }, nil
 		}},
-		{"PostgreSQL (pgx)", func() (lock.Locker, *rwlock.Locker, func(), error) {
+		{"PostgreSQL", func() (lock.Locker, *rwlock.Locker, func(), error) {
 			pool, err := pgxpool.New(ctx, pgURL)
 			if err != nil {
 				return nil, nil, nil, err
@@ -109,6 +111,9 @@ func rwBench(ctx context.Context, addr, pgURL, prefix string, runs int, dur time
 		violates int64
 	}
 	for _, b := range backends {
+		if only != "" && !slices.Contains(strings.Split(only, ","), b.name) {
+			continue
+		}
 		fmt.Fprintf(os.Stderr, "rw: %s ...\n", b.name)
 		plain, rw, closeFn, err := b.open()
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -36,12 +38,16 @@ var (
 )
 
 // RW is the rwlock.Backend on a Node's server: a read-write lock per name,
-// in seven keys that share the name's hash tag, beside (and apart from)
+// in six keys that share the name's hash tag, beside (and apart from)
 // the name's plain lock. Its releases are published on the Node's channel
 // under the name's lock key, so the Node's one subscription wakes both
 // kinds of waiters. Close closes the Node.
 type RW struct {
 	n *Node
+	// readers maps a reader's owner to its member in the readers zset,
+	// "<token> <owner>", for its renewals and its release; the Manager
+	// renews and releases an owner's lease in the process that took it.
+	readers sync.Map
 }
 
 var (
@@ -53,16 +59,27 @@ var (
 // RW returns the read-write locks on b's server.
 func (b *Node) RW() *RW { return &RW{n: b} }
 
+// member returns what owner is called in mode's keys: a reader's zset
+// member, a writer's owner.
+func (rw *RW) member(owner string, mode rwlock.Mode) string {
+	if mode == rwlock.Read {
+		if m, ok := rw.readers.Load(owner); ok {
+			return m.(string)
+		}
+	}
+	return owner
+}
+
 // Close closes the Node.
 func (rw *RW) Close() error { return rw.n.Close() }
 
 // RWKeys returns the Redis keys of name's read-write lock under prefix, in
-// the order of rw_acquire.lua's KEYS: the writer, its token, the readers,
-// their tokens, the waiting writers' intents, the fencing counter and the
-// waiters flag.
+// the order of rw_acquire.lua's KEYS: the writer, its token, the readers
+// (with their tokens), the waiting writers' intents, the fencing counter
+// and the waiters flag.
 func RWKeys(prefix, name string) []string {
 	base := LockKey(prefix, name) + ":rw:"
-	return []string{base + "writer", base + "writer-token", base + "readers", base + "reader-tokens", base + "intents", base + "fence", base + "waiters"}
+	return []string{base + "writer", base + "writer-token", base + "readers", base + "intents", base + "fence", base + "waiters"}
 }
 
 func modeArg(m rwlock.Mode) string {
@@ -92,13 +109,16 @@ func (rw *RW) TryAcquire(ctx context.Context, name, owner string, mode rwlock.Mo
 	if n <= 0 {
 		return 0, time.Duration(-n) * time.Millisecond, lock.ErrNotAcquired
 	}
+	if mode == rwlock.Read {
+		rw.readers.Store(owner, strconv.FormatInt(n, 10)+" "+owner)
+	}
 	return uint64(n), 0, nil
 }
 
 // Renew implements rwlock.Backend.
 func (rw *RW) Renew(ctx context.Context, name, owner string, mode rwlock.Mode, ttl time.Duration) error {
 	b := rw.n
-	n, err := b.exec.Run(ctx, nil, rwRenewScript, RWKeys(b.prefix, name), owner, modeArg(mode), millis(ttl), rw.readersKept()).Int64()
+	n, err := b.exec.Run(ctx, nil, rwRenewScript, RWKeys(b.prefix, name), rw.member(owner, mode), modeArg(mode), millis(ttl), rw.readersKept()).Int64()
 	if err != nil {
 		return fmt.Errorf("redislock: %w", err)
 	}
@@ -117,7 +137,11 @@ func (rw *RW) message(name string) string {
 // Release implements rwlock.Backend.
 func (rw *RW) Release(ctx context.Context, name, owner string, mode rwlock.Mode) error {
 	b := rw.n
-	n, err := b.exec.Run(ctx, nil, rwReleaseScript, RWKeys(b.prefix, name), owner, modeArg(mode), b.channel, rw.message(name)).Int64()
+	member := rw.member(owner, mode)
+	if mode == rwlock.Read {
+		rw.readers.Delete(owner)
+	}
+	n, err := b.exec.Run(ctx, nil, rwReleaseScript, RWKeys(b.prefix, name), member, modeArg(mode), b.channel, rw.message(name)).Int64()
 	if err != nil {
 		return fmt.Errorf("redislock: %w", err)
 	}
@@ -148,7 +172,7 @@ func (rw *RW) InspectRW(ctx context.Context, name string) (rwlock.Info, error) {
 	if err != nil {
 		return rwlock.Info{}, fmt.Errorf("redislock: %w", err)
 	}
-	if len(v) < 5 || (len(v)-5)%3 != 0 {
+	if len(v) < 5 || (len(v)-5)%2 != 0 {
 		return rwlock.Info{}, fmt.Errorf("redislock: rw inspect answered %d values", len(v))
 	}
 	str := func(x any) string { s, _ := x.(string); return s }
@@ -166,8 +190,9 @@ func (rw *RW) InspectRW(ctx context.Context, name string) (rwlock.Info, error) {
 	if w := str(v[0]); w != "" {
 		info.Writer = &rwlock.Holder{Label: w, Token: uint64(num(v[1])), TimeLeft: time.Duration(max(num(v[2]), 0)) * time.Millisecond}
 	}
-	for i := 5; i < len(v); i += 3 {
-		info.Readers = append(info.Readers, rwlock.Holder{Label: str(v[i]), Token: uint64(num(v[i+2])), TimeLeft: time.Duration(num(v[i+1])) * time.Millisecond})
+	for i := 5; i < len(v); i += 2 {
+		tok, owner, _ := strings.Cut(str(v[i]), " ")
+		info.Readers = append(info.Readers, rwlock.Holder{Label: owner, Token: uint64(num(tok)), TimeLeft: time.Duration(num(v[i+1])) * time.Millisecond})
 	}
 	return info, nil
 }

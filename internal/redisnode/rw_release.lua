@@ -1,7 +1,8 @@
 -- End a read-write lock's hold if it is still ours (compare-and-delete) and,
 -- when that may let someone in (the writer left, or the last reader) and
 -- someone has been waiting lately, publish the release.
--- KEYS as rw_acquire.lua's; ARGV[1] owner, ARGV[2] "r" or "w", ARGV[3]
+-- KEYS as rw_acquire.lua's; ARGV[1] owner (a reader's: "<token> <owner>",
+-- its member), ARGV[2] "r" or "w", ARGV[3]
 -- release channel, ARGV[4] message (the releasing Locker's id and the
 -- name's lock key). Returns 1 if released, else 0.
 if ARGV[2] == 'w' then
@@ -17,19 +18,18 @@ else
 		return 0
 	end
 	redis.call('ZREM', KEYS[3], ARGV[1])
-	redis.call('HDEL', KEYS[4], ARGV[1])
 	if ends <= now then
 		return 0
 	end
 	-- Only the last reader's leaving lets anyone in; count only if
 	-- someone waits.
-	local freed = redis.call('EXISTS', KEYS[7]) == 1 and redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf') == 0
+	local freed = redis.call('EXISTS', KEYS[6]) == 1 and redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf') == 0
 	if freed then
 		redis.call('PUBLISH', ARGV[3], ARGV[4])
 	end
 	return 1
 end
-if redis.call('EXISTS', KEYS[7]) == 1 then
+if redis.call('EXISTS', KEYS[6]) == 1 then
 	redis.call('PUBLISH', ARGV[3], ARGV[4])
 end
 return 1

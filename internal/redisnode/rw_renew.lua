@@ -1,5 +1,6 @@
 -- Extend a read-write lock's hold if it is still ours.
--- KEYS as rw_acquire.lua's; ARGV[1] owner, ARGV[2] "r" or "w", ARGV[3]
+-- KEYS as rw_acquire.lua's; ARGV[1] owner (a reader's: "<token> <owner>",
+-- its member), ARGV[2] "r" or "w", ARGV[3]
 -- lease ms, ARGV[4] the readers' keys' lifetime (rw_acquire.lua's ARGV[8]).
 -- Returns 1 if extended, else 0.
 local ttl = tonumber(ARGV[3])
@@ -19,5 +20,4 @@ if not ends or ends <= now then
 end
 redis.call('ZADD', KEYS[3], now + ttl, ARGV[1])
 redis.call('PEXPIRE', KEYS[3], ARGV[4])
-redis.call('PEXPIRE', KEYS[4], ARGV[4])
 return 1

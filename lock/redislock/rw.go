@@ -11,13 +11,12 @@ import (
 // plain lock and a read-write lock of one name do not exclude each other),
 // all with the name's hash tag, so it works on Redis Cluster:
 //
-//	<prefix>{name}:rw:writer         the writer's owner, expiring with its lease
-//	<prefix>{name}:rw:writer-token   the writer's token
-//	<prefix>{name}:rw:readers        readers: owner -> lease end (ms, server clock)
-//	<prefix>{name}:rw:reader-tokens  readers' tokens, by owner
-//	<prefix>{name}:rw:intents        waiting writers: owner -> end of intent
-//	<prefix>{name}:rw:fence          the last token, kept for the token retention
-//	<prefix>{name}:rw:waiters        set for 10 s by a failed attempt
+//	<prefix>{name}:rw:writer        the writer's owner, expiring with its lease
+//	<prefix>{name}:rw:writer-token  the writer's token
+//	<prefix>{name}:rw:readers       readers: "<token> <owner>" -> lease end (ms, server clock)
+//	<prefix>{name}:rw:intents       waiting writers: owner -> end of intent
+//	<prefix>{name}:rw:fence         the last token, kept for the token retention
+//	<prefix>{name}:rw:waiters       set for 10 s by a failed attempt
 //
 // Every acquisition, in either mode, takes its token from the one counter,
 // as a lock's: max(last + 1, server time in µs). Releases that may let
