@@ -18,12 +18,21 @@
 // # Writer preference
 //
 // A writer that waits (any WithWait but 0) records on the server that it
-// waits, before its first attempt and again with each attempt, for at most
-// [IntentTTL] past the last one: while that record lives, readers are not
-// let in, and those that hold the name drain. A waiting writer that gives up
-// (ctx done, wait limit passed) withdraws the record; one that dies stops
-// renewing it, and it ends after IntentTTL. A try-once writer
-// (WithWait(0)) records nothing.
+// waits, with its first failed attempt and again with each later one, for
+// at most [IntentTTL] past the last: while that record lives, readers are
+// not let in, and those that hold the name drain. A waiting writer that
+// gives up (ctx done, wait limit passed) withdraws the record; one that dies
+// stops renewing it, and it ends after IntentTTL. On etcd and ZooKeeper the
+// record is the writer's queued key or node, as in their recipes, and ends
+// with its lease or session instead. A try-once writer (WithWait(0))
+// records nothing.
+//
+// # Waiting
+//
+// Waiting readers are all woken by a release and may all get in together;
+// none waits behind another reader. A waiting Acquire watches the backend
+// (a [ReleaseWatcher]) from its first failed attempt on; without one it
+// polls every few milliseconds.
 //
 // # Backends
 //

@@ -2,6 +2,7 @@ package rwlock
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,6 +21,10 @@ type view struct {
 
 	mu      sync.Mutex
 	waiting map[string]*waiting // by owner: the Acquire calls that may wait; guarded by mu
+	// writers queues, by name, the writers of this Locker that wait, in
+	// arrival order; only the first attempts, so a release wakes one
+	// attempt of this Locker's, not a herd. Guarded by mu.
+	writers map[string][]*waiting
 }
 
 // waiting is one Acquire that may wait. Its watch of the backend starts
@@ -45,7 +50,15 @@ const withdrawTimeout = time.Second
 func (v *view) TryAcquire(ctx context.Context, name, owner string, ttl time.Duration) (uint64, time.Duration, error) {
 	v.mu.Lock()
 	w := v.waiting[owner]
+	behind := w != nil && v.mode == Write && v.writers[name][0] != w
 	v.mu.Unlock()
+	if behind {
+		// A writer of this Locker waits longer, and its intent already
+		// keeps readers out: it attempts first, and wakes us when it
+		// leaves.
+		v.startWatch(w)
+		return 0, 0, lock.ErrNotAcquired
+	}
 	intent := w != nil && v.mode == Write
 	token, left, err := v.b.TryAcquire(ctx, name, owner, v.mode, ttl, intent)
 	if w == nil {
@@ -57,12 +70,22 @@ func (v *view) TryAcquire(ctx context.Context, name, owner string, ttl time.Dura
 		// may come after the server applied the attempt).
 		w.intent = err != nil
 	}
-	start := err != nil && w.stop == nil && v.watcher != nil
+	v.mu.Unlock()
+	if err != nil {
+		v.startWatch(w)
+	}
+	return token, left, err
+}
+
+// startWatch starts w's watch unless it has one or the backend cannot
+// watch.
+func (v *view) startWatch(w *waiting) {
+	v.mu.Lock()
+	start := w.stop == nil && v.watcher != nil
 	v.mu.Unlock()
 	if start {
 		v.watch(w)
 	}
-	return token, left, err
 }
 
 // watch starts w's watch of the backend and wakes w once, so that its
@@ -124,6 +147,12 @@ func (v *view) WatchReleaseOwner(ctx context.Context, name, owner string) (<-cha
 		v.waiting = make(map[string]*waiting)
 	}
 	v.waiting[owner] = w
+	if v.mode == Write {
+		if v.writers == nil {
+			v.writers = make(map[string][]*waiting)
+		}
+		v.writers[name] = append(v.writers[name], w)
+	}
 	v.mu.Unlock()
 	var wake <-chan struct{} = w.wake
 	if v.watcher == nil {
@@ -133,6 +162,19 @@ func (v *view) WatchReleaseOwner(ctx context.Context, name, owner string) (<-cha
 		v.mu.Lock()
 		delete(v.waiting, owner)
 		stop, recorded := w.stop, w.intent
+		if v.mode == Write {
+			q := v.writers[name]
+			i := slices.Index(q, w)
+			q = slices.Delete(q, i, i+1)
+			if len(q) == 0 {
+				delete(v.writers, name)
+			} else {
+				v.writers[name] = q
+				if i == 0 {
+					signal(q[0].wake) // the next writer's turn
+				}
+			}
+		}
 		v.mu.Unlock()
 		if recorded {
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawTimeout)

@@ -204,6 +204,8 @@ func (s *rwStore) notify(name string) {
 	}
 }
 
+// InspectRW implements rwlock.Inspector. Info.Token is the store's last
+// token: its names share one counter.
 func (s *rwStore) InspectRW(_ context.Context, name string) (rwlock.Info, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
