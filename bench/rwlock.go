@@ -45,7 +45,7 @@ func rwBench(ctx context.Context, addr, pgURL, prefix string, runs int, dur time
 			if err != nil {
 				return nil, nil, nil, err
 			}
-			return l, rw, func() { l.Close(); rw.Close(); c.Close() }, nil
+			return l, rw, func() { l.Close(); rw.Close(); forgetCounters(ctx, c, prefix+"rw:"); c.Close() }, nil
 		}},
 		{"PostgreSQL", func() (lock.Locker, *rwlock.Locker, func(), error) {
 			pool, err := pgxpool.New(ctx, pgURL)
@@ -144,6 +144,16 @@ func rwBench(ctx context.Context, addr, pgURL, prefix string, runs int, dur time
 		fmt.Printf("| %s, contended 16 on 1 key: p99 wait | %s | %s | %s |\n", b.name, ms(rows[0].p99), ms(rows[1].p99), ms(rows[2].p99))
 		fmt.Printf("| %s, contended: acquisitions/s | %s | %.2fx | %.2fx |\n", b.name, si(rows[0].perSec), rows[1].perSec/rows[0].perSec, rows[2].perSec/rows[0].perSec)
 		fmt.Printf("| %s, contended: holders found together | %d | (shared) | %d |\n", b.name, rows[0].violates, rows[2].violates)
+	}
+}
+
+// forgetCounters deletes the fencing counters the run left under the
+// names starting with prefix, which would otherwise stay for the token
+// retention (24 h) and slow every SCAN of a shared server.
+func forgetCounters(ctx context.Context, c *redis.Client, prefix string) {
+	iter := c.Scan(ctx, 0, redislock.DefaultPrefix+"{"+prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		c.Del(ctx, iter.Val())
 	}
 }
 
