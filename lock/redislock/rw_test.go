@@ -55,3 +55,18 @@ func TestRWProcesses(t *testing.T) {
 	t.Cleanup(func() { deletePrefix(t, admin, prefix) })
 	rwlocktest.RunProcesses(t, rwTarget, addr+" "+prefix)
 }
+
+// TestRWConformanceCluster runs the read-write suite on a 3-master Redis
+// Cluster: each script's keys share the name's hash tag.
+func TestRWConformanceCluster(t *testing.T) {
+	nodes := startCluster(t)
+	rwlocktest.Run(t, rwlocktest.Harness{
+		New: func(t *testing.T) *rwlock.Locker {
+			l, err := NewRW(newClusterClient(t, nodes))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return l
+		},
+	})
+}
