@@ -26,9 +26,14 @@ const DefaultRWTable = "latchkey_rwlocks"
 // <table>_holders one row per holder (mode 'r' or 'w') and per waiting
 // writer's intent (mode 'i'), with its end by the database's clock.
 //
-// Each attempt is one transaction that first locks the name's row, so
-// attempts on one name are serialised by the database, and then reads the
-// live holders; the token is max(last + 1, database time in µs). Waiters
+// On PostgreSQL an attempt is one transaction of two statements, sent
+// together through pgx: the first locks the name's row, so attempts on one
+// name are serialised, and the second, whose snapshot comes after that
+// lock, takes the token and records the hold only if no live hold or intent
+// keeps the owner out (under READ COMMITTED one statement could not: its
+// check would read a snapshot from before the lock). On SQLite, which has
+// one writer at a time, an attempt looks first and then takes the name in
+// one transaction. The token is max(last + 1, database time in µs). Waiters
 // poll (every few ms); use NewPgxRW for LISTEN/NOTIFY wake-ups on
 // PostgreSQL. MySQL is not supported yet. Errors wrap lock.ErrInvalid for a
 // nil db, an unsupported dialect, a bad table name or a server older than
@@ -60,7 +65,6 @@ type rwQueries struct {
 	head    string // $1 name -> last token; locks the name's row
 	state   string // $1 name -> mode, live, count, longest ms left
 	purge   string // $1 name: deletes ended holds and intents
-	take    string // $1 name -> the next token
 	hold    string // $1 name, $2 owner, $3 mode, $4 ms, $5 token
 	renew   string // $1 name, $2 owner, $3 mode, $4 ms -> rows
 	release string // $1 name, $2 owner, $3 mode -> rows
@@ -73,6 +77,10 @@ type rwQueries struct {
 	// transaction: its snapshot, taken after head locked the name's row,
 	// sees every hold committed before.
 	takeIf string
+	// takeIfFree (SQLite) raises and returns the name's token if no live
+	// hold or intent keeps a newcomer in mode $2 out: $1 name -> the
+	// token, no row if kept out.
+	takeIfFree string
 	// releaseNotify (PostgreSQL) is release plus the NOTIFY, in one
 	// statement: $1 name, $2 owner, $3 mode, $4 key hash -> a row if released.
 	releaseNotify string
@@ -112,7 +120,6 @@ RETURNING token`),
 		state: fill(`SELECT mode, CASE WHEN expires_at > {now_ms} THEN 1 ELSE 0 END, COUNT(*), MAX(expires_at) - {now_ms}
 FROM {holders} WHERE name = $1 GROUP BY 1, 2`),
 		purge: fill(`DELETE FROM {holders} WHERE name = $1 AND expires_at <= {now_ms}`),
-		take:  fill(`UPDATE {table} SET token = {greatest}(token + 1, {now_us}) WHERE name = $1 RETURNING token`),
 		hold: fill(`INSERT INTO {holders} AS x (name, owner, mode, expires_at, token) VALUES ($1, $2, $3, {now_ms} + $4, $5)
 ON CONFLICT (name, owner) DO UPDATE SET mode = excluded.mode, expires_at = excluded.expires_at, token = excluded.token`),
 		renew:   fill(`UPDATE {holders} SET expires_at = {now_ms} + $4 WHERE name = $1 AND owner = $2 AND mode = $3 AND expires_at > {now_ms}`),
@@ -130,6 +137,12 @@ ON CONFLICT (name, owner) DO UPDATE SET mode = excluded.mode, expires_at = exclu
 INSERT INTO {holders} AS x (name, owner, mode, expires_at, token)
 SELECT $1, $2, $3, {now_ms} + $4, token FROM t
 ON CONFLICT (name, owner) DO UPDATE SET mode = excluded.mode, expires_at = excluded.expires_at, token = excluded.token
+RETURNING token`),
+		takeIfFree: fill(`INSERT INTO {table} AS h (name, token) VALUES ($1, {now_us})
+ON CONFLICT (name) DO UPDATE SET token = {greatest}(h.token + 1, excluded.token)
+WHERE NOT EXISTS (
+	SELECT 1 FROM {holders} WHERE name = $1 AND expires_at > {now_ms}
+	AND (mode = 'w' OR (mode = 'i' AND $2 = 'r') OR (mode = 'r' AND $2 = 'w')))
 RETURNING token`),
 		releaseNotify: fill(`WITH gone AS (
 	DELETE FROM {holders} WHERE name = $1 AND owner = $2 AND mode = $3 AND expires_at > {now_ms}
@@ -307,9 +320,12 @@ func (c pgxConn) takeIf(ctx context.Context, head, takeIf, name, owner, mode str
 	return token, true, nil
 }
 
-// take takes name in one transaction that locks the name's row, so the
-// holds it reads stay as they are until it commits. ok is false if they
-// keep owner out; m is then what it found.
+// take takes name in one transaction (SQLite's), whose first statement
+// takes the token only if no live hold or intent keeps owner out, and
+// whose second records the hold. SQLite runs one writer at a time and a
+// write sees the latest data, so the check and the take cannot be
+// overtaken. ok is false if owner is kept out; m, what the look before
+// found, then still tells how long the holders have left.
 func (b *rwBackend) take(ctx context.Context, name, owner string, mode rwlock.Mode, ttl time.Duration, m *modes) (token uint64, ok bool, err error) {
 	tx, err := b.db.begin(ctx)
 	if err != nil {
@@ -320,23 +336,14 @@ func (b *rwBackend) take(ctx context.Context, name, owner string, mode rwlock.Mo
 			_ = tx.rollback(context.WithoutCancel(ctx))
 		}
 	}()
-	var last int64
-	if _, err := tx.queryRow(ctx, b.q.head, []any{name}, &last); err != nil {
-		return 0, false, err
-	}
-	if *m, err = b.state(ctx, tx, name); err != nil {
-		return 0, false, err
-	}
-	if m.blocks(mode) {
-		return 0, false, nil
-	}
 	if m.ended {
 		if _, err := tx.exec(ctx, b.q.purge, name); err != nil {
 			return 0, false, err
 		}
 	}
 	var t int64
-	if _, err := tx.queryRow(ctx, b.q.take, []any{name}, &t); err != nil {
+	got, err := tx.queryRow(ctx, b.q.takeIfFree, []any{name, modeCode(mode)}, &t)
+	if err != nil || !got {
 		return 0, false, err
 	}
 	if _, err := tx.exec(ctx, b.q.hold, name, owner, modeCode(mode), ttl.Milliseconds(), t); err != nil {
