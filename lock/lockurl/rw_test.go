@@ -6,9 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/internal/redisnode"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/lockurl"
+	"github.com/latchkey-go/latchkey/lock/redislock"
 )
 
 func openRW(t *testing.T, raw string) *lockurl.RWLocker {
@@ -69,8 +73,16 @@ func TestOpenRW(t *testing.T) {
 		rwExcludes(t, openRW(t, raw), openRW(t, raw), testsvc.KeyPrefix(t)+"k")
 	})
 	t.Run("redis", func(t *testing.T) {
-		raw := "redis://" + testsvc.RedisAddr(t)
-		rwExcludes(t, openRW(t, raw), openRW(t, raw+"/0"), testsvc.KeyPrefix(t)+"k")
+		addr := testsvc.RedisAddr(t)
+		raw := "redis://" + addr
+		name := testsvc.KeyPrefix(t) + "k"
+		rwExcludes(t, openRW(t, raw), openRW(t, raw+"/0"), name)
+		// The fencing counter would stay a day on the shared server.
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		defer c.Close()
+		if err := c.Del(t.Context(), redisnode.RWKeys(redislock.DefaultPrefix, name)...).Err(); err != nil {
+			t.Error(err)
+		}
 	})
 	t.Run("etcd", func(t *testing.T) {
 		raw := "etcd://" + testsvc.StartEtcd(t).Endpoint()
