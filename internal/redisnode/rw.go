@@ -60,14 +60,17 @@ var (
 func (b *Node) RW() *RW { return &RW{n: b} }
 
 // member returns what owner is called in mode's keys: a reader's zset
-// member, a writer's owner.
-func (rw *RW) member(owner string, mode rwlock.Mode) string {
+// member, a writer's owner. known is false for a reader whose member this
+// RW never learned (its attempt's answer was lost): owner is returned.
+func (rw *RW) member(owner string, mode rwlock.Mode) (member string, known bool) {
 	if mode == rwlock.Read {
-		if m, ok := rw.readers.Load(owner); ok {
-			return m.(string)
+		m, ok := rw.readers.Load(owner)
+		if !ok {
+			return owner, false
 		}
+		return m.(string), true
 	}
-	return owner
+	return owner, true
 }
 
 // Close closes the Node.
@@ -118,7 +121,8 @@ func (rw *RW) TryAcquire(ctx context.Context, name, owner string, mode rwlock.Mo
 // Renew implements rwlock.Backend.
 func (rw *RW) Renew(ctx context.Context, name, owner string, mode rwlock.Mode, ttl time.Duration) error {
 	b := rw.n
-	n, err := b.exec.Run(ctx, nil, rwRenewScript, RWKeys(b.prefix, name), rw.member(owner, mode), modeArg(mode), millis(ttl), rw.readersKept()).Int64()
+	member, _ := rw.member(owner, mode) // an unknown reader is not renewed
+	n, err := b.exec.Run(ctx, nil, rwRenewScript, RWKeys(b.prefix, name), member, modeArg(mode), millis(ttl), rw.readersKept()).Int64()
 	if err != nil {
 		return fmt.Errorf("redislock: %w", err)
 	}
@@ -137,11 +141,15 @@ func (rw *RW) message(name string) string {
 // Release implements rwlock.Backend.
 func (rw *RW) Release(ctx context.Context, name, owner string, mode rwlock.Mode) error {
 	b := rw.n
-	member := rw.member(owner, mode)
+	member, known := rw.member(owner, mode)
 	if mode == rwlock.Read {
 		rw.readers.Delete(owner)
 	}
-	n, err := b.exec.Run(ctx, nil, rwReleaseScript, RWKeys(b.prefix, name), member, modeArg(mode), b.channel, rw.message(name)).Int64()
+	find := "0"
+	if !known {
+		find = "1"
+	}
+	n, err := b.exec.Run(ctx, nil, rwReleaseScript, RWKeys(b.prefix, name), member, modeArg(mode), b.channel, rw.message(name), find).Int64()
 	if err != nil {
 		return fmt.Errorf("redislock: %w", err)
 	}

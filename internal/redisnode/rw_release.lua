@@ -4,7 +4,9 @@
 -- KEYS as rw_acquire.lua's; ARGV[1] owner (a reader's: "<token> <owner>",
 -- its member), ARGV[2] "r" or "w", ARGV[3]
 -- release channel, ARGV[4] message (the releasing Locker's id and the
--- name's lock key). Returns 1 if released, else 0.
+-- name's lock key), ARGV[5] "1" if a reader's token is unknown (its
+-- attempt's answer was lost) and ARGV[1] is its bare owner, to be found
+-- among the members. Returns 1 if released, else 0.
 if ARGV[2] == 'w' then
 	if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 		return 0
@@ -13,11 +15,22 @@ if ARGV[2] == 'w' then
 else
 	local t = redis.call('TIME')
 	local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-	local ends = tonumber(redis.call('ZSCORE', KEYS[3], ARGV[1]))
+	local member = ARGV[1]
+	local ends = tonumber(redis.call('ZSCORE', KEYS[3], member))
+	if not ends and ARGV[5] == '1' then
+		local suffix = ' ' .. member
+		local all = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES')
+		for i = 1, #all, 2 do
+			if string.sub(all[i], -#suffix) == suffix then
+				member, ends = all[i], tonumber(all[i + 1])
+				break
+			end
+		end
+	end
 	if not ends then
 		return 0
 	end
-	redis.call('ZREM', KEYS[3], ARGV[1])
+	redis.call('ZREM', KEYS[3], member)
 	if ends <= now then
 		return 0
 	end
