@@ -143,9 +143,13 @@ func (rw *rwBackend) TryAcquire(ctx context.Context, name, owner string, mode rw
 	}
 }
 
-// create creates owner's node under dir, and dir's parents if missing; a
-// create whose answer was lost is looked for by its GUID, as New's Locker
-// does.
+// create creates owner's node under dir, and dir's parents if missing.
+// The create is not abandoned when ctx is done: a create abandoned in
+// flight may still make the node, which nobody would then delete before
+// the session ends, keeping every later contender out. It runs on a
+// bounded context of its own instead, and a node made for a caller that
+// has gone is deleted at once. A create whose answer was lost with the
+// connection is looked for by its GUID, as New's Locker does.
 func (rw *rwBackend) create(ctx context.Context, dir, owner string, mode rwlock.Mode) (*rwNode, error) {
 	b := rw.b
 	n := &rwNode{dir: dir, guid: newGUID(KazooNames)}
@@ -157,27 +161,29 @@ func (rw *rwBackend) create(ctx context.Context, dir, owner string, mode rwlock.
 	if _, l, _ := lock.ParseOwner(owner); l != "" {
 		label = []byte(l)
 	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	defer cancel()
 	path := dir + "/" + n.guid + kind
 	var err error
 	for range 3 {
-		n.path, err = call(ctx, b, func() (string, error) {
+		n.path, err = call(cctx, b, func() (string, error) {
 			return b.conn.Create(path, label, zk.FlagEphemeral|zk.FlagSequence, b.acl)
 		})
 		if errors.Is(err, zk.ErrNoNode) {
-			if err = b.createParents(ctx, dir); err != nil {
+			if err = b.createParents(cctx, dir); err != nil {
 				break
 			}
 			continue
 		}
-		if errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			n.path, err = b.findGUID(ctx, dir, n.guid, err)
+		if errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, context.DeadlineExceeded) {
+			n.path, err = b.findGUID(cctx, dir, n.guid, err)
 		}
 		break
 	}
 	if err != nil {
 		return nil, err
 	}
-	st, err := call(ctx, b, func() (*zk.Stat, error) {
+	st, err := call(cctx, b, func() (*zk.Stat, error) {
 		ok, st, err := b.conn.Exists(n.path)
 		if err == nil && !ok {
 			err = zk.ErrNoNode
@@ -189,8 +195,15 @@ func (rw *rwBackend) create(ctx context.Context, dir, owner string, mode rwlock.
 		return nil, fmt.Errorf("zklock: stat our new node: %w", err)
 	}
 	n.czxid, n.version = st.Czxid, st.Version
+	if ctx.Err() != nil {
+		rw.drop(ctx, owner, n)
+		return nil, ctx.Err()
+	}
 	return n, nil
 }
+
+// createTimeout bounds a create and the read of its node.
+const createTimeout = 5 * time.Second
 
 // forget removes n from the map if it is owner's.
 func (rw *rwBackend) forget(owner string, n *rwNode) {
