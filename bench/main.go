@@ -31,6 +31,8 @@ func main() {
 	redlockTable := flag.Bool("redlock", false, "measure redlock against redsync on 5 private redis-servers (needs redis-server on PATH)")
 	electTable := flag.Bool("elect", false, "measure leader election failover and resign hand-over on Redis, PostgreSQL (-pg) and a private etcd, next to etcd's concurrency.Election")
 	electN := flag.Int("elect-n", 100, "resign hand-overs per implementation in the election table (failovers: a tenth)")
+	rwTable := flag.Bool("rw", false, "measure read-write locks (rwlock) next to each backend's lock: Redis (-addr), PostgreSQL (-pg), SQLite, and etcd with -etcd")
+	rwOnly := flag.String("rw-only", "", "comma-separated backends of the -rw table (Redis, PostgreSQL, SQLite, etcd; default all)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	gs := flag.String("g", "1,16,64", "goroutine counts of the uncontended test")
 	skipContended := flag.Bool("nocontended", false, "skip the contended test")
@@ -107,6 +109,9 @@ func main() {
 			fmt.Fprintln(os.Stderr, "election:", err)
 			os.Exit(1)
 		}
+	}
+	if *rwTable {
+		rwBench(ctx, *addr, *sqlPG, prefix, *runs, *dur, *etcdTable, *rwOnly)
 	}
 	if *idemTable {
 		im := idemImplementations()

@@ -20,7 +20,7 @@ import (
 const defaultListLimit = 100
 
 const lockUsage = `usage: latchkey lock ls [--prefix P] [--limit N] [--cursor C] [flags]
-       latchkey lock show KEY [flags]
+       latchkey lock show KEY [--rw] [flags]
        latchkey lock break KEY [--yes] [--as NAME] [flags]
 
 The operator's view of the distributed locks on a backend:
@@ -28,7 +28,9 @@ The operator's view of the distributed locks on a backend:
   ls     lists held locks whose keys start with --prefix, at most --limit
          (default 100) per run, in pages: when there are more, the last line
          says the --cursor to pass for the next page
-  show   shows one lock: holder, fencing token, when taken, time left, waiters
+  show   shows one lock: holder, fencing token, when taken, time left, waiters;
+         with --rw, KEY's read-write lock: its writer or readers, each with
+         token and time left, and how many writers wait
   break  deletes a lock whoever holds it, so the next waiter gets in; the
          broken holder learns at its next renewal and, since every later
          token is higher, fenced writes refuse it. Asks on a terminal unless
@@ -65,6 +67,7 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		f.fs.IntVar(&f.limit, "limit", defaultListLimit, "at most this many locks (1 to "+strconv.Itoa(lock.MaxListLimit)+")")
 		f.fs.StringVar(&f.cursor, "cursor", "", "go on from where a page ended")
 	case "show":
+		f.fs.BoolVar(&f.rw, "rw", false, "show KEY's read-write lock (latchkey run --shared/--exclusive): writer, readers, waiting writers")
 	case "break":
 		f.fs.BoolVar(&f.yes, "yes", false, "break without asking")
 		f.fs.StringVar(&f.as, "as", os.Getenv("USER"), "who asks for the break, for the log ($USER)")
@@ -95,6 +98,9 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
+	if f.rw {
+		return rwShow(ctx, key, f, name, stdout, stderr)
+	}
 	locker, err := lockurl.Open(ctx, f.backend)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
@@ -122,6 +128,7 @@ type lockFlagSet struct {
 	cursor  string
 	yes     bool
 	as      string
+	rw      bool // show: the read-write lock
 }
 
 func lockFlags(name string) *lockFlagSet {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/lock"
-	"github.com/latchkey-go/latchkey/lock/lockurl"
 )
 
 // Environment variables "latchkey run" sets for the command.
@@ -43,6 +42,12 @@ If the lease is lost, the command gets SIGTERM, then SIGKILL after --grace.
 Signals sent to latchkey are forwarded to the command's process group. The
 lock is released when the command ends.
 
+With --shared or --exclusive the lock is KEY's read-write lock instead: runs
+with --shared hold it together (readers of a table), a run with --exclusive
+holds it alone (the job that rewrites it), and while an --exclusive run waits,
+new --shared runs wait behind it. The token still fences: an --exclusive run's
+is above every earlier run's, a --shared run's above the last --exclusive's.
+
 Without --backend (or $LATCHKEY_BACKEND) the lock is a SQLite file on this
 host: it excludes only commands on this host, not the same job on others.
 
@@ -64,6 +69,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	grace := fs.Duration("grace", 10*time.Second, "after a lost lease, time between SIGTERM and SIGKILL")
 	backend := fs.String("backend", defaultRunBackend(),
 		"lock backend URL: sqlite:///path, postgres://..., redis://host:port, ... ($"+envBackend+")")
+	rw := addRWFlags(fs)
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -78,12 +84,15 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case *grace < 0:
 		fmt.Fprintln(stderr, "latchkey run: --grace must not be negative")
 		return exitUsage
+	case rw.check() != "":
+		fmt.Fprintln(stderr, rw.check())
+		return exitUsage
 	}
 	if !flagSet(fs, "backend") && os.Getenv(envBackend) == "" {
 		fmt.Fprintln(stderr, "latchkey run: no --backend: the lock is a SQLite file on this host and excludes only commands on this host")
 	}
 
-	locker, err := lockurl.Open(ctx, *backend)
+	locker, err := rw.open(ctx, *backend)
 	if err != nil {
 		fmt.Fprintf(stderr, "latchkey run: %v\n", err)
 		if errors.Is(err, lock.ErrInvalid) {

@@ -22,14 +22,29 @@ const etcdDialTimeout = 5 * time.Second
 // through any of the listed members, plain HTTP (gRPC without TLS). The path,
 // without its leading slash, is the key prefix (etcdlock.WithPrefix); none
 // means the layout of `etcdctl lock` and concurrency.Mutex.
-func openEtcd(ctx context.Context, raw string, u *url.URL) (Locker, error) {
+func openEtcd(ctx context.Context, _ string, u *url.URL) (Locker, error) {
+	c, opts, err := etcdConnect(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	l, err := etcdlock.New(c, opts...)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return &etcdLocker{Locker: l, client: c}, nil
+}
+
+// etcdConnect returns a client of the cluster an etcd URL names, checked to
+// answer, and the options its path asks for.
+func etcdConnect(ctx context.Context, u *url.URL) (*clientv3.Client, []etcdlock.Option, error) {
 	if u.Opaque != "" || u.Host == "" {
-		return nil, invalidf("etcd URL names no member; write etcd://host:port[,host:port]")
+		return nil, nil, invalidf("etcd URL names no member; write etcd://host:port[,host:port]")
 	}
 	var eps []string
 	for _, h := range strings.Split(u.Host, ",") {
 		if h == "" {
-			return nil, invalidf("etcd URL has an empty member in %q", u.Host)
+			return nil, nil, invalidf("etcd URL has an empty member in %q", u.Host)
 		}
 		eps = append(eps, h)
 	}
@@ -40,25 +55,20 @@ func openEtcd(ctx context.Context, raw string, u *url.URL) (Locker, error) {
 	}
 	c, err := clientv3.New(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// clientv3.New does not contact the server: check it answers now.
 	sctx, cancel := context.WithTimeout(ctx, etcdDialTimeout)
 	defer cancel()
 	if _, err := c.Get(sctx, "latchkey-lockurl-ping", clientv3.WithCountOnly()); err != nil {
 		_ = c.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	var opts []etcdlock.Option
 	if p := strings.TrimPrefix(u.Path, "/"); p != "" {
 		opts = append(opts, etcdlock.WithPrefix(p))
 	}
-	l, err := etcdlock.New(c, opts...)
-	if err != nil {
-		_ = c.Close()
-		return nil, err
-	}
-	return &etcdLocker{Locker: l, client: c}, nil
+	return c, opts, nil
 }
 
 // etcdLocker revokes the Locker's idle leases and closes its client.

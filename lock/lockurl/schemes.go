@@ -32,6 +32,20 @@ func (memLocker) Close() error { return nil }
 // sqlite:///abs/path or sqlite:rel/path. Query parameters are passed to the
 // driver after ours (busy timeout, WAL, synchronous=NORMAL).
 func openSQLite(ctx context.Context, _ string, u *url.URL) (Locker, error) {
+	db, err := sqliteDB(u)
+	if err != nil {
+		return nil, err
+	}
+	l, err := sqllock.New(ctx, db, sqllock.SQLite)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &sqlLocker{Locker: l, closeDB: db.Close}, nil
+}
+
+// sqliteDB opens the file a sqlite URL names.
+func sqliteDB(u *url.URL) (*sql.DB, error) {
 	path, err := sqlitePath(u)
 	if err != nil {
 		return nil, err
@@ -47,12 +61,7 @@ func openSQLite(ctx context.Context, _ string, u *url.URL) (Locker, error) {
 	// One connection per process: SQLite's busy handler is not fair, and a
 	// process's own connections could starve its renewals (see sqllock).
 	db.SetMaxOpenConns(1)
-	l, err := sqllock.New(ctx, db, sqllock.SQLite)
-	if err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	return &sqlLocker{Locker: l, closeDB: db.Close}, nil
+	return db, nil
 }
 
 func sqlitePath(u *url.URL) (string, error) {

@@ -14,9 +14,11 @@ import (
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/locktest"
+	"github.com/latchkey-go/latchkey/rwlock/rwlocktest"
 )
 
 func TestMain(m *testing.M) {
+	rwlocktest.Child(rwTarget)
 	if os.Getenv(childEnvAddr) != "" {
 		runChild() // never returns
 	}

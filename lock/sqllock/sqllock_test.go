@@ -24,6 +24,7 @@ import (
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/locktest"
 	"github.com/latchkey-go/latchkey/lock/sqllock"
+	"github.com/latchkey-go/latchkey/rwlock/rwlocktest"
 )
 
 func sqliteDSN(path string) string {
@@ -257,6 +258,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	rwlocktest.Child(rwTarget)
 	if kind := os.Getenv(childEnv); kind != "" {
 		os.Exit(runChild(kind))
 	}

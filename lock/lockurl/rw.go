@@ -1,0 +1,159 @@
+package lockurl
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/internal/backendurl"
+	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/etcdlock"
+	"github.com/latchkey-go/latchkey/lock/memlock"
+	"github.com/latchkey-go/latchkey/lock/redislock"
+	"github.com/latchkey-go/latchkey/lock/sqllock"
+	"github.com/latchkey-go/latchkey/lock/zklock"
+	"github.com/latchkey-go/latchkey/rwlock"
+)
+
+// An RWLocker is a read-write Locker (package rwlock) that owns its
+// connections: Close closes them after the Locker.
+type RWLocker struct {
+	*rwlock.Locker
+	closeConn func() error // nil if the Locker's Close is all
+	once      sync.Once
+	err       error // Close's result; written once
+}
+
+// Close closes the Locker, then the connections it was opened with. It is
+// safe to call more than once.
+func (l *RWLocker) Close() error {
+	l.once.Do(func() {
+		l.err = l.Locker.Close()
+		if l.closeConn != nil {
+			l.err = errors.Join(l.err, l.closeConn())
+		}
+	})
+	return l.err
+}
+
+// rwSchemes holds every scheme OpenRW knows: those of Open whose backend
+// has read-write locks.
+var rwSchemes = backendurl.Schemes[*RWLocker]{
+	Pkg: "lockurl", Invalid: lock.ErrInvalid, Unsupported: ErrUnsupported,
+	Openers: map[string]backendurl.Opener[*RWLocker]{
+		"mem":           openMemRW,
+		"sqlite":        openSQLiteRW,
+		"postgres":      openPostgresRW,
+		"postgresql":    openPostgresRW,
+		"redis":         openRedisRW,
+		"rediss":        openRedisRW,
+		"redis-cluster": openRedisRW,
+		"etcd":          openEtcdRW,
+		"zk":            openZKRW,
+	},
+}
+
+// RWSchemes returns the URL schemes OpenRW accepts, sorted.
+func RWSchemes() []string { return rwSchemes.Names() }
+
+// OpenRW returns the read-write Locker rawURL names, as Open does for a
+// lock: the same URLs, for the backends that have read-write locks (not
+// mysql:// and redlock://). The caller must Close it. Errors are Open's.
+func OpenRW(ctx context.Context, rawURL string) (*RWLocker, error) {
+	return rwSchemes.Open(ctx, rawURL)
+}
+
+func openMemRW(ctx context.Context, raw string, u *url.URL) (*RWLocker, error) {
+	if _, err := openMem(ctx, raw, u); err != nil { // the same checks
+		return nil, err
+	}
+	return &RWLocker{Locker: memlock.NewRW()}, nil
+}
+
+func openSQLiteRW(ctx context.Context, _ string, u *url.URL) (*RWLocker, error) {
+	db, err := sqliteDB(u)
+	if err != nil {
+		return nil, err
+	}
+	l, err := sqllock.NewRW(ctx, db, sqllock.SQLite)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &RWLocker{Locker: l, closeConn: db.Close}, nil
+}
+
+func openPostgresRW(ctx context.Context, raw string, _ *url.URL) (*RWLocker, error) {
+	cfg, err := pgxpool.ParseConfig(raw)
+	if err != nil {
+		return nil, invalidf("%w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	l, err := sqllock.NewPgxRW(ctx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &RWLocker{Locker: l, closeConn: func() error { pool.Close(); return nil }}, nil
+}
+
+func openRedisRW(ctx context.Context, raw string, u *url.URL) (*RWLocker, error) {
+	var c redisClient
+	if u.Scheme == "redis-cluster" {
+		opt, err := backendurl.ClusterOptions(raw)
+		if err != nil {
+			return nil, invalidf("%w", err)
+		}
+		c = redis.NewClusterClient(opt)
+	} else {
+		opt, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, invalidf("%w", err)
+		}
+		c = redis.NewClient(opt)
+	}
+	if err := c.Ping(ctx).Err(); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	l, err := redislock.NewRW(c)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return &RWLocker{Locker: l, closeConn: c.Close}, nil
+}
+
+func openEtcdRW(ctx context.Context, _ string, u *url.URL) (*RWLocker, error) {
+	c, opts, err := etcdConnect(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	l, err := etcdlock.NewRW(c, opts...)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return &RWLocker{Locker: l, closeConn: c.Close}, nil
+}
+
+func openZKRW(ctx context.Context, _ string, u *url.URL) (*RWLocker, error) {
+	servers, opts, err := zkConfig(u)
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, zkDialTimeout)
+	defer cancel()
+	l, err := zklock.NewRW(dctx, servers, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &RWLocker{Locker: l}, nil
+}

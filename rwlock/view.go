@@ -1,0 +1,188 @@
+package rwlock
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/latchkey-go/latchkey/lock"
+)
+
+// A view is one mode of a Backend as a lock.Backend, for a lock.Manager. It
+// is a lock.OwnerWatcher, so the Manager keeps no queue of its own: every
+// waiting reader attempts when woken (they may all get in together), and
+// the writers' view learns which owners wait, which is what turns their
+// failed attempts into intents.
+type view struct {
+	b       Backend
+	watcher ReleaseWatcher // b's, or nil
+	mode    Mode
+
+	mu      sync.Mutex
+	waiting map[string]*waiting // by owner: the Acquire calls that may wait; guarded by mu
+	// writers queues, by name, the writers of this Locker that wait, in
+	// arrival order; only the first attempts, so a release wakes one
+	// attempt of this Locker's, not a herd. Guarded by mu.
+	writers map[string][]*waiting
+}
+
+// waiting is one Acquire that may wait. Its watch of the backend starts
+// after its first failed attempt, not before the first attempt as the
+// Manager asks: most attempts succeed at once and need none.
+type waiting struct {
+	name   string
+	ctx    context.Context // the Acquire's
+	wake   chan struct{}   // what the Manager waits on; capacity 1
+	stop   func()          // ends the backend's watch; nil until it starts
+	intent bool            // a writer's failed attempt may have recorded an intent
+}
+
+var (
+	_ lock.Backend      = (*view)(nil)
+	_ lock.OwnerWatcher = (*view)(nil)
+)
+
+// withdrawTimeout bounds the withdrawal of a writer's intent when it stops
+// waiting; a withdrawal that fails leaves the intent to end after IntentTTL.
+const withdrawTimeout = time.Second
+
+func (v *view) TryAcquire(ctx context.Context, name, owner string, ttl time.Duration) (uint64, time.Duration, error) {
+	v.mu.Lock()
+	w := v.waiting[owner]
+	behind := w != nil && v.mode == Write && v.writers[name][0] != w
+	v.mu.Unlock()
+	if behind {
+		// A writer of this Locker waits longer, and its intent already
+		// keeps readers out: it attempts first, and wakes us when it
+		// leaves.
+		v.startWatch(w)
+		return 0, 0, lock.ErrNotAcquired
+	}
+	intent := w != nil && v.mode == Write
+	token, left, err := v.b.TryAcquire(ctx, name, owner, v.mode, ttl, intent)
+	if w == nil {
+		return token, left, err
+	}
+	v.mu.Lock()
+	if intent {
+		// Any failure may have recorded the intent (a transient error
+		// may come after the server applied the attempt).
+		w.intent = err != nil
+	}
+	v.mu.Unlock()
+	if err != nil {
+		v.startWatch(w)
+	}
+	return token, left, err
+}
+
+// startWatch starts w's watch unless it has one or the backend cannot
+// watch.
+func (v *view) startWatch(w *waiting) {
+	v.mu.Lock()
+	start := w.stop == nil && v.watcher != nil
+	v.mu.Unlock()
+	if start {
+		v.watch(w)
+	}
+}
+
+// watch starts w's watch of the backend and wakes w once, so that its
+// Acquire attempts again at once: a release between the attempt that
+// failed and the watch is not missed. If the watch cannot start, the
+// Manager's poll goes on alone.
+func (v *view) watch(w *waiting) {
+	ch, stop, err := v.watcher.WatchRelease(w.ctx, w.name)
+	if err != nil {
+		stop = func() {}
+	} else {
+		done := make(chan struct{})
+		quit := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-ch:
+					signal(w.wake)
+				case <-quit:
+					return
+				}
+			}
+		}()
+		inner := stop
+		stop = func() { close(quit); <-done; inner() }
+	}
+	v.mu.Lock()
+	w.stop = stop
+	v.mu.Unlock()
+	if err == nil {
+		signal(w.wake)
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (v *view) Renew(ctx context.Context, name, owner string, ttl time.Duration) error {
+	return v.b.Renew(ctx, name, owner, v.mode, ttl)
+}
+
+func (v *view) Release(ctx context.Context, name, owner string) error {
+	return v.b.Release(ctx, name, owner, v.mode)
+}
+
+// WatchReleaseOwner is called by the Manager before the first attempt of an
+// Acquire that may wait, and stop when it returns. It marks owner as one
+// that waits (for a writer, its failed attempts then record its intent),
+// and stop withdraws the intent unless the last attempt got in.
+func (v *view) WatchReleaseOwner(ctx context.Context, name, owner string) (<-chan struct{}, func(), error) {
+	w := &waiting{name: name, ctx: ctx, wake: make(chan struct{}, 1)}
+	v.mu.Lock()
+	if v.waiting == nil {
+		v.waiting = make(map[string]*waiting)
+	}
+	v.waiting[owner] = w
+	if v.mode == Write {
+		if v.writers == nil {
+			v.writers = make(map[string][]*waiting)
+		}
+		v.writers[name] = append(v.writers[name], w)
+	}
+	v.mu.Unlock()
+	var wake <-chan struct{} = w.wake
+	if v.watcher == nil {
+		wake = nil // the Manager then polls often, not as a safety net
+	}
+	return wake, func() {
+		v.mu.Lock()
+		delete(v.waiting, owner)
+		stop, recorded := w.stop, w.intent
+		if v.mode == Write {
+			q := v.writers[name]
+			i := slices.Index(q, w)
+			q = slices.Delete(q, i, i+1)
+			if len(q) == 0 {
+				delete(v.writers, name)
+			} else {
+				v.writers[name] = q
+				if i == 0 {
+					signal(q[0].wake) // the next writer's turn
+				}
+			}
+		}
+		v.mu.Unlock()
+		if recorded {
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawTimeout)
+			_ = v.b.Withdraw(wctx, name, owner)
+			cancel()
+		}
+		if stop != nil {
+			stop()
+		}
+	}, nil
+}
