@@ -47,6 +47,11 @@ type Harness struct {
 	// TTL is the short lease the suite uses where renewal or expiry must
 	// happen during a test. Default: 1 s.
 	TTL time.Duration
+
+	// MaxTTL, if set, is the longest TTL the backend accepts (ZooKeeper:
+	// the session timeout); the suite's long leases, 10 to 30 s, are cut
+	// to it. They are renewed, so they still outlive the tests.
+	MaxTTL time.Duration
 }
 
 // eventually bounds waits for things that must happen; it is a failure
@@ -97,6 +102,20 @@ type suite struct {
 	ttl time.Duration
 }
 
+// long returns the option of a long lease of d, at most Harness.MaxTTL.
+func (s *suite) long(d time.Duration) lock.Option {
+	if s.h.MaxTTL > 0 && d > s.h.MaxTTL {
+		d = s.h.MaxTTL
+	}
+	return lock.WithTTL(d)
+}
+
+// opts puts a long lease before opts, which may choose another TTL: the
+// default TTL, 30 s, may be more than the backend accepts.
+func (s *suite) opts(opts []lock.Option) []lock.Option {
+	return append([]lock.Option{s.long(lock.DefaultTTL)}, opts...)
+}
+
 func (s *suite) client(t *testing.T) *semaphore.Client {
 	t.Helper()
 	c := s.h.New(t)
@@ -131,9 +150,9 @@ func sem(t *testing.T, c *semaphore.Client, name string, n int) *semaphore.Semap
 	return s
 }
 
-func take(t *testing.T, s *semaphore.Semaphore, k int, opts ...lock.Option) *semaphore.Permit {
+func (su *suite) take(t *testing.T, s *semaphore.Semaphore, k int, opts ...lock.Option) *semaphore.Permit {
 	t.Helper()
-	p, err := s.AcquireN(ctxT(t), k, opts...)
+	p, err := s.AcquireN(ctxT(t), k, su.opts(opts)...)
 	if err != nil {
 		t.Fatalf("AcquireN(%d of %d): %v", k, s.Permits(), err)
 	}
@@ -151,9 +170,9 @@ func release(t *testing.T, p *semaphore.Permit) {
 }
 
 // full checks that k permits of s cannot be taken now.
-func full(t *testing.T, s *semaphore.Semaphore, k int, why string) {
+func (su *suite) full(t *testing.T, s *semaphore.Semaphore, k int, why string) {
 	t.Helper()
-	p, err := s.AcquireN(ctxT(t), k, lock.WithWait(0))
+	p, err := s.AcquireN(ctxT(t), k, su.opts([]lock.Option{lock.WithWait(0)})...)
 	if !errors.Is(err, lock.ErrNotAcquired) {
 		if p != nil {
 			_ = p.Release(ctxT(t))
@@ -221,7 +240,7 @@ func (s *suite) badInput(t *testing.T) {
 		t.Errorf("Do(nil) = %v, want ErrInvalid", err)
 	}
 	// Nothing was taken: both permits are free.
-	release(t, take(t, sm, 2, lock.WithWait(0)))
+	release(t, s.take(t, sm, 2, lock.WithWait(0)))
 }
 
 // countMismatch checks that a party with another N is refused while the
@@ -229,9 +248,9 @@ func (s *suite) badInput(t *testing.T) {
 func (s *suite) countMismatch(t *testing.T) {
 	a, b := s.client(t), s.client(t)
 	n := name(t)
-	two := take(t, sem(t, a, n, 2), 1)
+	two := s.take(t, sem(t, a, n, 2), 1)
 	for _, other := range []int{1, 3} {
-		p, err := sem(t, b, n, other).Acquire(ctxT(t), lock.WithWait(time.Second))
+		p, err := sem(t, b, n, other).Acquire(ctxT(t), s.opts([]lock.Option{lock.WithWait(time.Second)})...)
 		var me *semaphore.MismatchError
 		if !errors.Is(err, semaphore.ErrMismatch) || p != nil {
 			t.Fatalf("Acquire with N=%d while held with N=2 = (%v, %v), want ErrMismatch", other, p, err)
@@ -241,12 +260,12 @@ func (s *suite) countMismatch(t *testing.T) {
 		}
 	}
 	// The refused parties took nothing: the second permit is still free.
-	second := take(t, sem(t, b, n, 2), 1, lock.WithWait(0))
+	second := s.take(t, sem(t, b, n, 2), 1, lock.WithWait(0))
 	release(t, two)
 	release(t, second)
 	// Free again: another N is accepted, and then holds.
-	three := take(t, sem(t, b, n, 3), 3, lock.WithWait(0))
-	if _, err := sem(t, a, n, 2).Acquire(ctxT(t), lock.WithWait(0)); !errors.Is(err, semaphore.ErrMismatch) {
+	three := s.take(t, sem(t, b, n, 3), 3, lock.WithWait(0))
+	if _, err := sem(t, a, n, 2).Acquire(ctxT(t), s.opts([]lock.Option{lock.WithWait(0)})...); !errors.Is(err, semaphore.ErrMismatch) {
 		t.Fatalf("Acquire with N=2 while held with N=3 = %v, want ErrMismatch", err)
 	}
 	release(t, three)
@@ -272,7 +291,7 @@ func (s *suite) neverMoreThanN(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range rounds {
-					p, err := sm.AcquireN(ctxT(t), k, lock.WithTTL(10*time.Second))
+					p, err := sm.AcquireN(ctxT(t), k, s.long(10*time.Second))
 					if err != nil {
 						t.Errorf("AcquireN(%d): %v", k, err)
 						return
@@ -309,13 +328,13 @@ func (s *suite) allOrNone(t *testing.T) {
 	a, b := s.client(t), s.client(t)
 	n := name(t)
 	sa, sb := sem(t, a, n, 4), sem(t, b, n, 4)
-	three := take(t, sa, 3)
-	full(t, sb, 2, "3 of 4 held")
-	one := take(t, sb, 1, lock.WithWait(0))
-	full(t, sb, 1, "4 of 4 held")
+	three := s.take(t, sa, 3)
+	s.full(t, sb, 2, "3 of 4 held")
+	one := s.take(t, sb, 1, lock.WithWait(0))
+	s.full(t, sb, 1, "4 of 4 held")
 	release(t, three)
 	// The failed attempts took nothing: three are free again.
-	release(t, take(t, sb, 3, lock.WithWait(0)))
+	release(t, s.take(t, sb, 3, lock.WithWait(0)))
 	release(t, one)
 }
 
@@ -323,8 +342,8 @@ func (s *suite) tryOnce(t *testing.T) {
 	a, b := s.client(t), s.client(t)
 	n := name(t)
 	sa, sb := sem(t, a, n, 2), sem(t, b, n, 2)
-	p1, p2 := take(t, sa, 1, lock.WithTTL(10*time.Second)), take(t, sb, 1, lock.WithWait(0))
-	_, err := sb.Acquire(ctxT(t), lock.WithWait(0))
+	p1, p2 := s.take(t, sa, 1, s.long(10*time.Second)), s.take(t, sb, 1, lock.WithWait(0))
+	_, err := sb.Acquire(ctxT(t), s.opts([]lock.Option{lock.WithWait(0)})...)
 	if !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("try-once with every permit held = %v, want ErrNotAcquired", err)
 	}
@@ -333,18 +352,18 @@ func (s *suite) tryOnce(t *testing.T) {
 		t.Fatalf("HeldError.TimeLeft = %v for leases of at most 30 s", held.TimeLeft)
 	}
 	release(t, p1)
-	release(t, take(t, sb, 1, lock.WithWait(0)))
+	release(t, s.take(t, sb, 1, lock.WithWait(0)))
 	release(t, p2)
 }
 
 func (s *suite) waitLimit(t *testing.T) {
 	a, b := s.client(t), s.client(t)
 	n := name(t)
-	held := take(t, sem(t, a, n, 1), 1, lock.WithTTL(20*time.Second))
+	held := s.take(t, sem(t, a, n, 1), 1, s.long(20*time.Second))
 	defer release(t, held)
 	const wait = 200 * time.Millisecond
 	start := time.Now()
-	_, err := sem(t, b, n, 1).Acquire(ctxT(t), lock.WithWait(wait))
+	_, err := sem(t, b, n, 1).Acquire(ctxT(t), s.opts([]lock.Option{lock.WithWait(wait)})...)
 	if !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("Acquire with a wait limit = %v, want ErrNotAcquired", err)
 	}
@@ -357,17 +376,17 @@ func (s *suite) waitLimit(t *testing.T) {
 func (s *suite) ctxCancel(t *testing.T) {
 	a, b := s.client(t), s.client(t)
 	n := name(t)
-	held := take(t, sem(t, a, n, 2), 2, lock.WithTTL(20*time.Second))
+	held := s.take(t, sem(t, a, n, 2), 2, s.long(20*time.Second))
 	defer release(t, held)
 	sb := sem(t, b, n, 2)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	time.AfterFunc(150*time.Millisecond, cancel)
-	if _, err := sb.Acquire(ctx); !errors.Is(err, context.Canceled) {
+	if _, err := sb.Acquire(ctx, s.opts(nil)...); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Acquire cancelled while waiting = %v, want context.Canceled", err)
 	}
 	ctx, cancel = context.WithTimeout(ctxT(t), 150*time.Millisecond)
 	defer cancel()
-	if _, err := sb.Acquire(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := sb.Acquire(ctx, s.opts(nil)...); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Acquire past its ctx deadline = %v, want context.DeadlineExceeded", err)
 	}
 	if sb.Waiting() != 0 {
@@ -382,10 +401,10 @@ func (s *suite) wakeOnRelease(t *testing.T) {
 	n := name(t)
 	const ttl = 30 * time.Second
 	sa := sem(t, a, n, 2)
-	p1, p2 := take(t, sa, 1, lock.WithTTL(ttl)), take(t, sa, 1, lock.WithTTL(ttl))
+	p1, p2 := s.take(t, sa, 1, s.long(ttl)), s.take(t, sa, 1, s.long(ttl))
 	got := make(chan *semaphore.Permit, 1)
 	go func() {
-		p, err := sem(t, b, n, 2).Acquire(ctxT(t), lock.WithWait(ttl/2))
+		p, err := sem(t, b, n, 2).Acquire(ctxT(t), s.opts([]lock.Option{lock.WithWait(ttl / 2)})...)
 		if err != nil {
 			t.Errorf("waiter: %v", err)
 		}
@@ -417,7 +436,7 @@ func (s *suite) arrivalOrder(t *testing.T) {
 	n := name(t)
 	const waiters = 4
 	sa, sb := sem(t, a, n, 3), sem(t, b, n, 3)
-	all := take(t, sa, 3, lock.WithTTL(30*time.Second))
+	all := s.take(t, sa, 3, s.long(30*time.Second))
 	type grant struct {
 		i int
 		p *semaphore.Permit
@@ -425,7 +444,7 @@ func (s *suite) arrivalOrder(t *testing.T) {
 	got := make(chan grant, waiters)
 	for i := range waiters {
 		go func() {
-			p, err := sb.Acquire(ctxT(t), lock.WithTTL(30*time.Second), lock.WithWait(eventually))
+			p, err := sb.Acquire(ctxT(t), s.long(30*time.Second), lock.WithWait(eventually))
 			if err != nil {
 				t.Errorf("waiter %d: %v", i, err)
 			}
@@ -470,7 +489,7 @@ func (s *suite) releaseTwice(t *testing.T) {
 	a, b := s.client(t), s.client(t)
 	n := name(t)
 	sa, sb := sem(t, a, n, 2), sem(t, b, n, 2)
-	p := take(t, sa, 1)
+	p := s.take(t, sa, 1)
 	release(t, p)
 	if err := p.Release(ctxT(t)); err != nil {
 		t.Fatalf("second Release = %v, want nil", err)
@@ -479,11 +498,11 @@ func (s *suite) releaseTwice(t *testing.T) {
 		t.Fatalf("Err after Release = %v, want ErrReleased", p.Err())
 	}
 	// Others hold both permits now; a third Release must free neither.
-	o1, o2 := take(t, sb, 1, lock.WithWait(0)), take(t, sb, 1, lock.WithWait(0))
+	o1, o2 := s.take(t, sb, 1, lock.WithWait(0)), s.take(t, sb, 1, lock.WithWait(0))
 	if err := p.Release(ctxT(t)); err != nil {
 		t.Fatalf("third Release = %v", err)
 	}
-	full(t, sa, 1, "after a repeated Release")
+	s.full(t, sa, 1, "after a repeated Release")
 	release(t, o1)
 	release(t, o2)
 }
@@ -491,13 +510,13 @@ func (s *suite) releaseTwice(t *testing.T) {
 func (s *suite) releaseOwn(t *testing.T) {
 	a, b := s.client(t), s.client(t)
 	n := name(t)
-	first := take(t, sem(t, a, n, 1), 1, lock.WithTTL(s.ttl))
+	first := s.take(t, sem(t, a, n, 1), 1, lock.WithTTL(s.ttl))
 	s.h.Revoke(t, n)
-	second := take(t, sem(t, b, n, 1), 1, lock.WithTTL(10*time.Second), lock.WithWait(eventually))
+	second := s.take(t, sem(t, b, n, 1), 1, s.long(10*time.Second), lock.WithWait(eventually))
 	if err := first.Release(ctxT(t)); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("stale holder's Release = %v, want ErrNotHeld", err)
 	}
-	full(t, sem(t, a, n, 1), 1, "after a stale Release")
+	s.full(t, sem(t, a, n, 1), 1, "after a stale Release")
 	notDone(t, second)
 	release(t, second)
 }
@@ -505,12 +524,12 @@ func (s *suite) releaseOwn(t *testing.T) {
 func (s *suite) fixedTTL(t *testing.T) {
 	a, b := s.client(t), s.client(t)
 	n := name(t)
-	p := take(t, sem(t, a, n, 1), 1, lock.WithTTL(s.ttl), lock.WithFixedTTL())
+	p := s.take(t, sem(t, a, n, 1), 1, lock.WithTTL(s.ttl), lock.WithFixedTTL())
 	waitDone(t, p, eventually)
 	if !errors.Is(p.Err(), lock.ErrLeaseLost) {
 		t.Fatalf("Err after expiry = %v, want ErrLeaseLost", p.Err())
 	}
-	next := take(t, sem(t, b, n, 1), 1, lock.WithWait(eventually))
+	next := s.take(t, sem(t, b, n, 1), 1, lock.WithWait(eventually))
 	if next.Token() <= p.Token() {
 		t.Fatalf("token after expiry %d <= expired holder's %d", next.Token(), p.Token())
 	}
@@ -524,17 +543,17 @@ func (s *suite) fixedTTL(t *testing.T) {
 func (s *suite) renewal(t *testing.T) {
 	a, b := s.client(t), s.client(t)
 	n := name(t)
-	p := take(t, sem(t, a, n, 2), 2, lock.WithTTL(s.ttl))
+	p := s.take(t, sem(t, a, n, 2), 2, lock.WithTTL(s.ttl))
 	time.Sleep(4 * s.ttl)
 	notDone(t, p)
-	full(t, sem(t, b, n, 2), 1, "renewed permits after 4 TTLs")
+	s.full(t, sem(t, b, n, 2), 1, "renewed permits after 4 TTLs")
 	release(t, p)
 }
 
 func (s *suite) revoked(t *testing.T) {
 	c := s.client(t)
 	n := name(t)
-	p := take(t, sem(t, c, n, 3), 2, lock.WithTTL(s.ttl))
+	p := s.take(t, sem(t, c, n, 3), 2, lock.WithTTL(s.ttl))
 	s.h.Revoke(t, n)
 	waitDone(t, p, eventually)
 	if !errors.Is(p.Err(), lock.ErrLeaseLost) {
@@ -580,7 +599,7 @@ func (s *suite) tokensIncrease(t *testing.T) {
 			defer wg.Done()
 			var last uint64
 			for range each {
-				p, err := sm.Acquire(ctxT(t))
+				p, err := sm.Acquire(ctxT(t), s.opts(nil)...)
 				if err != nil {
 					t.Errorf("Acquire: %v", err)
 					return
@@ -603,7 +622,7 @@ func (s *suite) tokensIncrease(t *testing.T) {
 	if len(slices.Compact(slices.Clone(tokens))) != len(tokens) {
 		t.Fatalf("a token was issued twice: %v", tokens)
 	}
-	after := take(t, sem(t, s.client(t), n, 4), 4)
+	after := s.take(t, sem(t, s.client(t), n, 4), 4)
 	if len(tokens) > 0 && after.Token() <= tokens[len(tokens)-1] {
 		t.Fatalf("token %d after %d", after.Token(), tokens[len(tokens)-1])
 	}
@@ -621,8 +640,8 @@ func (s *suite) inspect(t *testing.T) {
 		t.Fatalf("Inspect of a free semaphore = (%+v, %v), want no holders", info, err)
 	}
 	sm := sem(t, c, n, 5)
-	p1 := take(t, sm, 2, lock.WithHolder("report job 1"), lock.WithTTL(20*time.Second))
-	p2 := take(t, sm, 1, lock.WithTTL(20*time.Second))
+	p1 := s.take(t, sm, 2, lock.WithHolder("report job 1"), s.long(20*time.Second))
+	p2 := s.take(t, sm, 1, s.long(20*time.Second))
 	info, err = c.Inspect(ctxT(t), n)
 	if err != nil {
 		t.Fatalf("Inspect: %v", err)
@@ -634,8 +653,9 @@ func (s *suite) inspect(t *testing.T) {
 	for _, x := range info.Holders {
 		h[x.Token] = x
 	}
-	if x := h[p1.Token()]; x.Holder != "report job 1" || x.Count != 2 || x.TimeLeft <= 0 || x.TimeLeft > 20*time.Second {
-		t.Fatalf("first holder = %+v, want label, 2 permits, time left", x)
+	if x := h[p1.Token()]; x.Holder != "report job 1" || x.Count != 2 ||
+		x.TimeLeft != lock.Unknown && (x.TimeLeft <= 0 || x.TimeLeft > 20*time.Second) {
+		t.Fatalf("first holder = %+v, want label, 2 permits, time left (or lock.Unknown)", x)
 	}
 	if x := h[p2.Token()]; x.Holder != "" || x.Count != 1 {
 		t.Fatalf("second holder = %+v, want no label, 1 permit", x)
@@ -656,9 +676,9 @@ func (s *suite) deadHolder(t *testing.T) {
 	dead, alive := s.client(t), s.client(t)
 	n := name(t)
 	begin := time.Now()
-	p := take(t, sem(t, dead, n, 2), 2, lock.WithTTL(s.ttl))
+	p := s.take(t, sem(t, dead, n, 2), 2, lock.WithTTL(s.ttl))
 	s.h.Cut(t, dead)
-	got, err := sem(t, alive, n, 2).AcquireN(ctxT(t), 2, lock.WithWait(eventually))
+	got, err := sem(t, alive, n, 2).AcquireN(ctxT(t), 2, s.opts([]lock.Option{lock.WithWait(eventually)})...)
 	if err != nil {
 		t.Fatalf("waiter for a dead holder's permits: %v", err)
 	}
