@@ -18,18 +18,16 @@ import (
 // no earlier deadline.
 const etcdDialTimeout = 5 * time.Second
 
-// etcd://[user:password@]host:port[,host:port...][/prefix]: an etcd cluster
-// through any of the listed members, plain HTTP (gRPC without TLS). The path,
-// without its leading slash, is the key prefix (etcdlock.WithPrefix); none
-// means the layout of `etcdctl lock` and concurrency.Mutex.
-func openEtcd(ctx context.Context, raw string, u *url.URL) (Locker, error) {
+// etcdClient connects to the members an etcd:// URL names and returns the
+// client, checked with one read, and the prefix option of its path.
+func etcdClient(ctx context.Context, u *url.URL) (*clientv3.Client, []etcdlock.Option, error) {
 	if u.Opaque != "" || u.Host == "" {
-		return nil, invalidf("etcd URL names no member; write etcd://host:port[,host:port]")
+		return nil, nil, invalidf("etcd URL names no member; write etcd://host:port[,host:port]")
 	}
 	var eps []string
 	for _, h := range strings.Split(u.Host, ",") {
 		if h == "" {
-			return nil, invalidf("etcd URL has an empty member in %q", u.Host)
+			return nil, nil, invalidf("etcd URL has an empty member in %q", u.Host)
 		}
 		eps = append(eps, h)
 	}
@@ -40,18 +38,30 @@ func openEtcd(ctx context.Context, raw string, u *url.URL) (Locker, error) {
 	}
 	c, err := clientv3.New(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// clientv3.New does not contact the server: check it answers now.
 	sctx, cancel := context.WithTimeout(ctx, etcdDialTimeout)
 	defer cancel()
 	if _, err := c.Get(sctx, "latchkey-lockurl-ping", clientv3.WithCountOnly()); err != nil {
 		_ = c.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	var opts []etcdlock.Option
 	if p := strings.TrimPrefix(u.Path, "/"); p != "" {
 		opts = append(opts, etcdlock.WithPrefix(p))
+	}
+	return c, opts, nil
+}
+
+// etcd://[user:password@]host:port[,host:port...][/prefix]: an etcd cluster
+// through any of the listed members, plain HTTP (gRPC without TLS). The path,
+// without its leading slash, is the key prefix (etcdlock.WithPrefix); none
+// means the layout of `etcdctl lock` and concurrency.Mutex.
+func openEtcd(ctx context.Context, raw string, u *url.URL) (Locker, error) {
+	c, opts, err := etcdClient(ctx, u)
+	if err != nil {
+		return nil, err
 	}
 	l, err := etcdlock.New(c, opts...)
 	if err != nil {

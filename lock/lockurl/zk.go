@@ -14,23 +14,18 @@ import (
 // earlier deadline.
 const zkDialTimeout = 5 * time.Second
 
-// zk://host:port[,host:port...][/prefix][?session=30s&names=kazoo]: a
-// ZooKeeper ensemble through any of the listed servers (port 2181 when none
-// is given). The path is the parent of the lock znodes (zklock.WithPrefix;
-// none means /latchkey). session is the session timeout to ask for, which
-// bounds the TTLs Acquire accepts; names=kazoo writes kazoo's node names
-// instead of Curator's (see zklock).
-func openZK(ctx context.Context, _ string, u *url.URL) (Locker, error) {
+// zkConfig reads the servers and options a zk:// URL names.
+func zkConfig(u *url.URL) ([]string, []zklock.Option, error) {
 	if u.Opaque != "" || u.Host == "" {
-		return nil, invalidf("zk URL names no server; write zk://host:port[,host:port][/prefix]")
+		return nil, nil, invalidf("zk URL names no server; write zk://host:port[,host:port][/prefix]")
 	}
 	if u.User != nil {
-		return nil, invalidf("zk URL takes no user or password (digest auth is not supported)")
+		return nil, nil, invalidf("zk URL takes no user or password (digest auth is not supported)")
 	}
 	var servers []string
 	for _, h := range strings.Split(u.Host, ",") {
 		if h == "" {
-			return nil, invalidf("zk URL has an empty server in %q", u.Host)
+			return nil, nil, invalidf("zk URL has an empty server in %q", u.Host)
 		}
 		if _, _, err := net.SplitHostPort(h); err != nil {
 			h = net.JoinHostPort(strings.Trim(h, "[]"), "2181")
@@ -46,7 +41,7 @@ func openZK(ctx context.Context, _ string, u *url.URL) (Locker, error) {
 		case k == "session" && len(v) == 1:
 			d, err := time.ParseDuration(v[0])
 			if err != nil {
-				return nil, invalidf("zk URL: session: %w", err)
+				return nil, nil, invalidf("zk URL: session: %w", err)
 			}
 			opts = append(opts, zklock.WithSessionTimeout(d))
 		case k == "names" && len(v) == 1 && (v[0] == "kazoo" || v[0] == "curator"):
@@ -54,8 +49,22 @@ func openZK(ctx context.Context, _ string, u *url.URL) (Locker, error) {
 				opts = append(opts, zklock.WithNodeNames(zklock.KazooNames))
 			}
 		default:
-			return nil, invalidf("zk URL: unknown or repeated parameter %q (known: session=DURATION, names=curator|kazoo)", k)
+			return nil, nil, invalidf("zk URL: unknown or repeated parameter %q (known: session=DURATION, names=curator|kazoo)", k)
 		}
+	}
+	return servers, opts, nil
+}
+
+// zk://host:port[,host:port...][/prefix][?session=30s&names=kazoo]: a
+// ZooKeeper ensemble through any of the listed servers (port 2181 when none
+// is given). The path is the parent of the lock znodes (zklock.WithPrefix;
+// none means /latchkey). session is the session timeout to ask for, which
+// bounds the TTLs Acquire accepts; names=kazoo writes kazoo's node names
+// instead of Curator's (see zklock).
+func openZK(ctx context.Context, _ string, u *url.URL) (Locker, error) {
+	servers, opts, err := zkConfig(u)
+	if err != nil {
+		return nil, err
 	}
 	dctx, cancel := context.WithTimeout(ctx, zkDialTimeout)
 	defer cancel()
