@@ -1,9 +1,11 @@
 package redisnode
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -216,5 +218,6 @@ func (s *Semaphores) InspectSemaphore(ctx context.Context, name string) (semapho
 			Holder: label, Token: token, Count: count, TimeLeft: time.Duration(left) * time.Millisecond,
 		})
 	}
+	slices.SortFunc(info.Holders, func(a, b semaphore.HolderInfo) int { return cmp.Compare(a.Token, b.Token) })
 	return info, nil
 }
