@@ -394,7 +394,8 @@ func (b *semBackend) InspectSemaphore(ctx context.Context, name string) (semapho
 		if info.Permits == 0 {
 			info.Permits = n
 		}
-		if info.Used+k > n {
+		if info.Waiting || info.Used+k > n {
+			// Not admitted: neither is anyone after it (arrival order).
 			info.Waiting = true
 			continue
 		}

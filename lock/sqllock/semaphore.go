@@ -76,10 +76,8 @@ func newSemaphores(ctx context.Context, db conn, d Dialect, pool *pgxpool.Pool, 
 	if err := d.CheckVersion(version); err != nil {
 		return nil, fmt.Errorf("%w: sqllock: %w", lock.ErrInvalid, err)
 	}
-	for _, stmt := range q.migrate {
-		if _, err := db.exec(ctx, stmt); err != nil {
-			return nil, fmt.Errorf("sqllock: creating the semaphore tables: %w", err)
-		}
+	if err := migrateSemaphores(ctx, db, d, o.table, q.migrate); err != nil {
+		return nil, fmt.Errorf("sqllock: creating the semaphore tables: %w", err)
 	}
 	b := &semBackend{db: db, dialect: d, q: q}
 	var lb lock.Backend = b
@@ -90,6 +88,34 @@ func newSemaphores(ctx context.Context, db conn, d Dialect, pool *pgxpool.Pool, 
 		lb = semBatchBackend{b}
 	}
 	return semaphore.New(lb)
+}
+
+// migrateSemaphores runs the idempotent statements that create the tables
+// (and, on PostgreSQL, the acquisition's function). On PostgreSQL they run
+// in one transaction under an advisory lock on the table's name: concurrent
+// CREATE TABLE IF NOT EXISTS or CREATE OR REPLACE FUNCTION of one object
+// collide there. SQLite's single writer and MySQL's metadata locks
+// serialise them already.
+func migrateSemaphores(ctx context.Context, db conn, d Dialect, table string, stmts []string) error {
+	if d != Postgres {
+		for _, stmt := range stmts {
+			if _, err := db.exec(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return inTx(ctx, db, d, func(tx conn) error {
+		if _, err := tx.exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, table); err != nil {
+			return err
+		}
+		for _, stmt := range stmts {
+			if _, err := tx.exec(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // holdersSuffix names the holders' table, after the semaphore table.
@@ -103,12 +129,16 @@ type semQueries struct {
 	purge   string // $1 name: drop holders whose lease ended
 	count   string // $1 name -> holders, permits held, ms until the first lease ends
 	take    string // $1 N, $2 name -> the next token
-	add     string // $1 name, $2 owner, $3 count, $4 token, $5 ttl ms
-	renew   string // $1 ttl ms, $2 name, $3 owner -> rows (MySQL: LAST_INSERT_ID)
-	release string // $1 name, $2 owner [, $3 NOTIFY payload] -> rows
-	batch   string // a batch's renewals -> renewed owners
-	info    string // $1 name -> owner, count, token, ms left of live holders
-	last    string // $1 name -> permits, token
+	// acquireFn (PostgreSQL) is the whole acquisition in one call: $1 name,
+	// $2 N, $3 count, $4 owner, $5 ttl ms -> token (NULL unless taken),
+	// ms until the first lease ends, the holders' N on a mismatch (else 0).
+	acquireFn string
+	add       string // $1 name, $2 owner, $3 count, $4 token, $5 ttl ms
+	renew     string // $1 ttl ms, $2 name, $3 owner -> rows (MySQL: LAST_INSERT_ID)
+	release   string // $1 name, $2 owner [, $3 NOTIFY payload] -> rows
+	batch     string // a batch's renewals -> renewed owners
+	info      string // $1 name -> owner, count, token, ms left of live holders
+	last      string // $1 name -> permits, token
 }
 
 func newSemQueries(d Dialect, table string) semQueries {
@@ -147,6 +177,44 @@ RETURNING permits, token`)
 		q.locked = fill(`SELECT permits, token FROM {table} WHERE name = $1 FOR UPDATE`)
 		q.take = fill(`UPDATE {table} SET permits = $1, token = LAST_INSERT_ID(GREATEST(token + 1, {now_us})) WHERE name = $2`)
 		q.renew = fill(`UPDATE {holders} SET expires_at = LAST_INSERT_ID({now_ms} + $1) WHERE name = $2 AND owner = $3 AND expires_at > {now_ms}`)
+	}
+	if d == Postgres {
+		// The acquisition in one round trip: the transaction's statements
+		// in a function. Each statement of a READ COMMITTED function sees
+		// what was committed before it began, so after the upsert has
+		// locked the name's row the count sees every earlier holder.
+		q.migrate = append(q.migrate, fill(`CREATE OR REPLACE FUNCTION {table}_acquire_v1(
+	p_name TEXT, p_permits INTEGER, p_count INTEGER, p_owner TEXT, p_ttl BIGINT,
+	OUT token BIGINT, OUT holder_ms BIGINT, OUT held_with INTEGER)
+LANGUAGE plpgsql AS $$
+DECLARE
+	s_permits INTEGER;
+	n_holders BIGINT;
+	n_used    BIGINT;
+	first_end BIGINT;
+BEGIN
+	INSERT INTO {table} AS s (name, permits, token) VALUES (p_name, p_permits, 0)
+	ON CONFLICT (name) DO UPDATE SET token = s.token
+	RETURNING s.permits INTO s_permits;
+	DELETE FROM {holders} WHERE name = p_name AND expires_at <= {now_ms};
+	SELECT COUNT(*), COALESCE(SUM(h.permits), 0), COALESCE(MIN(h.expires_at) - {now_ms}, 0)
+	INTO n_holders, n_used, first_end FROM {holders} AS h WHERE h.name = p_name;
+	token := NULL; holder_ms := 0; held_with := 0;
+	IF n_holders > 0 AND s_permits <> p_permits THEN
+		held_with := s_permits;
+		RETURN;
+	END IF;
+	IF n_used + p_count > p_permits THEN
+		holder_ms := GREATEST(first_end, 1);
+		RETURN;
+	END IF;
+	UPDATE {table} AS s SET permits = p_permits, token = GREATEST(s.token + 1, {now_us})
+	WHERE s.name = p_name RETURNING s.token INTO token;
+	INSERT INTO {holders} (name, owner, permits, token, expires_at)
+	VALUES (p_name, p_owner, p_count, token, {now_ms} + p_ttl);
+END
+$$`))
+		q.acquireFn = fill(`SELECT token, holder_ms, held_with FROM {table}_acquire_v1($1, $2, $3, $4, $5)`)
 	}
 	switch d {
 	case Postgres:
@@ -210,6 +278,9 @@ func (b *semBackend) TryAcquire(ctx context.Context, key, owner string, ttl time
 	if err != nil {
 		return 0, 0, err
 	}
+	if b.q.acquireFn != "" {
+		return b.acquireInOne(ctx, r, owner, ttl)
+	}
 	var a acquired
 	for try := 1; ; try++ {
 		err = b.tryAcquire(ctx, r, owner, ttl, &a)
@@ -224,6 +295,25 @@ func (b *semBackend) TryAcquire(ctx context.Context, key, owner string, ttl time
 		return 0, 0, fmt.Errorf("sqllock: %w", err)
 	}
 	return a.token, a.holderTTL, a.err
+}
+
+// acquireInOne is TryAcquire through the PostgreSQL function: one round
+// trip.
+func (b *semBackend) acquireInOne(ctx context.Context, r semaphore.Request, owner string, ttl time.Duration) (uint64, time.Duration, error) {
+	var (
+		token            sql.NullInt64
+		holderMs, heldBy int64
+	)
+	if _, err := b.db.queryRow(ctx, b.q.acquireFn, []any{r.Name, r.Permits, r.Count, owner, ttl.Milliseconds()}, &token, &holderMs, &heldBy); err != nil {
+		return 0, 0, fmt.Errorf("sqllock: %w", err)
+	}
+	switch {
+	case token.Valid:
+		return uint64(token.Int64), 0, nil
+	case heldBy > 0:
+		return 0, 0, &semaphore.MismatchError{Name: r.Name, Asked: r.Permits, Holders: int(heldBy)}
+	}
+	return 0, time.Duration(holderMs) * time.Millisecond, lock.ErrNotAcquired
 }
 
 // maxTxTries bounds the runs of an acquisition's transaction that the

@@ -1,6 +1,7 @@
 package sqllock_test
 
 import (
+	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
@@ -74,16 +75,10 @@ func TestSemaphorePostgresConformance(t *testing.T) {
 	table := semTable(t)
 	t.Cleanup(func() {
 		for _, tb := range []string{table, table + "_holders"} {
-			_, _ = admin.Exec(t.Context(), "DROP TABLE IF EXISTS "+tb)
+			_, _ = admin.Exec(context.Background(), "DROP TABLE IF EXISTS "+tb)
 		}
+		_, _ = admin.Exec(context.Background(), "DROP FUNCTION IF EXISTS "+table+"_acquire_v1")
 	})
-	// The tables first, once: concurrent CREATE TABLE IF NOT EXISTS of one
-	// new table can fail on PostgreSQL.
-	if c, err := sqllock.NewPgxSemaphores(t.Context(), admin, sqllock.WithTable(table)); err != nil {
-		t.Fatal(err)
-	} else {
-		_ = c.Close()
-	}
 	revoke := func(t *testing.T, name string) {
 		if _, err := admin.Exec(t.Context(), "DELETE FROM "+table+"_holders WHERE name = $1", name); err != nil {
 			t.Fatal(err)
