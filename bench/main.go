@@ -29,7 +29,7 @@ func main() {
 	holdFor := flag.Duration("hold", 11*time.Second, "how long the holding test holds (renewal every TTL/3 = 10 s)")
 	etcdTable := flag.Bool("etcd", false, "measure etcdlock against etcd's concurrency.Mutex on a private etcd (needs etcd on PATH)")
 	redlockTable := flag.Bool("redlock", false, "measure redlock against redsync on 5 private redis-servers (needs redis-server on PATH)")
-	semTable := flag.Bool("semaphore", false, "measure the semaphores (1, 4, 16 permits) next to the lock on Redis, PostgreSQL (-pg) and SQLite")
+	semTable := flag.Bool("semaphore", false, "measure the semaphores (1, 4, 16 permits) next to the lock on Redis, PostgreSQL (-pg), SQLite, and etcd with -etcd")
 	pgURL := flag.String("pg", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL URL of the semaphore test (empty skips it)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	gs := flag.String("g", "1,16,64", "goroutine counts of the uncontended test")
@@ -102,7 +102,7 @@ func main() {
 		}
 	}
 	if *semTable {
-		semaphoreBench(ctx, *addr, *pgURL, prefix, *runs, *dur, *held, *holdFor)
+		semaphoreBench(ctx, *addr, *pgURL, prefix, *runs, *dur, *held, *holdFor, *etcdTable)
 	}
 	if *idemTable {
 		im := idemImplementations()

@@ -24,7 +24,8 @@ var semaphorePermits = []int{1, 4, 16}
 // permits next to the backend's own lock, in one run: pairs/s with each
 // goroutine on a name of its own, and 16 goroutines contending for one name.
 // Then it holds held permits on Redis and counts the renewal round trips.
-func semaphoreBench(ctx context.Context, addr, pgURL, prefix string, runs int, dur time.Duration, held int, holdFor time.Duration) {
+// With withEtcd it also starts a private etcd and measures there.
+func semaphoreBench(ctx context.Context, addr, pgURL, prefix string, runs int, dur time.Duration, held int, holdFor time.Duration, withEtcd bool) {
 	dir, err := os.MkdirTemp("", "latchkey-bench-sem")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -35,6 +36,17 @@ func semaphoreBench(ctx context.Context, addr, pgURL, prefix string, runs int, d
 		{"Redis", "redis://" + addr},
 		{"PostgreSQL", pgURL},
 		{"SQLite", "sqlite://" + filepath.ToSlash(filepath.Join(dir, "bench.db"))},
+	}
+	if withEtcd {
+		fmt.Fprintln(os.Stderr, "starting etcd ...")
+		s, c, err := startEtcd()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "etcd:", err)
+			os.Exit(1)
+		}
+		defer s.stop()
+		backends = append(backends, struct{ name, url string }{"etcd", "etcd://" + strings.TrimPrefix(c.Endpoints()[0], "http://")})
+		c.Close()
 	}
 	for _, b := range backends {
 		if b.url == "" {
