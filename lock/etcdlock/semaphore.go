@@ -365,7 +365,20 @@ func (b *semBackend) Release(ctx context.Context, _, owner string) error {
 		return err
 	}
 	p.held = false
-	b.withdrawLocked(p, owner)
+	if p.stop != nil {
+		p.stop()
+		p.stop = nil
+	}
+	// The key is gone: its lease holds nothing, and the release need not
+	// wait for the revocation (if it fails, the lease expires by itself).
+	lease := p.lease
+	p.lease = 0
+	b.forget(owner)
+	go func() {
+		rctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		_, _ = b.c.Revoke(rctx, lease)
+	}()
 	if !resp.Succeeded {
 		return errPermitNotHeld
 	}
