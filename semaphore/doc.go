@@ -66,7 +66,9 @@
 // lock.ErrNotAcquired, telling when the earliest holder's lease ends. The
 // lock.Manager brings renewal (in batches where the backend can), loss
 // detection, waiting and release hints, so a permit is a [lock.Lease]
-// wrapped in a [Permit]. lock/memlock, lock/redislock and lock/sqllock
-// provide Clients; package semaphore/semaphoretest is the conformance suite
-// each passes against its real server.
+// wrapped in a [Permit]. lock/memlock, lock/redislock, lock/sqllock
+// (PostgreSQL, SQLite, MySQL), lock/etcdlock and lock/zklock (in kazoo's
+// layout) provide Clients, and lock/lockurl opens them from a URL; package
+// semaphore/semaphoretest is the conformance suite each passes against its
+// real server.
 package semaphore

@@ -18,7 +18,7 @@ type Client struct {
 }
 
 // New returns a Client on b, a backend that takes permits for keys made by
-// Key (lock/memlock, lock/redislock and lock/sqllock construct theirs). It
+// Key (each backend package's NewSemaphores constructs its own). It
 // returns an error wrapping lock.ErrInvalid if b is nil.
 func New(b lock.Backend) (*Client, error) {
 	m, err := lock.NewManager(b)

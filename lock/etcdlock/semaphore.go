@@ -236,12 +236,22 @@ func (b *semBackend) attemptLocked(ctx context.Context, p *permit, r semaphore.R
 				p.stop()
 				p.stop = nil
 			}
-			if _, err := b.c.KeepAliveOnce(ctx, p.lease); err != nil {
+			_, err := b.c.KeepAliveOnce(ctx, p.lease)
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				p.lease, p.queued = 0, false // expired while queued: queue again
+				return b.attemptLocked(ctx, p, r, owner, ttl)
+			}
+			if err != nil {
 				return 0, err
 			}
-			if _, err := b.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(p.key), "=", p.rev)).
-				Then(clientv3.OpPut(p.key, value(r, owner), clientv3.WithIgnoreLease())).Commit(); err != nil {
+			resp, err := b.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(p.key), "=", p.rev)).
+				Then(clientv3.OpPut(p.key, value(r, owner), clientv3.WithIgnoreLease())).Commit()
+			if err != nil {
 				return 0, err
+			}
+			if !resp.Succeeded {
+				p.lease, p.queued = 0, false // deleted meanwhile: queue again
+				return b.attemptLocked(ctx, p, r, owner, ttl)
 			}
 		}
 		p.held = true
