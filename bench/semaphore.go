@@ -88,6 +88,7 @@ func semaphoreBench(ctx context.Context, addr, pgURL, prefix string, runs int, d
 		fmt.Printf("\n%s: semaphores against the lock of the same backend (ratios to the lock)\n", b.name)
 		printTable(impls, res)
 	}
+	defer deleteSemaphoreKeys(ctx, addr, prefix)
 	if held > 0 {
 		fmt.Fprintf(os.Stderr, "holding %d permits for %v ...\n", held, holdFor)
 		h := holdingPermits(ctx, addr, prefix+"sem:held", held, holdFor)
@@ -221,4 +222,15 @@ func holdingPermits(ctx context.Context, addr, name string, n int, d time.Durati
 		_ = p.Release(ctx)
 	}
 	return r
+}
+
+// deleteSemaphoreKeys deletes what the semaphore test left on Redis (the
+// fencing counters outlive their permits by a day).
+func deleteSemaphoreKeys(ctx context.Context, addr, prefix string) {
+	c := newGoRedis(addr)
+	defer c.Close()
+	iter := c.Scan(ctx, 0, redislock.DefaultSemaphorePrefix+"{"+prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		_ = c.Del(ctx, iter.Val()).Err()
+	}
 }
