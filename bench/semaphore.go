@@ -58,7 +58,9 @@ func semaphoreBench(ctx context.Context, addr, pgURL, prefix string, runs int, d
 				func() (locker, error) { return openURLSemaphore(ctx, b.url, n) }})
 		}
 		fmt.Fprintf(os.Stderr, "semaphores on %s ...\n", b.name)
-		res := map[string]*result{}
+		// The implementations take turns within each run, so a machine
+		// whose load changes during the test weighs on all alike.
+		ls := make([]locker, len(impls))
 		for i, im := range impls {
 			l, err := im.open()
 			if err != nil {
@@ -66,23 +68,36 @@ func semaphoreBench(ctx context.Context, addr, pgURL, prefix string, runs int, d
 				os.Exit(1)
 			}
 			l.stalls = new(atomic.Int64)
-			limit := int64(1)
-			if i > 0 {
-				limit = int64(semaphorePermits[i-1])
+			ls[i] = l
+		}
+		limit := func(i int) int64 {
+			if i == 0 {
+				return 1
 			}
-			r := &result{}
-			for _, g := range goroutineCounts {
-				r.uncontended = append(r.uncontended, median(runs, func(run int) float64 {
-					return uncontended(ctx, l, fmt.Sprintf("%ssem:%s:%d:u%d:%d:", prefix, b.name, i, g, run), g, dur)
-				}))
+			return int64(semaphorePermits[i-1])
+		}
+		unc := make([][][]float64, len(impls)) // by impl, goroutine count, run
+		cs := make([][]contendedResult, len(impls))
+		for i := range impls {
+			unc[i] = make([][]float64, len(goroutineCounts))
+		}
+		for run := range runs {
+			for gi, g := range goroutineCounts {
+				for i, l := range ls {
+					unc[i][gi] = append(unc[i][gi], uncontended(ctx, l, fmt.Sprintf("%ssem:%s:%d:u%d:%d:", prefix, b.name, i, g, run), g, dur))
+				}
 			}
-			var cs []contendedResult
-			for run := range runs {
-				cs = append(cs, contendedN(ctx, l, fmt.Sprintf("%ssem:%s:%d:c%d", prefix, b.name, i, run), 16, dur, limit))
+			for i, l := range ls {
+				cs[i] = append(cs[i], contendedN(ctx, l, fmt.Sprintf("%ssem:%s:%d:c%d", prefix, b.name, i, run), 16, dur, limit(i)))
 			}
-			r.contended = medianContended(cs)
-			r.stalls = l.stalls.Load()
-			l.close()
+		}
+		res := map[string]*result{}
+		for i, im := range impls {
+			r := &result{contended: medianContended(cs[i]), stalls: ls[i].stalls.Load()}
+			for gi := range goroutineCounts {
+				r.uncontended = append(r.uncontended, median(len(unc[i][gi]), func(run int) float64 { return unc[i][gi][run] }))
+			}
+			ls[i].close()
 			res[im.name] = r
 		}
 		fmt.Printf("\n%s: semaphores against the lock of the same backend (ratios to the lock)\n", b.name)

@@ -127,7 +127,7 @@ type semQueries struct {
 	ensure  string // $1 name, $2 N -> the name's row, created if missing (locked; PG, SQLite: -> permits, token)
 	locked  string // $1 name -> permits, token (MySQL: read with a lock after ensure)
 	purge   string // $1 name: drop holders whose lease ended
-	count   string // $1 name -> holders, permits held, ms until the first lease ends
+	count   string // $1, $2 name -> live holders, permits held, ms until the first lease ends, ended holders
 	take    string // $1 N, $2 name -> the next token
 	// acquireFn (PostgreSQL) is the whole acquisition in one call: $1 name,
 	// $2 N, $3 count, $4 owner, $5 ttl ms -> token (NULL unless taken),
@@ -158,8 +158,10 @@ func newSemQueries(d Dialect, table string) semQueries {
 				"\ttoken      BIGINT NOT NULL,\n\texpires_at BIGINT NOT NULL,\n\tPRIMARY KEY (name, owner)\n)"),
 		},
 		purge: fill(`DELETE FROM {holders} WHERE name = $1 AND expires_at <= {now_ms}`),
-		count: fill(`SELECT COUNT(*), COALESCE(SUM(permits), 0), COALESCE(MIN(expires_at) - {now_ms}, 0)
-FROM {holders} WHERE name = $1`),
+		// The live holders, and whether ended ones are left to drop.
+		count: fill(`SELECT COUNT(*), COALESCE(SUM(permits), 0), COALESCE(MIN(expires_at) - {now_ms}, 0),
+	(SELECT COUNT(*) FROM {holders} WHERE name = $1 AND expires_at <= {now_ms})
+FROM {holders} WHERE name = $2 AND expires_at > {now_ms}`),
 		add:   fill(`INSERT INTO {holders} (name, owner, permits, token, expires_at) VALUES ($1, $2, $3, $4, {now_ms} + $5)`),
 		renew: fill(`UPDATE {holders} SET expires_at = {now_ms} + $1 WHERE name = $2 AND owner = $3 AND expires_at > {now_ms}`),
 		info: fill(`SELECT owner, permits, token, expires_at - {now_ms} FROM {holders}
@@ -335,12 +337,14 @@ func (b *semBackend) tryAcquire(ctx context.Context, r semaphore.Request, owner 
 		} else if _, err := tx.queryRow(ctx, b.q.ensure, []any{r.Name, r.Permits}, &permits, &token); err != nil {
 			return err
 		}
-		if _, err := tx.exec(ctx, b.q.purge, r.Name); err != nil {
+		var holders, used, firstEnds, ended int64
+		if _, err := tx.queryRow(ctx, b.q.count, []any{r.Name, r.Name}, &holders, &used, &firstEnds, &ended); err != nil {
 			return err
 		}
-		var holders, used, firstEnds int64
-		if _, err := tx.queryRow(ctx, b.q.count, []any{r.Name}, &holders, &used, &firstEnds); err != nil {
-			return err
+		if ended > 0 {
+			if _, err := tx.exec(ctx, b.q.purge, r.Name); err != nil {
+				return err
+			}
 		}
 		switch {
 		case holders > 0 && permits != int64(r.Permits):
