@@ -12,8 +12,9 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
-if #dead > 0 then
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if first[2] and tonumber(first[2]) <= now then
+	local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
 	local freed = 0
 	for _, o in ipairs(dead) do
 		local v = redis.call('HGET', KEYS[2], o)
@@ -31,16 +32,17 @@ if #dead > 0 then
 end
 
 local asked = tonumber(ARGV[2])
-local n = tonumber(redis.call('HGET', KEYS[2], 'n'))
+local meta = redis.call('HMGET', KEYS[2], 'n', 'used')
+local n = tonumber(meta[1])
 if n and n ~= asked then
 	return redis.error_reply('MISMATCH ' .. n)
 end
-local used = tonumber(redis.call('HGET', KEYS[2], 'used') or '0')
+local used = tonumber(meta[2] or '0')
 local count = tonumber(ARGV[3])
 if used + count > asked then
 	-- Someone waits: releases must publish a wake-up.
 	redis.call('SET', KEYS[4], '1', 'PX', ARGV[6])
-	local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+	first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 	if first[2] then
 		return -math.max(tonumber(first[2]) - now, 1)
 	end
