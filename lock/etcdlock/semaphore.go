@@ -51,7 +51,7 @@ func NewSemaphores(c Client, opts ...Option) (*semaphore.Client, error) {
 			opt(&o)
 		}
 	}
-	return semaphore.New(&semBackend{c: c, prefix: o.prefix, byOwner: map[string]*permit{}})
+	return semaphore.New(&semBackend{c: c, prefix: o.prefix, byOwner: map[string]*permit{}, idle: map[int64][]idleLease{}})
 }
 
 // semBackend is the semaphore lock.Backend on etcd.
@@ -60,7 +60,9 @@ type semBackend struct {
 	prefix string
 
 	mu      sync.Mutex
-	byOwner map[string]*permit // guarded by mu
+	byOwner map[string]*permit    // guarded by mu
+	idle    map[int64][]idleLease // released permits' leases, by TTL in seconds; guarded by mu
+	closed  bool                  // guarded by mu
 }
 
 var (
@@ -77,6 +79,9 @@ type permit struct {
 	waiting bool       // an Acquire that waits watches for it (WatchReleaseOwner)
 	wake    chan struct{}
 	lease   clientv3.LeaseID
+	secs    int64         // the lease TTL asked for, in seconds (its idle pool)
+	granted time.Duration // the lease's TTL as the server granted it
+	until   time.Time     // the lease lives on the server at least until then (see contender.until)
 	key     string
 	rev     int64 // the key's create revision: the token
 	held    bool
@@ -179,16 +184,53 @@ func (b *semBackend) attemptLocked(ctx context.Context, p *permit, r semaphore.R
 	var kvs []*mvccpb.KeyValue
 	var rev int64
 	if p.lease == 0 {
-		g, err := b.c.Grant(ctx, ttlSeconds(ttl))
-		if err != nil {
-			return 0, err
+		// A lease of a released permit, refreshed in parallel with the
+		// put, or a new one.
+		start := time.Now()
+		secs := ttlSeconds(ttl)
+		il, reused := b.takeIdle(secs, start)
+		type refresh struct {
+			granted time.Duration
+			err     error
 		}
-		p.lease = g.ID
-		p.key = prefix + fmt.Sprintf("%x", int64(g.ID))
+		var refreshed chan refresh
+		p.secs = secs
+		if reused {
+			p.lease = il.id
+			refreshed = make(chan refresh, 1)
+			go func() {
+				ka, err := b.c.KeepAliveOnce(ctx, il.id)
+				if err != nil {
+					refreshed <- refresh{err: err}
+					return
+				}
+				refreshed <- refresh{granted: time.Duration(ka.TTL) * time.Second}
+			}()
+		} else {
+			g, err := b.c.Grant(ctx, secs)
+			if err != nil {
+				return 0, err
+			}
+			p.lease, p.granted = g.ID, time.Duration(g.TTL)*time.Second
+			p.until = start.Add(p.granted)
+		}
+		p.key = prefix + fmt.Sprintf("%x", int64(p.lease))
 		resp, err := b.c.Txn(ctx).Then(
-			clientv3.OpPut(p.key, value(r, owner), clientv3.WithLease(g.ID)),
+			clientv3.OpPut(p.key, value(r, owner), clientv3.WithLease(p.lease)),
 			clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 		).Commit()
+		if reused {
+			rf := <-refreshed
+			if rf.err != nil && err == nil {
+				err = rf.err
+			}
+			p.granted, p.until = rf.granted, start.Add(rf.granted)
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				// The kept lease expired meanwhile: take a new one.
+				p.lease = 0
+				return b.attemptLocked(ctx, p, r, owner, ttl)
+			}
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -236,7 +278,12 @@ func (b *semBackend) attemptLocked(ctx context.Context, p *permit, r semaphore.R
 				p.stop()
 				p.stop = nil
 			}
-			_, err := b.c.KeepAliveOnce(ctx, p.lease)
+			sent := time.Now()
+			ka, err := b.c.KeepAliveOnce(ctx, p.lease)
+			if err == nil {
+				p.granted = time.Duration(ka.TTL) * time.Second
+				p.until = sent.Add(p.granted)
+			}
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 				p.lease, p.queued = 0, false // expired while queued: queue again
 				return b.attemptLocked(ctx, p, r, owner, ttl)
@@ -339,12 +386,20 @@ func (b *semBackend) Renew(ctx context.Context, _, owner string, _ time.Duration
 	if !held || lease == 0 {
 		return errPermitNotHeld
 	}
-	if _, err := b.c.KeepAliveOnce(ctx, lease); err != nil {
+	sent := time.Now()
+	ka, err := b.c.KeepAliveOnce(ctx, lease)
+	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return errPermitNotHeld
 		}
 		return err
 	}
+	p.mu.Lock()
+	if p.lease == lease {
+		p.granted = time.Duration(ka.TTL) * time.Second
+		p.until = sent.Add(p.granted)
+	}
+	p.mu.Unlock()
 	g, err := b.c.Get(ctx, key, clientv3.WithKeysOnly())
 	if err != nil {
 		return err
@@ -379,18 +434,72 @@ func (b *semBackend) Release(ctx context.Context, _, owner string) error {
 		p.stop()
 		p.stop = nil
 	}
-	// The key is gone: its lease holds nothing, and the release need not
-	// wait for the revocation (if it fails, the lease expires by itself).
+	// The key is gone: its lease holds nothing. It is kept for the next
+	// permit of this TTL, or revoked in the background (if that fails, the
+	// lease expires by itself).
 	lease := p.lease
+	kept := resp.Succeeded && b.putIdle(idleLease{id: lease, granted: p.granted, until: p.until}, p.secs)
 	p.lease = 0
 	b.forget(owner)
-	go func() {
-		rctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		defer cancel()
-		_, _ = b.c.Revoke(rctx, lease)
-	}()
+	if !kept {
+		go func() {
+			rctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			defer cancel()
+			_, _ = b.c.Revoke(rctx, lease)
+		}()
+	}
 	if !resp.Succeeded {
 		return errPermitNotHeld
+	}
+	return nil
+}
+
+// takeIdle returns a kept lease of secs that may still live, or false.
+func (b *semBackend) takeIdle(secs int64, now time.Time) (idleLease, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.idle[secs]
+	for len(s) > 0 {
+		l := s[len(s)-1]
+		s = s[:len(s)-1]
+		if now.Before(l.until) {
+			b.idle[secs] = s
+			return l, true
+		}
+	}
+	delete(b.idle, secs)
+	return idleLease{}, false
+}
+
+// putIdle keeps a released permit's lease, asked for secs, for reuse,
+// unless the pool is full or closed.
+func (b *semBackend) putIdle(l idleLease, secs int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || secs == 0 || len(b.idle[secs]) >= maxIdleLeases {
+		return false
+	}
+	b.idle[secs] = append(b.idle[secs], l)
+	return true
+}
+
+// Close revokes the kept leases that may still live, within 5 s, and stops
+// keeping more. Held permits stay renewed until released.
+func (b *semBackend) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	idle := b.idle
+	b.idle = map[int64][]idleLease{}
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	now := time.Now()
+	for _, s := range idle {
+		for _, l := range s {
+			if now.Before(l.until) {
+				_, _ = b.c.Revoke(ctx, l.id)
+			}
+		}
 	}
 	return nil
 }
