@@ -91,6 +91,9 @@ type permit struct {
 
 var errPermitNotHeld = lockerr.NotHeld("etcdlock: the permit's key is gone (expired, revoked or released)")
 
+// errKeyGone is the answer of a touch that found a queued key gone.
+var errKeyGone = errors.New("etcdlock: the queued key is gone")
+
 func (b *semBackend) permitOf(owner string, create bool) *permit {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -272,11 +275,26 @@ func (b *semBackend) attemptLocked(ctx context.Context, p *permit, r semaphore.R
 	if used+r.Count <= r.Permits {
 		if p.queued {
 			// Its lease was kept alive while queued: refresh it so it
-			// lives a whole TTL from this attempt, and touch the key, so
-			// the waiter behind it, watching it, looks again.
+			// lives a whole TTL from this attempt and, when a waiter
+			// queues behind, touch the key, which that waiter watches,
+			// so it looks again (both in parallel). A waiter that queues
+			// after this read sees this key admitted and watches no key.
 			if p.stop != nil {
 				p.stop()
 				p.stop = nil
+			}
+			touched := make(chan error, 1)
+			if mine+1 < len(kvs) {
+				go func() {
+					resp, err := b.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(p.key), "=", p.rev)).
+						Then(clientv3.OpPut(p.key, value(r, owner), clientv3.WithIgnoreLease())).Commit()
+					if err == nil && !resp.Succeeded {
+						err = errKeyGone
+					}
+					touched <- err
+				}()
+			} else {
+				touched <- nil
 			}
 			sent := time.Now()
 			ka, err := b.c.KeepAliveOnce(ctx, p.lease)
@@ -284,21 +302,16 @@ func (b *semBackend) attemptLocked(ctx context.Context, p *permit, r semaphore.R
 				p.granted = time.Duration(ka.TTL) * time.Second
 				p.until = sent.Add(p.granted)
 			}
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				p.lease, p.queued = 0, false // expired while queued: queue again
+			if terr := <-touched; err == nil {
+				err = terr
+			}
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(err, errKeyGone) {
+				// Expired or deleted while queued: queue again.
+				p.lease, p.queued = 0, false
 				return b.attemptLocked(ctx, p, r, owner, ttl)
 			}
 			if err != nil {
 				return 0, err
-			}
-			resp, err := b.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(p.key), "=", p.rev)).
-				Then(clientv3.OpPut(p.key, value(r, owner), clientv3.WithIgnoreLease())).Commit()
-			if err != nil {
-				return 0, err
-			}
-			if !resp.Succeeded {
-				p.lease, p.queued = 0, false // deleted meanwhile: queue again
-				return b.attemptLocked(ctx, p, r, owner, ttl)
 			}
 		}
 		p.held = true
