@@ -33,6 +33,7 @@ func main() {
 	electN := flag.Int("elect-n", 100, "resign hand-overs per implementation in the election table (failovers: a tenth)")
 	rwTable := flag.Bool("rw", false, "measure read-write locks (rwlock) next to each backend's lock: Redis (-addr), PostgreSQL (-pg), SQLite, and etcd with -etcd")
 	rwOnly := flag.String("rw-only", "", "comma-separated backends of the -rw table (Redis, PostgreSQL, SQLite, etcd; default all)")
+	semTable := flag.Bool("semaphore", false, "measure the semaphores (1, 4, 16 permits) next to the lock on Redis, PostgreSQL (-pg), SQLite, and etcd with -etcd")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	gs := flag.String("g", "1,16,64", "goroutine counts of the uncontended test")
 	skipContended := flag.Bool("nocontended", false, "skip the contended test")
@@ -112,6 +113,9 @@ func main() {
 	}
 	if *rwTable {
 		rwBench(ctx, *addr, *sqlPG, prefix, *runs, *dur, *etcdTable, *rwOnly)
+	}
+	if *semTable {
+		semaphoreBench(ctx, *addr, *sqlPG, prefix, *runs, *dur, *held, *holdFor, *etcdTable)
 	}
 	if *idemTable {
 		im := idemImplementations()

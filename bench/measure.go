@@ -68,6 +68,12 @@ type contendedResult struct {
 
 // contended runs g goroutines acquiring and releasing one key for d.
 func contended(ctx context.Context, l locker, key string, g int, d time.Duration) contendedResult {
+	return contendedN(ctx, l, key, g, d, 1)
+}
+
+// contendedN is contended for a key that up to limit may hold at once (a
+// semaphore's permits): more inside at once is a violation.
+func contendedN(ctx context.Context, l locker, key string, g int, d time.Duration, limit int64) contendedResult {
 	var (
 		inside, violations atomic.Int64
 		wg                 sync.WaitGroup
@@ -89,7 +95,7 @@ func contended(ctx context.Context, l locker, key string, g int, d time.Duration
 					continue
 				}
 				mine = append(mine, time.Since(t0))
-				if inside.Add(1) != 1 {
+				if inside.Add(1) > limit {
 					violations.Add(1)
 				}
 				counts[i]++

@@ -31,7 +31,7 @@ import (
 // Ratios are to PostgreSQL through database/sql.
 var (
 	sqlTable = flag.Bool("sql", false, "measure lock/sqllock and idem/sqlstore on SQLite, PostgreSQL (database/sql and pgx) and MariaDB")
-	sqlPG    = flag.String("pg", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL URL of the -sql, -elect and -rw tables (empty: the election table leaves it out)")
+	sqlPG    = flag.String("pg", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL URL of the -sql, -elect, -rw and -semaphore tables (empty: the election and semaphore tables leave it out)")
 	sqlMySQL = flag.String("mysql", "root@tcp(127.0.0.1:3306)/test", "MySQL or MariaDB DSN (go-sql-driver) of the -sql table")
 	sqlConns = flag.Int("sql-conns", 20, "connections of each SQL pool (SQLite: 1, as lock/sqllock's doc advises)")
 )

@@ -102,3 +102,13 @@ type BatchRenewer interface {
 	// in order, with the meaning of Backend.Renew's error.
 	RenewBatch(ctx context.Context, batch []Renewal) []error
 }
+
+// A SharedBackend is a Backend on which several owners may hold one key at
+// once (a semaphore's permits). When a waiter of the Manager takes such a
+// key, the next waiter in line attempts at once too, since more of the key
+// may be free, instead of waiting for the next release: so a Manager's
+// waiters fill every free permit in arrival order.
+type SharedBackend interface {
+	// Shared reports whether key may have more than one holder.
+	Shared(key string) bool
+}

@@ -40,10 +40,10 @@ type Manager struct {
 var _ Locker = (*Manager)(nil)
 
 // NewManager returns a Manager for b. If b also implements BatchRenewer,
-// PartialAcquirer, HandoffReleaser, OwnerWatcher or ReleaseWatcher, the
-// Manager uses them. Unless b is an OwnerWatcher, whose server queues the
-// waiters, the Manager serves its waiting Acquire calls on one key in
-// arrival order. It returns an error wrapping ErrInvalid if b is nil.
+// PartialAcquirer, HandoffReleaser, OwnerWatcher, ReleaseWatcher or
+// SharedBackend, the Manager uses them. Unless b is an OwnerWatcher, whose
+// server queues the waiters, the Manager serves its waiting Acquire calls on
+// one key in arrival order. It returns an error wrapping ErrInvalid if b is nil.
 func NewManager(b Backend) (*Manager, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: nil backend", ErrInvalid)
@@ -54,6 +54,9 @@ func NewManager(b Backend) (*Manager, error) {
 	m.handoff, _ = b.(HandoffReleaser)
 	_, serverQueue := b.(OwnerWatcher)
 	m.waiters.fifo = !serverQueue
+	if s, ok := b.(SharedBackend); ok {
+		m.waiters.shared = s.Shared
+	}
 	switch w := b.(type) {
 	case OwnerWatcher:
 		m.watch = w.WatchReleaseOwner

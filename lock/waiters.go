@@ -23,7 +23,10 @@ const handoffsInARow = 1
 // queues only count.
 type waiters struct {
 	fifo bool
-	n    atomic.Int64 // waiters queued on any key, so that none costs no lock
+	// shared, if set, reports keys that several owners may hold at once:
+	// a waiter that takes one wakes the next, which may take it too.
+	shared func(key string) bool
+	n      atomic.Int64 // waiters queued on any key, so that none costs no lock
 
 	mu     sync.Mutex
 	queues map[string]*queue // by key; guarded by mu
@@ -89,7 +92,8 @@ func (ws *waiters) join(key string) *waiter {
 
 // leave unlinks w. If it was the head and did not take the lock, the next
 // waiter becomes head and is woken to attempt, so no departed waiter (one
-// cancelled or out of time) holds up the queue.
+// cancelled or out of time) holds up the queue; on a shared key the next
+// is woken also when w took it.
 func (ws *waiters) leave(w *waiter) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -111,7 +115,7 @@ func (ws *waiters) leave(w *waiter) {
 	switch {
 	case q.head == nil:
 		delete(ws.queues, w.key)
-	case ws.fifo && wasHead && !w.acquired:
+	case ws.fifo && wasHead && (!w.acquired || ws.shared != nil && ws.shared(w.key)):
 		signal(q.head.turn)
 	}
 }

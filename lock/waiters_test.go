@@ -49,3 +49,29 @@ func TestWaiters(t *testing.T) {
 		t.Fatal("a hand-off with nobody waiting")
 	}
 }
+
+// TestWaitersShared checks that on a key several owners may hold, a waiter
+// that took it wakes the next, which may find more of it free, while on
+// other keys it does not.
+func TestWaitersShared(t *testing.T) {
+	ws := waiters{fifo: true, shared: func(key string) bool { return key == "shared" }}
+	for _, c := range []struct {
+		key  string
+		wake bool
+	}{{"shared", true}, {"plain", false}} {
+		a, b := ws.join(c.key), ws.join(c.key)
+		ws.acquired(a)
+		ws.leave(a)
+		select {
+		case <-b.turn:
+			if !c.wake {
+				t.Fatalf("%s: an acquisition woke the next waiter", c.key)
+			}
+		default:
+			if c.wake {
+				t.Fatalf("%s: an acquisition did not wake the next waiter", c.key)
+			}
+		}
+		ws.leave(b)
+	}
+}

@@ -92,7 +92,7 @@ func electCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	code = exitOK
 	lead := func(_ context.Context, t *elect.Term) error {
 		fmt.Fprintf(stderr, "%s: elected as %q with token %d\n", name, t.Value(), t.Token())
-		code = supervise(t.Lease(), argv, *grace, name, stderr)
+		code = supervise(t.Lease(), *key, argv, *grace, name, stderr)
 		if code != exitOK {
 			return fmt.Errorf("exit status %d", code)
 		}

@@ -34,6 +34,7 @@ func commands() []command {
 		{"elect", "run a command only while elected leader; show or observe who leads", electCmd},
 		{"gateway", "an idempotency reverse proxy in front of any HTTP service", gatewayCmd},
 		{"lock", "list, show or break the distributed locks on a backend", lockCmd},
+		{"semaphore", "show the holders of a semaphore's permits on a backend", semaphoreCmd},
 		{"idem", "show or forget the idempotency record of a request", idemCmd},
 		{"dedup", "show or forget the processed mark of a message id", dedupCmd},
 		{"version", "print the version", versionCmd},

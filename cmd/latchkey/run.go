@@ -32,6 +32,7 @@ func defaultRunBackend() string {
 }
 
 const runUsage = `usage: latchkey run --key KEY [flags] -- command [args...]
+       latchkey run --permits N --key KEY [flags] -- command [args...]
 
 Runs the command while holding a distributed lock on KEY, like flock(1) across
 hosts: one cron job on many machines, one migration at a time. The lease is
@@ -48,6 +49,10 @@ holds it alone (the job that rewrites it), and while an --exclusive run waits,
 new --shared runs wait behind it. The token still fences: an --exclusive run's
 is above every earlier run's, a --shared run's above the last --exclusive's.
 
+With --permits N, KEY names a semaphore of N permits instead of a lock: at
+most N of this command run at once across hosts (all must give the same N),
+each under one permit, with the same lease, token and statuses.
+
 Without --backend (or $LATCHKEY_BACKEND) the lock is a SQLite file on this
 host: it excludes only commands on this host, not the same job on others.
 
@@ -63,6 +68,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), runUsage); fs.PrintDefaults() }
 	key := fs.String("key", "", "the lock's key (required)")
+	permits := fs.Int("permits", 0, "hold one of N permits of a semaphore on KEY instead of the lock: at most N at once")
 	ttl := fs.Duration("ttl", lock.DefaultTTL, "lease length; renewed every ttl/3 while the command runs")
 	wait := waitForever
 	fs.Var(&wait, "wait", "how long to wait for a held lock, a `duration`: 0 tries once, forever waits until interrupted")
@@ -86,43 +92,35 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	case rw.check() != "":
 		fmt.Fprintln(stderr, rw.check())
+	case *permits < 0 || flagSet(fs, "permits") && *permits == 0:
+		fmt.Fprintln(stderr, "latchkey run: --permits must be at least 1")
+		return exitUsage
+	case *permits > 0 && (*rw.shared || *rw.exclusive):
+		fmt.Fprintln(stderr, "latchkey run: --permits cannot be combined with --shared or --exclusive")
 		return exitUsage
 	}
 	if !flagSet(fs, "backend") && os.Getenv(envBackend) == "" {
 		fmt.Fprintln(stderr, "latchkey run: no --backend: the lock is a SQLite file on this host and excludes only commands on this host")
 	}
 
-	locker, err := rw.open(ctx, *backend)
-	if err != nil {
-		fmt.Fprintf(stderr, "latchkey run: %v\n", err)
-		if errors.Is(err, lock.ErrInvalid) {
-			return exitUsage
-		}
-		return exitUnavailable
-	}
-	defer locker.Close()
-
 	opts := []lock.Option{lock.WithTTL(*ttl)}
 	if wait != waitForever {
 		opts = append(opts, lock.WithWait(time.Duration(wait)))
 	}
-	lease, err := locker.Acquire(ctx, *key, opts...)
-	switch {
-	case err == nil:
-	case errors.Is(err, lock.ErrNotAcquired):
-		fmt.Fprintln(stderr, "latchkey run: lock held elsewhere; not running the command")
-		return exitNotAcquired
-	case errors.Is(err, lock.ErrInvalid):
-		fmt.Fprintf(stderr, "latchkey run: %v\n", err)
-		return exitUsage
-	case ctx.Err() != nil:
-		fmt.Fprintln(stderr, "latchkey run: interrupted while waiting for the lock")
-		return exitInterrupted
-	default:
-		fmt.Fprintf(stderr, "latchkey run: %v\n", err)
-		return exitUnavailable
+	if *permits > 0 {
+		return runWithPermit(ctx, *backend, *key, *permits, opts, argv, *grace, stderr)
 	}
-	code := supervise(lease, argv, *grace, "latchkey run", stderr)
+	locker, err := rw.open(ctx, *backend)
+	if err != nil {
+		return openFailed(err, stderr)
+	}
+	defer locker.Close()
+
+	lease, err := locker.Acquire(ctx, *key, opts...)
+	if err != nil {
+		return acquireFailed(ctx, err, "lock held elsewhere", "the lock", stderr)
+	}
+	code := supervise(lease, *key, argv, *grace, "latchkey run", stderr)
 
 	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -130,6 +128,36 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "latchkey run: release: %v (the lock expires after its TTL)\n", err)
 	}
 	return code
+}
+
+// openFailed reports a backend that could not be opened and returns the
+// exit status.
+func openFailed(err error, stderr io.Writer) int {
+	fmt.Fprintf(stderr, "latchkey run: %v\n", err)
+	if errors.Is(err, lock.ErrInvalid) {
+		return exitUsage
+	}
+	return exitUnavailable
+}
+
+// acquireFailed reports an Acquire that failed, held saying why when it
+// was held elsewhere and what naming what was waited for, and returns the
+// exit status.
+func acquireFailed(ctx context.Context, err error, held, what string, stderr io.Writer) int {
+	switch {
+	case errors.Is(err, lock.ErrNotAcquired):
+		fmt.Fprintf(stderr, "latchkey run: %s; not running the command\n", held)
+		return exitNotAcquired
+	case errors.Is(err, lock.ErrInvalid):
+		fmt.Fprintf(stderr, "latchkey run: %v\n", err)
+		return exitUsage
+	case ctx.Err() != nil:
+		fmt.Fprintf(stderr, "latchkey run: interrupted while waiting for %s\n", what)
+		return exitInterrupted
+	default:
+		fmt.Fprintf(stderr, "latchkey run: %v\n", err)
+		return exitUnavailable
+	}
 }
 
 // waitFlag is --wait: a duration, or forever. A negative duration also means
@@ -165,14 +193,14 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	return given
 }
 
-// supervise runs argv under lease and returns the exit status to report;
-// who names the command in messages.
-func supervise(lease *lock.Lease, argv []string, grace time.Duration, who string, stderr io.Writer) int {
+// supervise runs argv under lease, taken on key, and returns the exit
+// status to report; who names the command in messages.
+func supervise(lease *lock.Lease, key string, argv []string, grace time.Duration, who string, stderr io.Writer) int {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(),
 		envFencingToken+"="+strconv.FormatUint(lease.Token(), 10),
-		envLockKey+"="+lease.Key())
+		envLockKey+"="+key)
 	ownProcessGroup(cmd)
 
 	// Catch signals before the command starts, so none is lost in between.

@@ -140,6 +140,15 @@ func (b *Node) Renew(ctx context.Context, key, owner string, ttl time.Duration) 
 // RenewBatch implements lock.BatchRenewer: one pipeline for the whole batch
 // (on Redis Cluster, one per master, sent in parallel).
 func (b *Node) RenewBatch(ctx context.Context, batch []lock.Renewal) []error {
+	return b.renewBatch(ctx, renewScript, errNotHeld, batch, func(r lock.Renewal) ([]string, error) {
+		return []string{LockKey(b.prefix, r.Key)}, nil
+	})
+}
+
+// renewBatch runs s, a renewal script answering 1 when renewed, for every
+// lease in batch in one pipeline; keys returns a lease's script keys, or an
+// error that is that lease's answer. A refused renewal's answer is notHeld.
+func (b *Node) renewBatch(ctx context.Context, s *redis.Script, notHeld error, batch []lock.Renewal, keys func(lock.Renewal) ([]string, error)) []error {
 	errs := make([]error, len(batch))
 	if len(batch) == 0 {
 		return errs
@@ -149,35 +158,43 @@ func (b *Node) RenewBatch(ctx context.Context, batch []lock.Renewal) []error {
 		pipe := b.client.Pipeline()
 		for _, i := range idx {
 			r := batch[i]
-			cmds[i] = renewScript.EvalSha(ctx, pipe, []string{LockKey(b.prefix, r.Key)}, r.Owner, millis(r.TTL))
+			ks, _ := keys(r)
+			cmds[i] = s.EvalSha(ctx, pipe, ks, r.Owner, millis(r.TTL))
 		}
 		_, err := pipe.Exec(ctx)
 		return err
 	}
-	all := make([]int, len(batch))
-	for i := range all {
-		all[i] = i
+	var all []int
+	for i, r := range batch {
+		if _, err := keys(r); err != nil {
+			errs[i] = err
+			continue
+		}
+		all = append(all, i)
+	}
+	if len(all) == 0 {
+		return errs
 	}
 	if err := send(all); err != nil {
 		var missing []int
-		for i, c := range cmds {
-			if redisbatch.IsNoScript(c.Err()) {
+		for _, i := range all {
+			if redisbatch.IsNoScript(cmds[i].Err()) {
 				missing = append(missing, i)
 			}
 		}
 		if len(missing) > 0 {
-			if err := renewScript.Load(ctx, b.client).Err(); err == nil {
+			if err := s.Load(ctx, b.client).Err(); err == nil {
 				_ = send(missing)
 			}
 		}
 	}
-	for i, c := range cmds {
-		n, err := c.Int64()
+	for _, i := range all {
+		n, err := cmds[i].Int64()
 		switch {
 		case err != nil:
 			errs[i] = fmt.Errorf("redislock: %w", err)
 		case n != 1:
-			errs[i] = errNotHeld
+			errs[i] = notHeld
 		}
 	}
 	return errs

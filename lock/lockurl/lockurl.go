@@ -12,6 +12,9 @@
 //	etcd://host:2379[,host:2379][/prefix]   etcd cluster (lock/etcdlock), shares locks with etcdctl lock
 //	zk://host:2181[,host:2181][/prefix]     ZooKeeper ensemble (lock/zklock), shares locks with Curator and kazoo
 //
+// [OpenSemaphores] opens the semaphores (package semaphore) of the same
+// backends from the same URLs, but redlock://.
+//
 // Errors never repeat a password given in the URL; [Redact] shows a URL the
 // same way.
 package lockurl

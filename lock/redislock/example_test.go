@@ -106,3 +106,41 @@ func Example_do() {
 	// running with a fencing token: true
 	// lost: false err: <nil>
 }
+
+// At most 4 concurrent calls to a rate-limited payment provider, across
+// every instance that shares the Redis.
+func ExampleNewSemaphores() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+	sems, err := redislock.NewSemaphores(rdb, redislock.WithPrefix("example:sem:"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sems.Close()
+	provider, err := sems.Semaphore("payment-provider", 4)
+	if err != nil {
+		log.Fatal(err)
+	}
+	three, err := provider.AcquireN(ctx, 3, lock.WithTTL(10*time.Second), lock.WithHolder("batch job"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	one, err := provider.Acquire(ctx, lock.WithTTL(10*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = provider.Acquire(ctx, lock.WithWait(0))
+	fmt.Println("a fifth call:", errors.Is(err, lock.ErrNotAcquired))
+
+	info, err := sems.Inspect(ctx, "payment-provider")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("N %d, %d used by %d holders\n", info.Permits, info.Used, len(info.Holders))
+	_ = one.Release(ctx)
+	_ = three.Release(ctx)
+	// Output:
+	// a fifth call: true
+	// N 4, 4 used by 2 holders
+}

@@ -1,0 +1,223 @@
+package redisnode
+
+import (
+	"cmp"
+	"context"
+	_ "embed"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/internal/lockerr"
+	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/semaphore"
+)
+
+var (
+	//go:embed sem_acquire.lua
+	semAcquireLua    string
+	semAcquireScript = redis.NewScript(semAcquireLua)
+
+	//go:embed sem_renew.lua
+	semRenewLua    string
+	semRenewScript = redis.NewScript(semRenewLua)
+
+	//go:embed sem_release.lua
+	semReleaseLua    string
+	semReleaseScript = redis.NewScript(semReleaseLua)
+
+	//go:embed sem_inspect.lua
+	semInspectLua    string
+	semInspectScript = redis.NewScript(semInspectLua)
+)
+
+// DefaultSemaphorePrefix starts every Redis key and the release channel of
+// a Semaphores unless WithPrefix says otherwise.
+const DefaultSemaphorePrefix = "latchkey:sem:"
+
+// Semaphores is the semaphore backend on one Redis server or Cluster: a
+// lock.Backend for the keys semaphore.Key makes. A name's permits are two
+// keys with one hash tag: a sorted set of the holders' lease ends (server
+// time, ms) and a hash of N, the permits used and each holder's count, token
+// and start; beside them the fencing counter and the waiters flag, as a
+// lock's. Every operation is one script; renewals of many permits go in one
+// pipeline; releases of waited-for names are published on one channel, to
+// which one subscription per Semaphores listens.
+type Semaphores struct {
+	n *Node // the scripts' runner, subscription and options
+}
+
+var (
+	_ lock.Backend         = (*Semaphores)(nil)
+	_ lock.BatchRenewer    = (*Semaphores)(nil)
+	_ lock.ReleaseWatcher  = (*Semaphores)(nil)
+	_ lock.HandoffReleaser = (*Semaphores)(nil)
+	_ lock.SharedBackend   = (*Semaphores)(nil)
+	_ semaphore.Inspector  = (*Semaphores)(nil)
+)
+
+// NewSemaphores returns the semaphore backend on client, with the options of
+// New; the prefix defaults to DefaultSemaphorePrefix. It returns an error
+// wrapping lock.ErrInvalid for a nil client or a bad option and touches no
+// server.
+func NewSemaphores(client Client, opts ...Option) (*Semaphores, error) {
+	n, err := New(client, append([]Option{WithPrefix(DefaultSemaphorePrefix)}, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	return &Semaphores{n: n}, nil
+}
+
+// Close stops the subscription, as Node.Close does.
+func (s *Semaphores) Close() error { return s.n.Close() }
+
+// keys returns the Redis keys of name's semaphore: lease ends, holders,
+// fencing counter, waiters flag.
+func (s *Semaphores) keys(name string) []string {
+	z := LockKey(s.n.prefix, name)
+	return []string{z, z + ":holders", z + ":fence", z + ":waiters"}
+}
+
+// Keys returns the Redis keys of name's semaphore, for an operator: the
+// sorted set of lease ends and the hash of holders.
+func (s *Semaphores) Keys(name string) (ends, holders string) {
+	k := s.keys(name)
+	return k[0], k[1]
+}
+
+var errPermitNotHeld = lockerr.NotHeld("redislock: the permit expired or was revoked")
+
+// TryAcquire implements lock.Backend.
+func (s *Semaphores) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
+	r, err := semaphore.ParseKey(key)
+	if err != nil {
+		return 0, 0, err
+	}
+	n, err := s.n.exec.Run(ctx, nil, semAcquireScript, s.keys(r.Name),
+		owner, r.Permits, r.Count, millis(ttl), s.n.retention, millis(waitersFlagTTL)).Int64()
+	if err != nil {
+		if held, ok := strings.CutPrefix(err.Error(), "MISMATCH "); ok {
+			h, _ := strconv.Atoi(held)
+			return 0, 0, &semaphore.MismatchError{Name: r.Name, Asked: r.Permits, Holders: h}
+		}
+		return 0, 0, fmt.Errorf("redislock: %w", err)
+	}
+	if n <= 0 {
+		return 0, time.Duration(-n) * time.Millisecond, lock.ErrNotAcquired
+	}
+	return uint64(n), 0, nil
+}
+
+// Renew implements lock.Backend.
+func (s *Semaphores) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
+	r, err := semaphore.ParseKey(key)
+	if err != nil {
+		return err
+	}
+	n, err := s.n.exec.Run(ctx, nil, semRenewScript, s.keys(r.Name)[:2], owner, millis(ttl)).Int64()
+	if err != nil {
+		return fmt.Errorf("redislock: %w", err)
+	}
+	if n != 1 {
+		return errPermitNotHeld
+	}
+	return nil
+}
+
+// RenewBatch implements lock.BatchRenewer: every permit due, of any name,
+// in one pipeline.
+func (s *Semaphores) RenewBatch(ctx context.Context, batch []lock.Renewal) []error {
+	return s.n.renewBatch(ctx, semRenewScript, errPermitNotHeld, batch, func(r lock.Renewal) ([]string, error) {
+		req, err := semaphore.ParseKey(r.Key)
+		if err != nil {
+			return nil, err
+		}
+		return s.keys(req.Name)[:2], nil
+	})
+}
+
+// Release implements lock.Backend.
+func (s *Semaphores) Release(ctx context.Context, key, owner string) error {
+	return s.release(ctx, key, owner, anonymous, nil)
+}
+
+// ReleaseHandoff implements lock.HandoffReleaser, as Node's does.
+func (s *Semaphores) ReleaseHandoff(ctx context.Context, key, owner string, handoff func()) error {
+	return s.release(ctx, key, owner, s.n.id, handoff)
+}
+
+func (s *Semaphores) release(ctx context.Context, key, owner, id string, ordered func()) error {
+	r, err := semaphore.ParseKey(key)
+	if err != nil {
+		if ordered != nil {
+			ordered()
+		}
+		return err
+	}
+	k := s.keys(r.Name)
+	n, err := s.n.exec.Run(ctx, ordered, semReleaseScript, []string{k[0], k[1], k[3]}, owner, s.n.channel, id).Int64()
+	if err != nil {
+		return fmt.Errorf("redislock: %w", err)
+	}
+	if n != 1 {
+		return errPermitNotHeld
+	}
+	return nil
+}
+
+// WatchRelease implements lock.ReleaseWatcher, by name: a release wakes the
+// waiters of every count.
+func (s *Semaphores) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	r, err := semaphore.ParseKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.n.w.watch(ctx, r.Name)
+}
+
+// Shared implements lock.SharedBackend.
+func (s *Semaphores) Shared(key string) bool {
+	r, err := semaphore.ParseKey(key)
+	return err == nil && r.Permits > 1
+}
+
+// InspectSemaphore implements semaphore.Inspector with one script that
+// changes nothing. Waiting means an attempt failed within the last 10 s.
+func (s *Semaphores) InspectSemaphore(ctx context.Context, name string) (semaphore.Info, error) {
+	v, err := semInspectScript.Run(ctx, s.n.client, s.keys(name)).Slice()
+	if err != nil {
+		return semaphore.Info{}, fmt.Errorf("redislock: %w", err)
+	}
+	info := semaphore.Info{Name: name}
+	if len(v) < 3 || (len(v)-3)%3 != 0 {
+		return info, fmt.Errorf("redislock: semaphore inspection answered %d values", len(v))
+	}
+	n, _ := v[0].(int64)
+	info.Permits = int(n)
+	last, _ := v[1].(string)
+	info.LastToken, _ = strconv.ParseUint(last, 10, 64)
+	w, _ := v[2].(int64)
+	info.Waiting = w == 1
+	for i := 3; i < len(v); i += 3 {
+		owner, _ := v[i].(string)
+		left, _ := v[i+1].(int64)
+		rec, _ := v[i+2].(string)
+		var count int
+		var token uint64
+		if f := strings.Fields(rec); len(f) == 3 {
+			count, _ = strconv.Atoi(f[0])
+			token, _ = strconv.ParseUint(f[1], 10, 64)
+		}
+		_, label, _ := lock.ParseOwner(owner)
+		info.Used += count
+		info.Holders = append(info.Holders, semaphore.HolderInfo{
+			Holder: label, Token: token, Count: count, TimeLeft: time.Duration(left) * time.Millisecond,
+		})
+	}
+	slices.SortFunc(info.Holders, func(a, b semaphore.HolderInfo) int { return cmp.Compare(a.Token, b.Token) })
+	return info, nil
+}

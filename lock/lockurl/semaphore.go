@@ -1,0 +1,182 @@
+package lockurl
+
+import (
+	"context"
+	"database/sql"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/internal/backendurl"
+	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/etcdlock"
+	"github.com/latchkey-go/latchkey/lock/memlock"
+	"github.com/latchkey-go/latchkey/lock/redislock"
+	"github.com/latchkey-go/latchkey/lock/sqllock"
+	"github.com/latchkey-go/latchkey/lock/zklock"
+	"github.com/latchkey-go/latchkey/semaphore"
+)
+
+// Semaphores is a semaphore.Client that owns its connections: Close closes
+// them after the Client. Release its permits first.
+type Semaphores struct {
+	*semaphore.Client
+	closeConn func() error // nil when the Client owns them
+	once      sync.Once
+	err       error // Close's result; written once
+}
+
+// Close closes the Client, then its connections. It is safe to call more
+// than once.
+func (s *Semaphores) Close() error {
+	s.once.Do(func() {
+		s.err = s.Client.Close()
+		if s.closeConn != nil {
+			if cerr := s.closeConn(); s.err == nil {
+				s.err = cerr
+			}
+		}
+	})
+	return s.err
+}
+
+// semSchemes holds every scheme OpenSemaphores knows: Open's, but redlock
+// (the semaphore has no quorum backend).
+var semSchemes = backendurl.Schemes[*Semaphores]{
+	Pkg: "lockurl", Invalid: lock.ErrInvalid, Unsupported: ErrUnsupported,
+	Openers: map[string]backendurl.Opener[*Semaphores]{
+		"mem":           openMemSemaphores,
+		"sqlite":        openSQLiteSemaphores,
+		"postgres":      openPostgresSemaphores,
+		"postgresql":    openPostgresSemaphores,
+		"mysql":         openMySQLSemaphores,
+		"redis":         openRedisSemaphores,
+		"rediss":        openRedisSemaphores,
+		"redis-cluster": openRedisSemaphores,
+		"etcd":          openEtcdSemaphores,
+		"zk":            openZKSemaphores,
+	},
+}
+
+// SemaphoreSchemes returns the URL schemes OpenSemaphores accepts, sorted.
+func SemaphoreSchemes() []string { return semSchemes.Names() }
+
+// OpenSemaphores returns the semaphore Client rawURL names, with the URLs of
+// Open (but redlock://): the same servers, databases and prefixes, and the
+// backends' own semaphore keys and tables (see each backend's
+// NewSemaphores). The caller must Close it. Errors are Open's.
+func OpenSemaphores(ctx context.Context, rawURL string) (*Semaphores, error) {
+	return semSchemes.Open(ctx, rawURL)
+}
+
+func openMemSemaphores(_ context.Context, _ string, u *url.URL) (*Semaphores, error) {
+	if u.Host != "" || (u.Path != "" && u.Path != "/") || u.Opaque != "" {
+		return nil, invalidf("mem:// takes no host or path")
+	}
+	return &Semaphores{Client: memlock.NewSemaphores().Client}, nil
+}
+
+func openSQLiteSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphores, error) {
+	path, err := sqlitePath(u)
+	if err != nil {
+		return nil, err
+	}
+	dsn := backendurl.SQLiteDSN(path)
+	if u.RawQuery != "" {
+		dsn += "&" + u.RawQuery
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1) // as Open's: one connection per process
+	return owning(sqllock.NewSemaphores(ctx, db, sqllock.SQLite))(db.Close)
+}
+
+func openPostgresSemaphores(ctx context.Context, raw string, _ *url.URL) (*Semaphores, error) {
+	cfg, err := pgxpool.ParseConfig(raw)
+	if err != nil {
+		return nil, invalidf("%w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return owning(sqllock.NewPgxSemaphores(ctx, pool))(func() error { pool.Close(); return nil })
+}
+
+func openMySQLSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphores, error) {
+	dsn, err := backendurl.MySQLDSN(u)
+	if err != nil {
+		return nil, invalidf("%w", err)
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return nil, invalidf("%w", err)
+	}
+	return owning(sqllock.NewSemaphores(ctx, db, sqllock.MySQL))(db.Close)
+}
+
+// owning pairs a Client with the connections it was opened on, which
+// are closed at once if it could not be made.
+func owning(c *semaphore.Client, err error) func(closeConn func() error) (*Semaphores, error) {
+	return func(closeConn func() error) (*Semaphores, error) {
+		if err != nil {
+			_ = closeConn()
+			return nil, err
+		}
+		return &Semaphores{Client: c, closeConn: closeConn}, nil
+	}
+}
+
+func openRedisSemaphores(ctx context.Context, raw string, u *url.URL) (*Semaphores, error) {
+	var c redisClient
+	if u.Scheme == "redis-cluster" {
+		opt, err := backendurl.ClusterOptions(raw)
+		if err != nil {
+			return nil, invalidf("%w", err)
+		}
+		c = redis.NewClusterClient(opt)
+	} else {
+		opt, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, invalidf("%w", err)
+		}
+		c = redis.NewClient(opt)
+	}
+	if err := c.Ping(ctx).Err(); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	s, err := redislock.NewSemaphores(c)
+	return owning(s, err)(c.Close)
+}
+
+func openEtcdSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphores, error) {
+	c, opts, err := etcdConnect(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimPrefix(u.Path, "/") == "" {
+		opts = nil // etcdlock's own semaphore prefix
+	}
+	s, err := etcdlock.NewSemaphores(c, opts...)
+	return owning(s, err)(c.Close)
+}
+
+func openZKSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphores, error) {
+	servers, opts, err := zkConfig(u)
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, zkDialTimeout)
+	defer cancel()
+	s, err := zklock.NewSemaphores(dctx, servers, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Semaphores{Client: s}, nil
+}
