@@ -3,7 +3,9 @@
 -- the script call itself.
 -- KEYS[1] lock, KEYS[2] fencing counter, KEYS[3] waiters flag (one hash tag)
 -- ARGV[1] owner, ARGV[2] lease ms, ARGV[3] counter retention ms,
--- ARGV[4] waiters-flag lifetime ms
+-- ARGV[4] waiters-flag lifetime ms, ARGV[5] '1' when the acquiring Locker
+-- has waiters for the key (the acquirer among them, maybe others behind it):
+-- the flag, which the last release deleted, is set again for them.
 -- Returns the token (> 0) when taken; else minus the holder's remaining lease
 -- in ms, at least 1 (a lease in its last millisecond is not "unknown"), or 0
 -- when that is unknown.
@@ -17,6 +19,9 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 		local t = redis.call('TIME')
 		token = tonumber(t[1]) * 1000000 + tonumber(t[2])
 		redis.call('SET', KEYS[2], string.format('%d', token), 'PX', ARGV[3])
+	end
+	if ARGV[5] == '1' then
+		redis.call('SET', KEYS[3], '1', 'PX', ARGV[4])
 	end
 	return token
 end

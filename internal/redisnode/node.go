@@ -123,8 +123,14 @@ func (b *Node) Close() error {
 // TryAcquire implements lock.Backend.
 func (b *Node) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
 	lk := LockKey(b.prefix, key)
+	// A release deletes the waiters mark; an acquisition while this Node's
+	// waiters watch the key sets it again, for those still behind.
+	waited := "0"
+	if b.w.watched(key) {
+		waited = "1"
+	}
 	n, err := b.exec.Run(ctx, nil, b.acquire, []string{lk, lk + ":fence", lk + ":waiters"},
-		owner, millis(ttl), b.retention, millis(waitersFlagTTL)).Int64()
+		owner, millis(ttl), b.retention, millis(waitersFlagTTL), waited).Int64()
 	if err != nil {
 		return 0, 0, fmt.Errorf("redislock: %w", err)
 	}

@@ -7,11 +7,11 @@
 -- prefixes the message so that Locker can skip its own releases.
 -- Returns 1 if deleted, else 0.
 --
--- Deleting the flag loses no waiter: every waiter hears the message and
--- attempts again, and one that fails sets the flag anew, before the next
--- release or, if its attempt comes after that release, finding the lock
--- free. A waiter that missed the message still attempts at least once a
--- second.
+-- Deleting the flag loses no waiter: every Locker's longest waiter hears
+-- the message and attempts again, and sets the flag anew if it fails, or,
+-- if it gets the lock, when its Locker still watches the key for others
+-- behind it (acquire.lua's ARGV[5]). A waiter that missed the message still
+-- attempts at least once a second.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
 	if redis.call('DEL', KEYS[1], KEYS[2]) == 2 then
 		redis.call('PUBLISH', ARGV[2], ARGV[3] .. KEYS[1])

@@ -132,3 +132,50 @@ func commandCalls(t *testing.T, c interface {
 	}
 	return 0
 }
+
+// The waiters mark a release deleted is set again when a waiter gets the
+// lock while others of its Locker still wait behind it: they do not attempt
+// until it releases (the Manager lets only the longest waiter attempt), and
+// without the mark that release would not wake them.
+func TestWaitersMarkOutlivesAHandOff(t *testing.T) {
+	t.Parallel()
+	srv := testsvc.StartRedis(t)
+	c := newClient(t, srv.Addr())
+	holder, waiters := newLocker(t, c), newLocker(t, newClient(t, srv.Addr()))
+	held, err := holder.Acquire(ctxT(t), "k", lock.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigResetStat(ctxT(t)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	leases := make(chan *lock.Lease, 2)
+	for range 2 {
+		go func() {
+			lease, err := waiters.Acquire(ctxT(t), "k")
+			if err != nil {
+				t.Error(err)
+				lease = nil
+			}
+			leases <- lease
+		}()
+	}
+	// Both have found the lock held (each failed attempt reads the
+	// holder's PTTL) before it is released.
+	for commandCalls(t, c, "pttl") < 2 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	_ = held.Release(ctxT(t))
+	first := <-leases
+	if first == nil {
+		t.FailNow()
+	}
+	lk, _ := waiters.n.Keys("k")
+	if n := c.Exists(ctxT(t), lk+":waiters").Val(); n != 1 {
+		t.Errorf("waiters mark after a waiter took the lock with another behind it: %d keys, want 1", n)
+	}
+	_ = first.Release(ctxT(t))
+	if second := <-leases; second != nil {
+		_ = second.Release(ctxT(t))
+	}
+}

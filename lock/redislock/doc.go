@@ -40,7 +40,8 @@
 //     only then, a PUBLISH wakes them).
 //
 // A failed attempt costs SET NX PX, a SET of the waiters mark and a PTTL
-// for the holder's remaining lease; a renewal GET and PEXPIRE.
+// for the holder's remaining lease, and an acquisition by a waiter with
+// others behind it a SET of the mark more; a renewal costs GET and PEXPIRE.
 //
 // # Fencing tokens: the exact guarantee
 //
@@ -73,8 +74,9 @@
 // Each Locker has one pub/sub subscription, to the channel "<prefix>released",
 // opened by the first Acquire that may wait (before its first attempt) and
 // shared by all its waiters; Close ends it. A release publishes only when the
-// waiters mark is set, and deletes it: uncontended locks publish nothing,
-// and a waiter that fails again after the wake-up sets the mark anew. A
+// waiters mark is set, and deletes it: uncontended locks publish nothing. A
+// waiter that fails again after the wake-up sets the mark anew, and so does
+// one that gets the lock while waiters of its Locker wait behind it. A
 // release message wakes the Locker's waiters of its key, and the lock.Manager lets only the
 // longest of them attempt: within a Locker, waiters are served in arrival
 // order (see lock.Manager). When the Manager hands a release to its own next
