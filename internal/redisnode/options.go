@@ -76,9 +76,9 @@ func WithSendsInFlight(n int) Option {
 }
 
 // WithClockTokens makes every token max(last + 1, the server's time in
-// microseconds), as lock/redlock needs: its token is the quorum-th smallest
-// of several servers' tokens, which rises from one holder to the next only
-// if every server's tokens follow one clock. Without it a token is the
+// microseconds), as lock/redlock has it: its token is chosen among several
+// servers' tokens, and that choice and its write-back were built on tokens
+// that follow one clock on every server. Without it a token is the
 // counter's INCR, and the clock is read only to restart a missing counter.
 func WithClockTokens() Option {
 	return func(o *Config) { o.clock = true }
