@@ -22,9 +22,12 @@ import (
 // ttl is the lease every implementation asks for.
 const ttl = 30 * time.Second
 
-// A locker is one implementation, opened: lock blocks until key is held.
+// A locker is one implementation, opened: lock blocks until key is held;
+// try, if set, is how its users take a lock they expect free (the
+// uncontended test), and lock stands in for it otherwise.
 type locker struct {
 	lock   func(ctx context.Context, key string) (unlock func(context.Context) error, err error)
+	try    func(ctx context.Context, key string) (unlock func(context.Context) error, err error)
 	close  func()
 	stalls *atomic.Int64 // lock calls that hit stallAfter
 }
@@ -136,14 +139,22 @@ func openLatchkey(addr string, opts ...redislock.Option) (locker, error) {
 	if err != nil {
 		return locker{}, err
 	}
-	return locker{
-		lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
-			lease, err := l.Acquire(ctx, key, lock.WithTTL(ttl))
+	// As users call it: default options (the lease is lock.DefaultTTL, the
+	// peers' ttl), and WithWait(0) where the lock is expected free, which
+	// skips the waiting machinery (the release subscription, the Manager's
+	// queue) that a call allowed to wait sets up first.
+	acquire := func(opts ...lock.Option) func(context.Context, string) (func(context.Context) error, error) {
+		return func(ctx context.Context, key string) (func(context.Context) error, error) {
+			lease, err := l.Acquire(ctx, key, opts...)
 			if err != nil {
 				return nil, err
 			}
 			return lease.Release, nil
-		},
+		}
+	}
+	return locker{
+		lock:  acquire(),
+		try:   acquire(lock.WithWait(0)),
 		close: func() { l.Close(); c.Close() },
 	}, nil
 }

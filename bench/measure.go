@@ -16,8 +16,20 @@ import (
 const stallAfter = 5 * time.Second
 
 func lockBounded(ctx context.Context, l locker, key string) (func(context.Context) error, context.CancelFunc, error) {
+	return callBounded(ctx, l, l.lock, key)
+}
+
+// tryBounded is lockBounded with the implementation's try, if it has one.
+func tryBounded(ctx context.Context, l locker, key string) (func(context.Context) error, context.CancelFunc, error) {
+	if l.try == nil {
+		return lockBounded(ctx, l, key)
+	}
+	return callBounded(ctx, l, l.try, key)
+}
+
+func callBounded(ctx context.Context, l locker, call func(context.Context, string) (func(context.Context) error, error), key string) (func(context.Context) error, context.CancelFunc, error) {
 	ctx, cancel := context.WithTimeout(ctx, stallAfter)
-	unlock, err := l.lock(ctx, key)
+	unlock, err := call(ctx, key)
 	if err != nil {
 		cancel()
 		if ctx.Err() != nil {
@@ -41,7 +53,7 @@ func uncontended(ctx context.Context, l locker, prefix string, g int, d time.Dur
 			defer wg.Done()
 			key := fmt.Sprintf("%s%d", prefix, i)
 			for time.Now().Before(stop) {
-				unlock, cancel, err := lockBounded(ctx, l, key)
+				unlock, cancel, err := tryBounded(ctx, l, key)
 				if err != nil {
 					continue
 				}

@@ -1,4 +1,5 @@
--- Claim a message id in one step.
+-- Claim a message id in one step, for ClaimBatch on servers that refuse
+-- SET NX GET (before Redis 7.0).
 -- KEYS[1]  the id's record, a string: the owner's token while processing,
 --          '=' once done (tokens are hex, so they never equal it).
 -- ARGV[1]  new owner token

@@ -35,12 +35,20 @@ func TestConformanceScriptBatches(t *testing.T) {
 	deduptest.Run(t, func(*testing.T) dedup.Store { return s })
 }
 
-// countingHook counts what reaches the wire: single commands and pipelines.
-type countingHook struct{ cmds, pipes atomic.Int32 }
+// countingHook counts what reaches the wire: single commands and pipelines,
+// and keeps the name of the last single command.
+type countingHook struct {
+	cmds, pipes atomic.Int32
+	last        atomic.Value // string
+}
 
 func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { h.cmds.Add(1); return next(ctx, cmd) }
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.cmds.Add(1)
+		h.last.Store(cmd.Name())
+		return next(ctx, cmd)
+	}
 }
 func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error { h.pipes.Add(1); return next(ctx, cmds) }
@@ -63,8 +71,8 @@ func TestRoundTrips(t *testing.T) {
 	if err != nil || cl.State != dedup.Claimed {
 		t.Fatalf("Claim: %v, %v", cl, err)
 	}
-	if n := h.cmds.Load(); n != 1 {
-		t.Errorf("Claim sent %d commands, want 1", n)
+	if n, name := h.cmds.Load(), h.last.Load(); n != 1 || name != "set" {
+		t.Errorf("Claim sent %d commands, the last %v; want 1, a plain SET NX PX", n, name)
 	}
 	if err := s.Done(ctx, "m1", cl.Token, time.Minute); err != nil {
 		t.Fatal(err)
@@ -82,6 +90,43 @@ func TestRoundTrips(t *testing.T) {
 	}
 	if p, n := h.pipes.Load(), h.cmds.Load(); p != 1 || n != 2 {
 		t.Errorf("ClaimBatch of 100 used %d pipelines and %d extra commands, want 1 and 0", p, n-2)
+	}
+}
+
+// A claim of an id in progress says when the owner's claim ends, read from
+// the record's TTL, and a done id is done: the plain SET NX GET tells the
+// three states apart as the script did.
+func TestClaimStates(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, prefix := newClient(t)
+	s := redisstore.New(c, redisstore.WithPrefix(prefix))
+	first, err := s.Claim(ctx, "m", time.Minute)
+	if err != nil || first.State != dedup.Claimed || first.Token == "" {
+		t.Fatalf("first Claim: %+v, %v", first, err)
+	}
+	again, err := s.Claim(ctx, "m", 10*time.Minute)
+	if err != nil || again.State != dedup.InProgress {
+		t.Fatalf("second Claim: %+v, %v; want in progress", again, err)
+	}
+	if again.RetryAfter <= 30*time.Second || again.RetryAfter > time.Minute {
+		t.Errorf("RetryAfter = %v, want the first claim's remaining TTL, in (30s, 1m]", again.RetryAfter)
+	}
+	if pttl := c.PTTL(ctx, s.RecordKey("m")).Val(); pttl > time.Minute {
+		t.Errorf("the refused claim changed the TTL to %v", pttl)
+	}
+	if v := c.Get(ctx, s.RecordKey("m")).Val(); v != first.Token {
+		t.Errorf("the refused claim changed the record to %q", v)
+	}
+	if err := s.Done(ctx, "m", first.Token, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	done, err := s.Claim(ctx, "m", time.Minute)
+	if err != nil || done.State != dedup.Done {
+		t.Fatalf("Claim after Done: %+v, %v; want done", done, err)
+	}
+	if pttl := c.PTTL(ctx, s.RecordKey("m")).Val(); pttl <= time.Minute {
+		t.Errorf("a claim of a done id changed its retention to %v", pttl)
 	}
 }
 

@@ -1,22 +1,28 @@
--- Take the lock and issue the next fencing token, in one step.
+-- Take the lock and issue the next fencing token, in one step. Three
+-- commands when it is free: SET NX PX takes it, INCR issues the token, and
+-- the script call itself.
 -- KEYS[1] lock, KEYS[2] fencing counter, KEYS[3] waiters flag (one hash tag)
 -- ARGV[1] owner, ARGV[2] lease ms, ARGV[3] counter retention ms,
--- ARGV[4] waiters-flag lifetime ms
+-- ARGV[4] waiters-flag lifetime ms, ARGV[5] '1' when the acquiring Locker
+-- has waiters for the key (the acquirer among them, maybe others behind it):
+-- the flag, which the last release deleted, is set again for them.
 -- Returns the token (> 0) when taken; else minus the holder's remaining lease
 -- in ms, at least 1 (a lease in its last millisecond is not "unknown"), or 0
 -- when that is unknown.
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-	-- The token is max(last + 1, server time in microseconds): it rises by at
-	-- least one per acquisition while the counter lives, and a lost counter
-	-- (restart without persistence, eviction, failover, expiry) restarts it
-	-- from the clock, above every token issued before.
-	local t = redis.call('TIME')
-	local token = tonumber(t[1]) * 1000000 + tonumber(t[2])
-	local last = tonumber(redis.call('GET', KEYS[2]))
-	if last and last >= token then
-		token = last + 1
+	local token = redis.call('INCR', KEYS[2])
+	if token == 1 then
+		-- No counter (first use, expiry, a restart without persistence,
+		-- eviction, FLUSHALL, a failover): it restarts from the server time in
+		-- microseconds, above every token issued before, and lives for the
+		-- retention from now.
+		local t = redis.call('TIME')
+		token = tonumber(t[1]) * 1000000 + tonumber(t[2])
+		redis.call('SET', KEYS[2], string.format('%d', token), 'PX', ARGV[3])
 	end
-	redis.call('SET', KEYS[2], string.format('%d', token), 'PX', ARGV[3])
+	if ARGV[5] == '1' then
+		redis.call('SET', KEYS[3], '1', 'PX', ARGV[4])
+	end
 	return token
 end
 -- Someone waits: releases of this key must publish a wake-up.

@@ -27,6 +27,10 @@ var (
 	acquireLua    string
 	acquireScript = redis.NewScript(acquireLua)
 
+	//go:embed acquire_clock.lua
+	acquireClockLua    string
+	acquireClockScript = redis.NewScript(acquireClockLua)
+
 	//go:embed renew.lua
 	renewLua    string
 	renewScript = redis.NewScript(renewLua)
@@ -61,6 +65,7 @@ type Node struct {
 	channel   string // where releases of waited-for keys are published
 	id        string // this Node's instance id, in its release messages
 	retention int64  // fencing counter retention, ms
+	acquire   *redis.Script
 	exec      redisbatch.Runner
 	w         *watcher
 }
@@ -93,6 +98,10 @@ func New(client Client, opts ...Option) (*Node, error) {
 		channel:   o.prefix + "released",
 		id:        newInstanceID(),
 		retention: millis(o.retention),
+		acquire:   acquireScript,
+	}
+	if o.clock {
+		b.acquire = acquireClockScript
 	}
 	if o.batching {
 		b.exec = redisbatch.NewSends(client, o.sends)
@@ -114,8 +123,14 @@ func (b *Node) Close() error {
 // TryAcquire implements lock.Backend.
 func (b *Node) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
 	lk := LockKey(b.prefix, key)
-	n, err := b.exec.Run(ctx, nil, acquireScript, []string{lk, lk + ":fence", lk + ":waiters"},
-		owner, millis(ttl), b.retention, millis(waitersFlagTTL)).Int64()
+	// A release deletes the waiters mark; an acquisition while this Node's
+	// waiters watch the key sets it again, for those still behind.
+	waited := "0"
+	if b.w.watched(key) {
+		waited = "1"
+	}
+	n, err := b.exec.Run(ctx, nil, b.acquire, []string{lk, lk + ":fence", lk + ":waiters"},
+		owner, millis(ttl), b.retention, millis(waitersFlagTTL), waited).Int64()
 	if err != nil {
 		return 0, 0, fmt.Errorf("redislock: %w", err)
 	}

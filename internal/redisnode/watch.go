@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -53,6 +54,7 @@ type watcher struct {
 	ps      *redis.PubSub                   // guarded by mu
 	changed chan struct{}                   // closed on every state change; guarded by mu
 	keys    map[string]map[*waiter]struct{} // by key; guarded by mu
+	nkeys   atomic.Int64                    // len(keys), read without mu
 	done    chan struct{}                   // closed when the subscription goroutine ends
 }
 
@@ -104,6 +106,7 @@ func (w *watcher) join(wt *waiter) (subscribing <-chan struct{}, err error) {
 	if set == nil {
 		set = make(map[*waiter]struct{})
 		w.keys[wt.key] = set
+		w.nkeys.Add(1)
 	}
 	set[wt] = struct{}{}
 	if w.state == connecting {
@@ -118,9 +121,21 @@ func (w *watcher) leave(wt *waiter) {
 	defer w.mu.Unlock()
 	set := w.keys[wt.key]
 	delete(set, wt)
-	if len(set) == 0 {
+	if _, ok := w.keys[wt.key]; ok && len(set) == 0 {
 		delete(w.keys, wt.key)
+		w.nkeys.Add(-1)
 	}
+}
+
+// watched reports whether anyone of this Node waits for key: without a
+// lock while nobody waits for any key.
+func (w *watcher) watched(key string) bool {
+	if w.nkeys.Load() == 0 {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.keys[key]) > 0
 }
 
 // released wakes the waiters of key.

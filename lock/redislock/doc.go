@@ -14,11 +14,11 @@
 // script runs on Redis Cluster: "<prefix>{K}" holds the owner (a random
 // 128-bit id) with the lease as its expiry, "<prefix>{K}:fence" the last
 // fencing token, and "<prefix>{K}:waiters" marks, for 10 s after a failed
-// attempt, that someone waits for K. (A key starting with '}' or '\' gets a
+// attempt or until the next release, that someone waits for K. (A key starting with '}' or '\' gets a
 // '\' in front inside the braces.) Keys are passed to scripts as data, never
 // spliced into them.
 //
-// # Round trips
+// # Round trips and commands
 //
 // Acquire is one script call: SET NX PX and, on success, the next token; on
 // failure it returns the holder's remaining lease, which times the next
@@ -28,27 +28,42 @@
 // WithBatching), and all leases due for renewal at once are renewed in one
 // pipeline.
 //
+// An uncontended acquire and release pair costs Redis six commands, those
+// the scripts run included:
+//
+//   - EVALSHA of the acquire script; SET NX PX of the lock key, which takes
+//     the lock with its lease; INCR of the fencing counter, which issues the
+//     token (TIME and a SET more when the counter is missing, see below).
+//   - EVALSHA of the release script; GET of the lock key, which checks that
+//     the lease is still the releaser's; DEL of the lock key and the waiters
+//     mark together, whose count tells whether anyone waited (then, and
+//     only then, a PUBLISH wakes them).
+//
+// A failed attempt costs SET NX PX, a SET of the waiters mark and a PTTL
+// for the holder's remaining lease, and an acquisition by a waiter with
+// others behind it a SET of the mark more; a renewal costs GET and PEXPIRE.
+//
 // # Fencing tokens: the exact guarantee
 //
-// The acquire script sets token = max(last + 1, now), where last is the
-// counter's value (absent: 0) and now is the server's TIME in microseconds
-// since the Unix epoch, and stores it as the new counter, kept for 24 h after
-// the last acquisition (WithTokenRetention).
+// The acquire script sets token = INCR of the counter. When the counter is
+// missing (INCR answers 1) it restarts from now, the server's TIME in
+// microseconds since the Unix epoch, and is kept for 24 h from then
+// (WithTokenRetention); it is not extended by later acquisitions, so a busy
+// key's counter restarts from the clock once a retention.
 //
 //   - While the counter survives, every token for K is strictly greater than
 //     every earlier one, whatever the clock does.
 //   - When the counter is lost — Redis restarted without persistence, the key
 //     evicted or expired, FLUSHALL, a failover to a replica that had not yet
 //     received the last increments — the next token is the server's clock in
-//     microseconds. It is greater than every earlier token provided the clock
-//     of the server issuing it reads later than the clock that issued the
-//     last token did, by more than that token's lead over its clock. A token
-//     leads its clock only when one key is acquired more than once per
-//     microsecond, which one Redis cannot sustain for long (each acquisition
-//     is a script run), so in practice the lead is zero and the condition is
-//     "the clock has not been stepped backwards across the loss".
-//   - Tokens are therefore microsecond timestamps (about 1.7e15 today): below
-//     2^53, exact in Lua's doubles until the year 2255.
+//     microseconds. The counter rose by one per acquisition since it last
+//     started from the clock, far slower than the clock (one Redis cannot
+//     sustain an acquisition of one key per microsecond for long), so every
+//     earlier token is below the clock's reading then, provided the clock
+//     of the server issuing it has not been stepped backwards across the
+//     loss.
+//   - Tokens are therefore about microsecond timestamps (about 1.7e15
+//     today): below 2^53, exact in Lua's doubles until the year 2255.
 //
 // Pass the token to the resource you write to (see the fence package): a lock
 // can always be lost without its holder noticing in time, and only the
@@ -59,8 +74,10 @@
 // Each Locker has one pub/sub subscription, to the channel "<prefix>released",
 // opened by the first Acquire that may wait (before its first attempt) and
 // shared by all its waiters; Close ends it. A release publishes only when the
-// waiters mark is set, so uncontended locks publish nothing. A release message
-// wakes the Locker's waiters of its key, and the lock.Manager lets only the
+// waiters mark is set, and deletes it: uncontended locks publish nothing. A
+// waiter that fails again after the wake-up sets the mark anew, and so does
+// one that gets the lock while waiters of its Locker wait behind it. A
+// release message wakes the Locker's waiters of its key, and the lock.Manager lets only the
 // longest of them attempt: within a Locker, waiters are served in arrival
 // order (see lock.Manager). When the Manager hands a release to its own next
 // waiter, that waiter's attempt travels in the same pipeline as the release,

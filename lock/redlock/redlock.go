@@ -150,7 +150,8 @@ func New(clients []Client, opts ...Option) (*Locker, error) {
 			redisnode.WithPrefix(o.prefix),
 			redisnode.WithTokenRetention(o.retention),
 			redisnode.WithBatching(o.batching),
-			redisnode.WithSendsInFlight(o.sends))
+			redisnode.WithSendsInFlight(o.sends),
+			redisnode.WithClockTokens())
 		if err != nil {
 			b.close()
 			return nil, err

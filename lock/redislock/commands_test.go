@@ -1,0 +1,181 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+	"github.com/latchkey-go/latchkey/lock"
+)
+
+// An uncontended acquire and release pair costs Redis six commands, those
+// inside the scripts included (see the package doc), and publishes nothing.
+func TestCommandsPerPair(t *testing.T) {
+	t.Parallel()
+	srv := testsvc.StartRedis(t)
+	c := newClient(t, srv.Addr())
+	l := newLocker(t, c)
+	pair := func() {
+		lease, err := l.Acquire(ctxT(t), "k", lock.WithWait(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lease.Release(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pair() // loads the scripts, starts the counter
+	if err := c.ConfigResetStat(ctxT(t)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const pairs = 20
+	for range pairs {
+		pair()
+	}
+	cost, err := testsvc.RedisServerCost(ctxT(t), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if per := float64(cost.Calls-1) / pairs; per > 6 { // less CONFIG RESETSTAT
+		t.Errorf("%.2f commands per pair, want at most 6", per)
+	}
+	if n := commandCalls(t, c, "publish"); n != 0 {
+		t.Errorf("%d PUBLISH for uncontended pairs, want none", n)
+	}
+}
+
+// A release deletes the waiters mark with the lock: it publishes once for
+// the waiters of that moment, and again only after someone has failed to
+// get the lock since.
+func TestWaitersMarkRearms(t *testing.T) {
+	t.Parallel()
+	srv := testsvc.StartRedis(t)
+	c := newClient(t, srv.Addr())
+	holder, waiter := newLocker(t, c), newLocker(t, newClient(t, srv.Addr()))
+	hold := func() *lock.Lease {
+		lease, err := holder.Acquire(ctxT(t), "k", lock.WithTTL(10*time.Second), lock.WithWait(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lease
+	}
+	fail := func() {
+		if _, err := waiter.Acquire(ctxT(t), "k", lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
+			t.Fatalf("attempt on a held lock: %v, want ErrNotAcquired", err)
+		}
+	}
+	lease := hold()
+	fail()
+	_ = lease.Release(ctxT(t)) // published: someone waited
+	lease = hold()
+	_ = lease.Release(ctxT(t)) // nobody failed since: nothing to publish
+	lease = hold()
+	fail()
+	_ = lease.Release(ctxT(t)) // published
+	if n := commandCalls(t, c, "publish"); n != 2 {
+		t.Errorf("%d PUBLISH for 3 releases of which 2 followed a failed attempt, want 2", n)
+	}
+}
+
+// Tokens rise across the fencing counter's expiry, which comes a retention
+// after the counter started, however busy the key: it restarts from the
+// server's clock, above every token it issued.
+func TestTokensRiseAcrossCounterExpiry(t *testing.T) {
+	t.Parallel()
+	srv := testsvc.StartRedis(t)
+	l := newLocker(t, newClient(t, srv.Addr()), WithTokenRetention(time.Second))
+	var last uint64
+	restarts := 0
+	for deadline := time.Now().Add(2500 * time.Millisecond); time.Now().Before(deadline); {
+		lease, err := l.Acquire(ctxT(t), "k", lock.WithWait(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lease.Token() <= last {
+			t.Fatalf("token %d after %d", lease.Token(), last)
+		}
+		if lease.Token() > last+1 {
+			restarts++
+		}
+		last = lease.Token()
+		_ = lease.Release(ctxT(t))
+		time.Sleep(20 * time.Millisecond)
+	}
+	if restarts < 2 { // the first acquisition and at least one expiry
+		t.Errorf("the counter restarted %d times in 2.5 s at 1 s retention, want at least 2", restarts)
+	}
+}
+
+// commandCalls is the number of calls of one command since the last CONFIG
+// RESETSTAT (or the server's start), those inside scripts included.
+func commandCalls(t *testing.T, c interface {
+	Info(ctx context.Context, section ...string) *redis.StringCmd
+}, name string) int64 {
+	t.Helper()
+	s, err := c.Info(ctxT(t), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(s, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":calls=")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+		return n
+	}
+	return 0
+}
+
+// The waiters mark a release deleted is set again when a waiter gets the
+// lock while others of its Locker still wait behind it: they do not attempt
+// until it releases (the Manager lets only the longest waiter attempt), and
+// without the mark that release would not wake them.
+func TestWaitersMarkOutlivesAHandOff(t *testing.T) {
+	t.Parallel()
+	srv := testsvc.StartRedis(t)
+	c := newClient(t, srv.Addr())
+	holder, waiters := newLocker(t, c), newLocker(t, newClient(t, srv.Addr()))
+	held, err := holder.Acquire(ctxT(t), "k", lock.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigResetStat(ctxT(t)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	leases := make(chan *lock.Lease, 2)
+	for range 2 {
+		go func() {
+			lease, err := waiters.Acquire(ctxT(t), "k")
+			if err != nil {
+				t.Error(err)
+				lease = nil
+			}
+			leases <- lease
+		}()
+	}
+	// Both have found the lock held (each failed attempt reads the
+	// holder's PTTL) before it is released.
+	for commandCalls(t, c, "pttl") < 2 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	_ = held.Release(ctxT(t))
+	first := <-leases
+	if first == nil {
+		t.FailNow()
+	}
+	lk, _ := waiters.n.Keys("k")
+	if n := c.Exists(ctxT(t), lk+":waiters").Val(); n != 1 {
+		t.Errorf("waiters mark after a waiter took the lock with another behind it: %d keys, want 1", n)
+	}
+	_ = first.Release(ctxT(t))
+	if second := <-leases; second != nil {
+		_ = second.Release(ctxT(t))
+	}
+}
