@@ -107,7 +107,9 @@ func Inspect(ctx context.Context, l Locker, key string) (LockInfo, error) {
 // List returns at most limit (1 to MaxListLimit) held locks on l whose keys
 // start with prefix ("" for all), and a cursor to pass back for the next
 // page ("" at first, and in the last page). Each call is bounded in work and
-// time: a page may be short, or empty, and still have a Cursor. Errors: one
+// time: a page may be short, or empty, and still have a Cursor. A lock held
+// throughout a listing is listed, on some backends perhaps twice (Redis's
+// SCAN repeats keys when the server resizes its table). Errors: one
 // wrapping ErrInvalid for a limit out of range, a prefix longer than
 // MaxKeyLen or a cursor l did not issue (nothing is read), ErrUnsupported if
 // l is not a Lister, or the backend's error.

@@ -92,6 +92,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	case rw.check() != "":
 		fmt.Fprintln(stderr, rw.check())
+		return exitUsage
 	case *permits < 0 || flagSet(fs, "permits") && *permits == 0:
 		fmt.Fprintln(stderr, "latchkey run: --permits must be at least 1")
 		return exitUsage

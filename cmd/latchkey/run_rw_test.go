@@ -85,6 +85,7 @@ func TestRunSharedExitStatus(t *testing.T) {
 		{"exclusive beside a reader", []string{"--exclusive", "--wait", "0"}, exitNotAcquired},
 		{"exclusive out of time", []string{"--exclusive", "--wait", "300ms"}, exitNotAcquired},
 		{"both modes", []string{"--shared", "--exclusive"}, exitUsage},
+		{"a mode and permits", []string{"--shared", "--permits", "2"}, exitUsage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd, out := runProc(t, dir, append(append([]string{"--key", "k", "--backend", url}, tc.args...), "--", "true")...)

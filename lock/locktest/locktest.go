@@ -17,13 +17,13 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/leakcheck"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -829,7 +829,7 @@ func (s *suite) restart(t *testing.T) {
 // noGoroutineLeaks holds, waits for and releases leases, then checks that
 // no goroutine started by latchkey is left once the Lockers are closed.
 func (s *suite) noGoroutineLeaks(t *testing.T) {
-	before := latchkeyGoroutines()
+	before := leakcheck.Goroutines()
 	t.Run("work", func(t *testing.T) {
 		a, b := s.locker(t), s.locker(t)
 		k := key(t, "k")
@@ -853,41 +853,7 @@ func (s *suite) noGoroutineLeaks(t *testing.T) {
 		s.h.Revoke(t, k)
 		waitDone(t, lost, eventually)
 	}) // Lockers are closed by the subtest's cleanup.
-	deadline := time.Now().Add(eventually)
-	for {
-		after := latchkeyGoroutines()
-		if len(after) <= len(before) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d latchkey goroutines before, %d after:\n%s",
-				len(before), len(after), strings.Join(after, "\n\n"))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// latchkeyGoroutines returns the stacks of goroutines running latchkey code,
-// other than test functions.
-func latchkeyGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "github.com/latchkey-go/latchkey/") &&
-			!strings.Contains(g, "testing.tRunner") &&
-			!strings.Contains(g, "locktest.latchkeyGoroutines") {
-			out = append(out, g)
-		}
-	}
-	return out
+	leakcheck.WaitNoMore(t, before, eventually)
 }
 
 // Cuts remembers how to cut each Locker off from its server, for

@@ -51,7 +51,7 @@ var schemes = backendurl.Schemes[Locker]{
 		"mysql":         openMySQL,
 		"redis":         openRedis,
 		"rediss":        openRedis,
-		"redis-cluster": openRedisCluster,
+		"redis-cluster": openRedis,
 		"redlock":       openRedlock,
 		"etcd":          openEtcd,
 		"zk":            openZK,

@@ -12,34 +12,12 @@ import (
 )
 
 // redis://[user:password@]host:port[/db][?opts]: one Redis, options as
-// redis.ParseURL reads them (rediss:// for TLS).
-func openRedis(ctx context.Context, raw string, _ *url.URL) (Locker, error) {
-	opt, err := redis.ParseURL(raw)
+// redis.ParseURL reads them (rediss:// for TLS). redis-cluster://host1:port1,
+// host2:port2[?opts]: a Redis Cluster reached through any of the listed
+// nodes.
+func openRedis(ctx context.Context, raw string, u *url.URL) (Locker, error) {
+	c, err := redisConnect(ctx, raw, u)
 	if err != nil {
-		return nil, invalidf("%w", err)
-	}
-	return newRedisLocker(ctx, redis.NewClient(opt))
-}
-
-// redis-cluster://host1:port1,host2:port2[?opts]: a Redis Cluster reached
-// through any of the listed nodes.
-func openRedisCluster(ctx context.Context, raw string, _ *url.URL) (Locker, error) {
-	opt, err := backendurl.ClusterOptions(raw)
-	if err != nil {
-		return nil, invalidf("%w", err)
-	}
-	return newRedisLocker(ctx, redis.NewClusterClient(opt))
-}
-
-type redisClient interface {
-	redislock.Client
-	Ping(ctx context.Context) *redis.StatusCmd
-	Close() error
-}
-
-func newRedisLocker(ctx context.Context, c redisClient) (Locker, error) {
-	if err := c.Ping(ctx).Err(); err != nil {
-		_ = c.Close()
 		return nil, err
 	}
 	l, err := redislock.New(c)
@@ -48,6 +26,36 @@ func newRedisLocker(ctx context.Context, c redisClient) (Locker, error) {
 		return nil, err
 	}
 	return &redisLocker{Locker: l, client: c}, nil
+}
+
+type redisClient interface {
+	redislock.Client
+	Ping(ctx context.Context) *redis.StatusCmd
+	Close() error
+}
+
+// redisConnect returns a client of the Redis or Redis Cluster a redis:// or
+// redis-cluster:// URL names, checked to answer.
+func redisConnect(ctx context.Context, raw string, u *url.URL) (redisClient, error) {
+	var c redisClient
+	if u.Scheme == "redis-cluster" {
+		opt, err := backendurl.ClusterOptions(raw)
+		if err != nil {
+			return nil, invalidf("%w", err)
+		}
+		c = redis.NewClusterClient(opt)
+	} else {
+		opt, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, invalidf("%w", err)
+		}
+		c = redis.NewClient(opt)
+	}
+	if err := c.Ping(ctx).Err(); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // redisLocker closes its client after the Locker.

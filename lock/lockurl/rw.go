@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkey-go/latchkey/internal/backendurl"
 	"github.com/latchkey-go/latchkey/lock"
@@ -105,22 +104,8 @@ func openPostgresRW(ctx context.Context, raw string, _ *url.URL) (*RWLocker, err
 }
 
 func openRedisRW(ctx context.Context, raw string, u *url.URL) (*RWLocker, error) {
-	var c redisClient
-	if u.Scheme == "redis-cluster" {
-		opt, err := backendurl.ClusterOptions(raw)
-		if err != nil {
-			return nil, invalidf("%w", err)
-		}
-		c = redis.NewClusterClient(opt)
-	} else {
-		opt, err := redis.ParseURL(raw)
-		if err != nil {
-			return nil, invalidf("%w", err)
-		}
-		c = redis.NewClient(opt)
-	}
-	if err := c.Ping(ctx).Err(); err != nil {
-		_ = c.Close()
+	c, err := redisConnect(ctx, raw, u)
+	if err != nil {
 		return nil, err
 	}
 	l, err := redislock.NewRW(c)

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkey-go/latchkey/internal/backendurl"
 	"github.com/latchkey-go/latchkey/lock"
@@ -133,22 +132,8 @@ func owning(c *semaphore.Client, err error) func(closeConn func() error) (*Semap
 }
 
 func openRedisSemaphores(ctx context.Context, raw string, u *url.URL) (*Semaphores, error) {
-	var c redisClient
-	if u.Scheme == "redis-cluster" {
-		opt, err := backendurl.ClusterOptions(raw)
-		if err != nil {
-			return nil, invalidf("%w", err)
-		}
-		c = redis.NewClusterClient(opt)
-	} else {
-		opt, err := redis.ParseURL(raw)
-		if err != nil {
-			return nil, invalidf("%w", err)
-		}
-		c = redis.NewClient(opt)
-	}
-	if err := c.Ping(ctx).Err(); err != nil {
-		_ = c.Close()
+	c, err := redisConnect(ctx, raw, u)
+	if err != nil {
 		return nil, err
 	}
 	s, err := redislock.NewSemaphores(c)

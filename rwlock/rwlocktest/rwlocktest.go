@@ -15,13 +15,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/leakcheck"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/rwlock"
 )
@@ -712,7 +712,7 @@ func (s *suite) inspect(t *testing.T) {
 }
 
 func (s *suite) noGoroutineLeaks(t *testing.T) {
-	before := latchkeyGoroutines()
+	before := leakcheck.Goroutines()
 	t.Run("work", func(t *testing.T) {
 		a, b := s.locker(t), s.locker(t)
 		n := name(t)
@@ -731,39 +731,5 @@ func (s *suite) noGoroutineLeaks(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	deadline := time.Now().Add(eventually)
-	for {
-		after := latchkeyGoroutines()
-		if len(after) <= len(before) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d latchkey goroutines before, %d after:\n%s",
-				len(before), len(after), strings.Join(after, "\n\n"))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// latchkeyGoroutines returns the stacks of goroutines running latchkey code,
-// other than test functions.
-func latchkeyGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "github.com/latchkey-go/latchkey/") &&
-			!strings.Contains(g, "testing.tRunner") &&
-			!strings.Contains(g, "rwlocktest.latchkeyGoroutines") {
-			out = append(out, g)
-		}
-	}
-	return out
+	leakcheck.WaitNoMore(t, before, eventually)
 }
