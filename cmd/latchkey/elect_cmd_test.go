@@ -21,15 +21,7 @@ import (
 // electProc starts "latchkey elect args..." as a separate process in dir.
 func electProc(t *testing.T, dir string, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"elect"}, args...)...)
-	cmd.Dir = dir
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	return cmd, &out
+	return cliProc(t, dir, "elect", args...)
 }
 
 func TestElectExitStatus(t *testing.T) {

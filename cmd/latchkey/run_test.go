@@ -24,7 +24,14 @@ import (
 // binary acting as the command) in dir.
 func runProc(t *testing.T, dir string, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"run"}, args...)...)
+	return cliProc(t, dir, "run", args...)
+}
+
+// cliProc starts "latchkey command args..." as a separate process in dir,
+// with its output in the returned buffer, killed at the test's end.
+func cliProc(t *testing.T, dir, command string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{command}, args...)...)
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

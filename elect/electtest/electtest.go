@@ -10,13 +10,10 @@ package electtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +21,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/elect"
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -115,20 +113,12 @@ func (s *suite) locker(t *testing.T) lock.Locker {
 	return l
 }
 
-var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
-
 // name returns an election name unique to this test and run.
 func name(t *testing.T) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return "electtest-" + unsafeChars.ReplaceAllString(t.Name(), "_") + "-" + hex.EncodeToString(b[:])
+	return suitekit.Name(t, "electtest", "-")
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return suitekit.Context(t, 90*time.Second) }
 
 func (s *suite) election(t *testing.T, l lock.Locker, name string, opts ...elect.Option) *elect.Election {
 	t.Helper()

@@ -11,19 +11,16 @@ package locktest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/latchkey-go/latchkey/internal/leakcheck"
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -143,20 +140,12 @@ func (s *suite) locker(t *testing.T) lock.Locker {
 	return l
 }
 
-var unsafeKeyChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
-
 // key returns a key unique to this test and run.
 func key(t *testing.T, suffix string) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return "locktest:" + unsafeKeyChars.ReplaceAllString(t.Name(), "_") + ":" + hex.EncodeToString(b[:]) + ":" + suffix
+	return suitekit.Name(t, "locktest", ":") + ":" + suffix
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return suitekit.Context(t, 60*time.Second) }
 
 func mustAcquire(t *testing.T, l lock.Locker, key string, opts ...lock.Option) *lock.Lease {
 	t.Helper()
@@ -829,7 +818,7 @@ func (s *suite) restart(t *testing.T) {
 // noGoroutineLeaks holds, waits for and releases leases, then checks that
 // no goroutine started by latchkey is left once the Lockers are closed.
 func (s *suite) noGoroutineLeaks(t *testing.T) {
-	before := leakcheck.Goroutines()
+	before := suitekit.Goroutines()
 	t.Run("work", func(t *testing.T) {
 		a, b := s.locker(t), s.locker(t)
 		k := key(t, "k")
@@ -853,7 +842,7 @@ func (s *suite) noGoroutineLeaks(t *testing.T) {
 		s.h.Revoke(t, k)
 		waitDone(t, lost, eventually)
 	}) // Lockers are closed by the subtest's cleanup.
-	leakcheck.WaitNoMore(t, before, eventually)
+	suitekit.WaitNoMore(t, before, eventually)
 }
 
 // Cuts remembers how to cut each Locker off from its server, for

@@ -11,17 +11,14 @@ package rwlocktest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/latchkey-go/latchkey/internal/leakcheck"
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/rwlock"
 )
@@ -104,20 +101,10 @@ func (s *suite) locker(t *testing.T) *rwlock.Locker {
 	return l
 }
 
-var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
-
 // name returns a lock name unique to this test and run.
-func name(t *testing.T) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return "rwlocktest:" + unsafeChars.ReplaceAllString(t.Name(), "_") + ":" + hex.EncodeToString(b[:])
-}
+func name(t *testing.T) string { return suitekit.Name(t, "rwlocktest", ":") }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return suitekit.Context(t, 60*time.Second) }
 
 // take acquires name in mode and fails t if it cannot.
 func take(t *testing.T, l *rwlock.Locker, mode rwlock.Mode, name string, opts ...lock.Option) *lock.Lease {
@@ -712,7 +699,7 @@ func (s *suite) inspect(t *testing.T) {
 }
 
 func (s *suite) noGoroutineLeaks(t *testing.T) {
-	before := leakcheck.Goroutines()
+	before := suitekit.Goroutines()
 	t.Run("work", func(t *testing.T) {
 		a, b := s.locker(t), s.locker(t)
 		n := name(t)
@@ -731,5 +718,5 @@ func (s *suite) noGoroutineLeaks(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	leakcheck.WaitNoMore(t, before, eventually)
+	suitekit.WaitNoMore(t, before, eventually)
 }

@@ -11,10 +11,7 @@ package semaphoretest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -22,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/semaphore"
 )
@@ -126,20 +124,10 @@ func (s *suite) client(t *testing.T) *semaphore.Client {
 	return c
 }
 
-var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
-
 // name returns a semaphore name unique to this test and run.
-func name(t *testing.T) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return "semtest:" + unsafeChars.ReplaceAllString(t.Name(), "_") + ":" + hex.EncodeToString(b[:])
-}
+func name(t *testing.T) string { return suitekit.Name(t, "semtest", ":") }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return suitekit.Context(t, 60*time.Second) }
 
 func sem(t *testing.T, c *semaphore.Client, name string, n int) *semaphore.Semaphore {
 	t.Helper()

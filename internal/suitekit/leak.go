@@ -1,7 +1,4 @@
-// Package leakcheck tells a conformance suite whether a backend left
-// goroutines running: it counts the goroutines running latchkey code before
-// a test and waits, bounded, for no more to be running after it.
-package leakcheck
+package suitekit
 
 import (
 	"runtime"
@@ -11,7 +8,9 @@ import (
 )
 
 // Goroutines returns the stacks of goroutines running latchkey code, other
-// than test functions and this package's own.
+// than test functions and this package's own: taken before a test and
+// compared after it (WaitNoMore), they tell whether a backend left
+// goroutines running.
 func Goroutines() []string {
 	buf := make([]byte, 1<<20)
 	for {
@@ -26,7 +25,7 @@ func Goroutines() []string {
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		if strings.Contains(g, "github.com/latchkey-go/latchkey/") &&
 			!strings.Contains(g, "testing.tRunner") &&
-			!strings.Contains(g, "leakcheck.Goroutines") {
+			!strings.Contains(g, "suitekit.Goroutines") {
 			out = append(out, g)
 		}
 	}
