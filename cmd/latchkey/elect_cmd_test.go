@@ -162,10 +162,12 @@ rmdir inside`
 		}
 	}()
 	var cmds []*exec.Cmd
+	var outs []*bytes.Buffer
 	for i := range 5 {
-		cmd, _ := electProc(t, dir, "--key", "shared-job", "--again", "--ttl", "2s", "--value", "candidate-"+strconv.Itoa(i),
+		cmd, out := electProc(t, dir, "--key", "shared-job", "--again", "--ttl", "2s", "--value", "candidate-"+strconv.Itoa(i),
 			"--backend", url, "--", "sh", "-c", script)
 		cmds = append(cmds, cmd)
+		outs = append(outs, out)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -187,9 +189,9 @@ rmdir inside`
 	for _, cmd := range cmds {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 	}
-	for _, cmd := range cmds {
+	for i, cmd := range cmds {
 		if got := exitCode(t, cmd); got != exitInterrupted {
-			t.Errorf("a candidate exited %d after SIGTERM, want %d", got, exitInterrupted)
+			t.Errorf("a candidate exited %d after SIGTERM, want %d:\n%s", got, exitInterrupted, outs[i])
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "overlaps")); err == nil {

@@ -74,7 +74,7 @@ func openMemRW(ctx context.Context, raw string, u *url.URL) (*RWLocker, error) {
 }
 
 func openSQLiteRW(ctx context.Context, _ string, u *url.URL) (*RWLocker, error) {
-	db, err := sqliteDB(u)
+	db, err := sqliteDB(ctx, u)
 	if err != nil {
 		return nil, err
 	}

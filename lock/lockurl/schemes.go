@@ -32,7 +32,7 @@ func (memLocker) Close() error { return nil }
 // sqlite:///abs/path or sqlite:rel/path. Query parameters are passed to the
 // driver after ours (busy timeout, WAL, synchronous=NORMAL).
 func openSQLite(ctx context.Context, _ string, u *url.URL) (Locker, error) {
-	db, err := sqliteDB(u)
+	db, err := sqliteDB(ctx, u)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +45,7 @@ func openSQLite(ctx context.Context, _ string, u *url.URL) (Locker, error) {
 }
 
 // sqliteDB opens the file a sqlite URL names.
-func sqliteDB(u *url.URL) (*sql.DB, error) {
+func sqliteDB(ctx context.Context, u *url.URL) (*sql.DB, error) {
 	path, err := sqlitePath(u)
 	if err != nil {
 		return nil, err
@@ -61,6 +61,10 @@ func sqliteDB(u *url.URL) (*sql.DB, error) {
 	// One connection per process: SQLite's busy handler is not fair, and a
 	// process's own connections could starve its renewals (see sqllock).
 	db.SetMaxOpenConns(1)
+	if err := backendurl.SQLiteReady(ctx, db); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	return db, nil
 }
 

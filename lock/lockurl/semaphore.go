@@ -79,19 +79,10 @@ func openMemSemaphores(_ context.Context, _ string, u *url.URL) (*Semaphores, er
 }
 
 func openSQLiteSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphores, error) {
-	path, err := sqlitePath(u)
+	db, err := sqliteDB(ctx, u)
 	if err != nil {
 		return nil, err
 	}
-	dsn := backendurl.SQLiteDSN(path)
-	if u.RawQuery != "" {
-		dsn += "&" + u.RawQuery
-	}
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, err
-	}
-	db.SetMaxOpenConns(1) // as Open's: one connection per process
 	return owning(sqllock.NewSemaphores(ctx, db, sqllock.SQLite))(db.Close)
 }
 
