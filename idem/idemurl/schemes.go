@@ -98,6 +98,11 @@ func openSQL(ctx context.Context, driver, dsn string, d sqlstore.Dialect) (Store
 	}
 	if d == sqlstore.SQLite {
 		db.SetMaxOpenConns(sqliteConns)
+		// Processes opening a new file at once race to put it in WAL
+		// mode; the loser's first connection fails with SQLITE_BUSY.
+		if err := backendurl.SQLiteReady(ctx, db); err != nil {
+			return nil, closeOnError(db, err)
+		}
 	}
 	st, err := sqlstore.New(db, sqlstore.WithDialect(d))
 	if err != nil {

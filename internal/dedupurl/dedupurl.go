@@ -231,9 +231,16 @@ func openInbox(ctx context.Context, driver, dsn string, p map[string]string) (St
 	if err != nil {
 		return nil, invalidf("%w", err)
 	}
-	in, err := sqlinbox.New(db, opts...)
-	if err == nil {
+	if driver == "sqlite" {
+		// Processes opening a file not yet in WAL mode at once race to
+		// switch it; the loser's first connection fails with SQLITE_BUSY.
+		err = backendurl.SQLiteReady(ctx, db)
+	} else {
 		err = db.PingContext(ctx)
+	}
+	var in *sqlinbox.Inbox
+	if err == nil {
+		in, err = sqlinbox.New(db, opts...)
 	}
 	if err != nil {
 		_ = db.Close()
