@@ -22,6 +22,11 @@ type fakeBackend struct {
 	batches  atomic.Int64
 	gate     chan struct{} // when non-nil, Renew waits for it
 	renewing chan struct{} // receives when a gated Renew starts
+	// deaf makes a gated Renew wait for gate alone, not for its ctx: a
+	// renewal whose answer never comes.
+	deaf bool
+	// returned receives, when non-nil, as each gated Renew returns.
+	returned chan struct{}
 }
 
 func newFake() *fakeBackend { return &fakeBackend{held: make(map[string]string)} }
@@ -43,9 +48,16 @@ func (f *fakeBackend) Renew(ctx context.Context, key, owner string, _ time.Durat
 	f.renews.Add(1)
 	if f.gate != nil {
 		f.renewing <- struct{}{}
+		if f.returned != nil {
+			defer func() { f.returned <- struct{}{} }()
+		}
+		var done <-chan struct{}
+		if !f.deaf {
+			done = ctx.Done()
+		}
 		select {
 		case <-f.gate:
-		case <-ctx.Done():
+		case <-done:
 			return ctx.Err()
 		}
 	}
@@ -115,12 +127,15 @@ func TestBadInputTouchesNoServer(t *testing.T) {
 // TestReleaseDuringRenewal is the race behind orphan locks (a renewal in
 // flight when the holder unlocks, which then re-extends the lock forever):
 // after Release, the in-flight renewal's success must change nothing, and no
-// renewal may be sent again.
+// renewal may be sent again. The lease is 3 s, its renewal due after 1 s:
+// Release comes while that renewal is held back, with 2 s to spare before
+// the lease's deadline, which a loaded machine does not use up (at 30 ms,
+// a pause of 20 ms made the lease lost and Release fail).
 func TestReleaseDuringRenewal(t *testing.T) {
 	f := newFake()
-	f.gate, f.renewing = make(chan struct{}), make(chan struct{}, 1)
+	f.gate, f.renewing, f.returned = make(chan struct{}), make(chan struct{}, 1), make(chan struct{}, 1)
 	m, _ := NewManager(f)
-	lease, err := m.Acquire(t.Context(), "k", WithTTL(30*time.Millisecond))
+	lease, err := m.Acquire(t.Context(), "k", WithTTL(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,38 +143,65 @@ func TestReleaseDuringRenewal(t *testing.T) {
 	if err := lease.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	close(f.gate) // let the renewal complete now
 	renews := f.renews.Load()
-	time.Sleep(150 * time.Millisecond) // five renewal periods
+	close(f.gate) // let the renewal complete now
+	<-f.returned
+	// The renewal's success is applied right after Renew returns; had it
+	// revived the lease, the scheduler would run again and hold the lease
+	// for its next renewal, a second from now.
+	time.Sleep(100 * time.Millisecond)
+	m.mu.Lock()
+	running, scheduled := m.running, len(m.heap)
+	m.mu.Unlock()
+	if running || scheduled != 0 {
+		t.Fatalf("after Release and the renewal's success: scheduler running %v, %d leases scheduled; want none", running, scheduled)
+	}
 	if n := f.renews.Load(); n != renews {
 		t.Fatalf("%d renewals sent after Release", n-renews)
 	}
 	if !errors.Is(lease.Err(), ErrReleased) {
 		t.Fatalf("Err = %v, want ErrReleased", lease.Err())
 	}
-	waitScheduler(t, m)
 }
 
-// TestUnconfirmedRenewalLosesLease holds back every renewal: the lease must
-// be declared lost by its local deadline, before the server would expire it.
+// TestUnconfirmedRenewalLosesLease holds back every renewal, whose answer
+// never comes: the lease must be declared lost by its local deadline, which
+// falls before the server would expire it, and not wait for the answer.
+// Order, not a duration, is checked (a bound of TTL + 50 ms on the time to
+// Done failed one run in thirty on a loaded machine): the deadline is within
+// the TTL, less the drift, of Acquire's return, Done is not closed before it, and
+// Done closes while the renewal is still unanswered.
 func TestUnconfirmedRenewalLosesLease(t *testing.T) {
 	f := newFake()
-	f.gate, f.renewing = make(chan struct{}), make(chan struct{}, 100)
+	f.gate, f.renewing, f.deaf = make(chan struct{}), make(chan struct{}, 100), true
+	f.returned = make(chan struct{}, 100)
 	defer close(f.gate)
 	m, _ := NewManager(f)
 	const ttl = 200 * time.Millisecond
-	start := time.Now()
 	lease, err := m.Acquire(t.Context(), "k", WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-lease.Done()
+	returned := time.Now() // after the server set its expiry
+	m.mu.Lock()
+	deadline := lease.deadline
+	m.mu.Unlock()
+	if latest := returned.Add(ttl - DriftMargin(ttl)); deadline.After(latest) {
+		t.Fatalf("local deadline %v after the TTL, less the drift, from when Acquire returned", deadline.Sub(latest))
+	}
+	select {
+	case <-lease.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("lease still held 30 s after its deadline, its renewal unanswered")
+	}
+	if now := time.Now(); now.Before(deadline) {
+		t.Fatalf("lease declared lost %v before its deadline", deadline.Sub(now))
+	}
+	if n := len(f.returned); n != 0 {
+		t.Fatalf("%d renewals answered, want none", n)
+	}
 	if !errors.Is(lease.Err(), ErrLeaseLost) {
 		t.Fatalf("Err = %v, want ErrLeaseLost", lease.Err())
-	}
-	// Timer latency on a loaded machine is the only slack.
-	if lost := time.Since(start); lost > ttl+50*time.Millisecond {
-		t.Fatalf("lease declared lost after %v, past its TTL %v", lost, ttl)
 	}
 	if err := lease.Release(t.Context()); !errors.Is(err, ErrNotHeld) || !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("Release after loss = %v, want ErrNotHeld and ErrLeaseLost", err)
@@ -236,11 +278,13 @@ func TestManyLeasesShareOneScheduler(t *testing.T) {
 	waitScheduler(t, m)
 }
 
-// waitScheduler checks the scheduler goroutine exits once nothing is held,
-// well before any renewal the tests schedule (3 s and later).
+// waitScheduler checks the scheduler goroutine exits once nothing is held:
+// within 5 s, which a loaded machine leaves room for, and before the 10 s
+// to the renewal that TestSchedulerExitsOnLastRelease's lease would wake
+// an idle scheduler for.
 func waitScheduler(t *testing.T, m *Manager) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(5 * time.Second)
 	for {
 		m.mu.Lock()
 		running := m.running
@@ -317,16 +361,30 @@ func TestPartialAcquisitionRenewedAtOnce(t *testing.T) {
 // lease runs on its full TTL; and a fixed-TTL lock, which is never renewed,
 // is taken with TryAcquire, which owes the full TTL.
 func TestPartialAcquisitionConfirmed(t *testing.T) {
-	p := &partialFake{fakeBackend: newFake(), valid: 100 * time.Millisecond}
+	// 2 s certain, for the early renewal's answer to come back on a loaded
+	// machine (at 100 ms, a renewal goroutine that did not run for 100 ms
+	// lost the lease).
+	p := &partialFake{fakeBackend: newFake(), valid: 2 * time.Second}
 	m, _ := NewManager(p)
 	lease, err := m.Acquire(t.Context(), "k", WithTTL(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for p.renews.Load() == 0 {
-		time.Sleep(time.Millisecond)
+	// The confirmed renewal moves the deadline to an hour from its sending.
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		m.mu.Lock()
+		left := time.Until(lease.deadline)
+		m.mu.Unlock()
+		if left > 50*time.Minute {
+			break
+		}
+		if err := lease.Err(); err != nil {
+			t.Fatalf("lease lost, %d renewals sent: %v", p.renews.Load(), err)
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%v left on the lease 30 s on, %d renewals sent: not run on its full TTL", left, p.renews.Load())
+		}
 	}
-	time.Sleep(300 * time.Millisecond) // past the first 100 ms
 	if err := lease.Err(); err != nil {
 		t.Fatalf("lease lost after its renewal was confirmed: %v", err)
 	}
