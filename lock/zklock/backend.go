@@ -316,30 +316,42 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 // create whose answer was lost (the connection dropped) may have created the
 // node; like Curator's protected mode we then look for our GUID among the
 // children, and otherwise remember it as an orphan to delete later.
+//
+// As rwBackend.create, the create is not abandoned when ctx is done: a
+// create abandoned in flight may still make the node after the lookup of
+// its GUID was answered (the lookup can reach the server first), and the
+// node, ephemeral, would then keep every later contender out until the
+// session ends. It runs on a bounded context of its own, and a node made
+// for a caller that has gone is deleted at once.
 func (b *backend) create(ctx context.Context, c *contender) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	c.guid = newGUID(b.names)
 	path := c.dir + "/" + nodePrefix(b.names, c.guid)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	defer cancel()
 	var node string
 	var err error
 	for range 3 {
-		node, err = call(ctx, b, func() (string, error) {
+		node, err = call(cctx, b, func() (string, error) {
 			return b.conn.Create(path, c.label, zk.FlagEphemeral|zk.FlagSequence, b.acl)
 		})
 		if errors.Is(err, zk.ErrNoNode) {
-			if err = b.createParents(ctx, c.dir); err != nil {
+			if err = b.createParents(cctx, c.dir); err != nil {
 				break
 			}
 			continue
 		}
-		if errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			node, err = b.findGUID(ctx, c.dir, c.guid, err)
+		if errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, context.DeadlineExceeded) {
+			node, err = b.findGUID(cctx, c.dir, c.guid, err)
 		}
 		break
 	}
 	if err != nil {
 		return err
 	}
-	st, err := call(ctx, b, func() (*zk.Stat, error) {
+	st, err := call(cctx, b, func() (*zk.Stat, error) {
 		ok, st, err := b.conn.Exists(node)
 		if err == nil && !ok {
 			err = zk.ErrNoNode
@@ -351,6 +363,10 @@ func (b *backend) create(ctx context.Context, c *contender) error {
 		return fmt.Errorf("zklock: stat our new node: %w", err)
 	}
 	c.node, c.czxid, c.version = node, st.Czxid, st.Version
+	if err := ctx.Err(); err != nil {
+		b.withdraw(ctx, c)
+		return err
+	}
 	return nil
 }
 
@@ -375,6 +391,9 @@ func (b *backend) findGUID(ctx context.Context, dir, guid string, cause error) (
 			return dir + "/" + ch, nil
 		}
 	}
+	// A create still unanswered may make the node yet: the next sweep
+	// looks again.
+	b.orphan(dir, guid)
 	return "", cause
 }
 
