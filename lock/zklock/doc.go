@@ -34,7 +34,10 @@
 // The GUID in the name makes the create protected, as in Curator's
 // protected mode: when the answer to a create is lost with the connection,
 // the children are searched for our GUID; a node we could not find or delete
-// is remembered and deleted after the next reconnect (see Sessions).
+// is remembered and deleted after the next reconnect (see Sessions). A
+// create is not abandoned when the caller's context ends: its answer is
+// waited for (up to 5 s) and the node it made deleted, since a lookup sent
+// beside a create still in flight could miss the node it makes.
 //
 // # Elections
 //
