@@ -55,7 +55,7 @@ func New(ctx context.Context, db *sql.DB, d Dialect, opts ...Option) (*Locker, e
 	if d == Detect {
 		d = sqldialect.Detect(db) // newQueries refuses what it cannot tell
 	}
-	return newLocker(ctx, sqlconn.Std(db), d, nil, opts)
+	return newLocker(ctx, sqlconn.StdDB(db), d, nil, opts)
 }
 
 // NewPgx returns a Locker on a pgx pool for PostgreSQL and creates the lease
@@ -67,10 +67,10 @@ func NewPgx(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Locker, e
 	if pool == nil {
 		return nil, fmt.Errorf("%w: sqllock: nil *pgxpool.Pool", lock.ErrInvalid)
 	}
-	return newLocker(ctx, pgxconn.New(pool), Postgres, pool, opts)
+	return newLocker(ctx, pgxconn.Pool(pool), Postgres, pool, opts)
 }
 
-func newLocker(ctx context.Context, db sqlconn.Querier, d Dialect, pool *pgxpool.Pool, opts []Option) (*Locker, error) {
+func newLocker(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.Pool, opts []Option) (*Locker, error) {
 	o := options{table: DefaultTable}
 	for _, opt := range opts {
 		if opt != nil {
@@ -84,10 +84,8 @@ func newLocker(ctx context.Context, db sqlconn.Querier, d Dialect, pool *pgxpool
 	if err := d.Check(ctx, db, lock.ErrInvalid); err != nil {
 		return nil, fmt.Errorf("sqllock: %w", err)
 	}
-	for _, stmt := range q.migrate {
-		if _, err := db.Exec(ctx, stmt); err != nil {
-			return nil, fmt.Errorf("sqllock: creating table %s: %w", o.table, err)
-		}
+	if err := migrate(ctx, db, d, o.table, q.migrate); err != nil {
+		return nil, fmt.Errorf("sqllock: creating table %s: %w", o.table, err)
 	}
 	b := &backend{db: db, dialect: d, q: q}
 	l := &Locker{backend: b, iq: newInspectQueries(d, o.table)}

@@ -181,10 +181,8 @@ func newRW(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.Pool, op
 	if err := d.Check(ctx, db, lock.ErrInvalid); err != nil {
 		return nil, fmt.Errorf("sqllock: %w", err)
 	}
-	for _, stmt := range q.migrate {
-		if _, err := db.Exec(ctx, stmt); err != nil {
-			return nil, fmt.Errorf("sqllock: creating table %s: %w", o.table, err)
-		}
+	if err := migrate(ctx, db, d, o.table, q.migrate); err != nil {
+		return nil, fmt.Errorf("sqllock: creating table %s: %w", o.table, err)
 	}
 	b := &rwBackend{db: db, pool: pool, dialect: d, q: q}
 	if pool == nil {

@@ -74,7 +74,7 @@ func newSemaphores(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.
 	if err := d.Check(ctx, db, lock.ErrInvalid); err != nil {
 		return nil, fmt.Errorf("sqllock: %w", err)
 	}
-	if err := migrateSemaphores(ctx, db, d, o.table, q.migrate); err != nil {
+	if err := migrate(ctx, db, d, o.table, q.migrate); err != nil {
 		return nil, fmt.Errorf("sqllock: creating the semaphore tables: %w", err)
 	}
 	b := &semBackend{db: db, dialect: d, q: q}
@@ -88,13 +88,14 @@ func newSemaphores(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.
 	return semaphore.New(lb)
 }
 
-// migrateSemaphores runs the idempotent statements that create the tables
-// (and, on PostgreSQL, the acquisition's function). On PostgreSQL they run
-// in one transaction under an advisory lock on the table's name: concurrent
-// CREATE TABLE IF NOT EXISTS or CREATE OR REPLACE FUNCTION of one object
-// collide there. SQLite's single writer and MySQL's metadata locks
-// serialise them already.
-func migrateSemaphores(ctx context.Context, db sqlconn.DB, d Dialect, table string, stmts []string) error {
+// migrate runs the idempotent statements that create a Locker's tables
+// (and, for semaphores on PostgreSQL, the acquisition's function). On
+// PostgreSQL they run in one transaction under an advisory lock on the
+// table's name: concurrent CREATE TABLE IF NOT EXISTS or CREATE OR REPLACE
+// FUNCTION of one object collide there (a unique violation in the
+// catalog). SQLite's single writer and MySQL's metadata locks serialise
+// them already.
+func migrate(ctx context.Context, db sqlconn.DB, d Dialect, table string, stmts []string) error {
 	if d != Postgres {
 		for _, stmt := range stmts {
 			if _, err := db.Exec(ctx, stmt); err != nil {
