@@ -95,7 +95,9 @@ func TestLockMetrics(t *testing.T) {
 	ctx := ctxT(t)
 	held := m.held.WithLabelValues("mem")
 
-	a, err := l.Acquire(ctx, "a", lock.WithTTL(300*time.Millisecond))
+	// 1.5 s: a renewal has a second to be answered on a loaded machine (a
+	// 300 ms lease left 200 ms, and a lost lease fails the Release below).
+	a, err := l.Acquire(ctx, "a", lock.WithTTL(1500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +116,7 @@ func TestLockMetrics(t *testing.T) {
 		t.Fatalf("Acquire with a cancelled context: %v", err)
 	}
 
-	// A 300 ms lease is renewed every 100 ms: wait for two renewals.
+	// A 1.5 s lease is renewed every 500 ms: wait for two renewals.
 	eventually(t, "two renewals", func() bool { return testutil.ToFloat64(m.renew.WithLabelValues("mem", "ok")) >= 2 })
 
 	// A waiter blocks until a is released; its wait is recorded.
@@ -126,7 +128,11 @@ func TestLockMetrics(t *testing.T) {
 		}
 		got <- b
 	}()
-	time.Sleep(30 * time.Millisecond) // let the waiter find a held
+	// The waiter has found a held once it is queued; a then stays held
+	// 30 ms longer. (A bare 30 ms sleep let a waiter that started late find
+	// the key free and wait for nothing.)
+	eventually(t, "the waiter to queue", func() bool { return l.Waiting("a") == 1 })
+	time.Sleep(30 * time.Millisecond)
 	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
