@@ -320,9 +320,9 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 // As rwBackend.create, the create is not abandoned when ctx is done: a
 // create abandoned in flight may still make the node after the lookup of
 // its GUID was answered (the lookup can reach the server first), and the
-// node, ephemeral, would then keep every later contender out until the
-// session ends. It runs on a bounded context of its own, and a node made
-// for a caller that has gone is deleted at once.
+// node, ephemeral, would then keep every later contender out for as long
+// as the Locker stays connected. It runs on a bounded context of its own,
+// and a node made for a caller that has gone is deleted at once.
 func (b *backend) create(ctx context.Context, c *contender) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -16,8 +16,8 @@ import (
 // points, from before their create is sent to after it is answered. Once a
 // call has returned, no node of ours may be left in its lock's queue: one
 // left behind is ephemeral, so it would block the lock for as long as the
-// Locker's session lives (a create still unsent when the lookup of its GUID
-// was sent escaped that lookup).
+// Locker stays connected (a create still unsent when the lookup of its
+// GUID was sent escaped that lookup).
 func TestCancelledAcquireLeavesNoNode(t *testing.T) {
 	srv := startZK(t)
 	l := newLocker(t, srv)
