@@ -16,8 +16,9 @@ import (
 // Backends wrap one in their own Locker type. The zero value is not usable; use
 // NewManager.
 //
-// A Manager runs one scheduler goroutine while it holds at least one
-// renewed or fixed lease, and none otherwise, so it needs no Close.
+// A Manager keeps one timer, armed for its held leases' next event while it
+// holds at least one, and no goroutine between events, so it needs no
+// Close: taking and releasing a lease costs no goroutine start or wake-up.
 type Manager struct {
 	backend Backend
 	batch   BatchRenewer    // backend's, or nil
@@ -28,9 +29,9 @@ type Manager struct {
 	watch func(ctx context.Context, key, owner string) (<-chan struct{}, func(), error)
 
 	mu      sync.Mutex
-	heap    leaseHeap     // guarded by mu
-	running bool          // scheduler goroutine alive; guarded by mu
-	kick    chan struct{} // wakes the scheduler when an earlier event is scheduled
+	heap    leaseHeap   // guarded by mu
+	timer   *time.Timer // runs tick at timerAt; created on first use; guarded by mu
+	timerAt time.Time   // when timer fires; zero when not armed; guarded by mu
 
 	waiters waiters // the waiting Acquire calls, per key
 
@@ -48,7 +49,7 @@ func NewManager(b Backend) (*Manager, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: nil backend", ErrInvalid)
 	}
-	m := &Manager{backend: b, kick: make(chan struct{}, 1)}
+	m := &Manager{backend: b}
 	m.batch, _ = b.(BatchRenewer)
 	m.partial, _ = b.(PartialAcquirer)
 	m.handoff, _ = b.(HandoffReleaser)
@@ -291,24 +292,30 @@ func (m *Manager) hold(key, owner string, token uint64, cfg config, start time.T
 	return l
 }
 
-// scheduleLocked makes sure the scheduler runs and sees l's next event.
+// scheduleLocked makes sure the timer fires by l's next event.
 func (m *Manager) scheduleLocked(l *Lease) {
-	if !m.running {
-		m.running = true
-		go m.run()
-		return
-	}
-	if l.index == 0 {
-		m.kickLocked()
+	if at := l.next(); m.timerAt.IsZero() || at.Before(m.timerAt) {
+		m.armLocked(at)
 	}
 }
 
-// kickLocked wakes the scheduler to look at the heap again.
+// kickLocked makes sure the timer fires by the earliest held lease's next
+// event, after an event moved (closer or not).
 func (m *Manager) kickLocked() {
-	select {
-	case m.kick <- struct{}{}:
-	default:
+	if len(m.heap) > 0 {
+		m.armLocked(m.heap[0].next())
 	}
+}
+
+// armLocked sets the timer to fire at at.
+func (m *Manager) armLocked(at time.Time) {
+	m.timerAt = at
+	d := time.Until(at)
+	if m.timer == nil {
+		m.timer = time.AfterFunc(d, m.tick)
+		return
+	}
+	m.timer.Reset(d)
 }
 
 // finishLocked ends l with err (ErrReleased or a lost-lease error): it stops
@@ -317,8 +324,11 @@ func (m *Manager) kickLocked() {
 func (m *Manager) finishLocked(l *Lease, err error) []func(error) {
 	if l.index >= 0 {
 		heap.Remove(&m.heap, l.index)
-		if len(m.heap) == 0 {
-			m.kickLocked() // let the idle scheduler exit now, not at its next tick
+		if len(m.heap) == 0 && !m.timerAt.IsZero() {
+			// Nothing held: nothing to fire for, and nothing keeps the
+			// Manager reachable.
+			m.timer.Stop()
+			m.timerAt = time.Time{}
 		}
 	}
 	l.err = err
@@ -345,21 +355,18 @@ func (m *Manager) loseLocked(l *Lease, err error) (cleanup func()) {
 	}
 }
 
-// run is the scheduler: it renews leases when due and declares them lost
-// when their deadline passes unconfirmed. It exits when nothing is held.
-func (m *Manager) run() {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+// tick is the timer's function: it renews leases when due and declares
+// them lost when their deadline passes unconfirmed, then arms the timer for
+// the next event, if any lease is left. Ticks may overlap (a tick running
+// while the timer is reset fires another); m.mu orders them, and a lease
+// is taken for renewal once.
+func (m *Manager) tick() {
+	m.mu.Lock()
+	m.timerAt = time.Time{} // this firing used it up
+	var due []*Lease
+	var after []func()
 	for {
-		m.mu.Lock()
-		if len(m.heap) == 0 {
-			m.running = false
-			m.mu.Unlock()
-			return
-		}
 		now := time.Now()
-		var due []*Lease
-		var after []func()
 		for len(m.heap) > 0 && !m.heap[0].next().After(now) {
 			l := m.heap[0]
 			if !now.Before(l.deadline) {
@@ -384,27 +391,20 @@ func (m *Manager) run() {
 				due = append(due, l)
 			}
 		}
-		var wait time.Duration
-		if len(m.heap) > 0 {
-			wait = m.heap[0].next().Sub(now)
+		if len(m.heap) == 0 || m.heap[0].next().After(time.Now()) {
+			break
 		}
-		m.mu.Unlock()
+	}
+	if len(m.heap) > 0 {
+		m.armLocked(m.heap[0].next())
+	}
+	m.mu.Unlock()
 
-		for _, f := range after {
-			f()
-		}
-		if len(due) > 0 {
-			go m.renew(due)
-		}
-		if wait <= 0 {
-			continue
-		}
-		timer.Reset(wait)
-		select {
-		case <-timer.C:
-		case <-m.kick:
-			timer.Stop() // since Go 1.23 no stale tick can be left behind
-		}
+	for _, f := range after {
+		f()
+	}
+	if len(due) > 0 {
+		m.renew(due)
 	}
 }
 

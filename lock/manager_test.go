@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -236,35 +238,36 @@ func TestManyLeasesShareOneScheduler(t *testing.T) {
 	waitScheduler(t, m)
 }
 
-// waitScheduler checks the scheduler goroutine exits once nothing is held,
-// well before any renewal the tests schedule (3 s and later).
+// waitScheduler checks the Manager's timer is stopped once nothing is
+// held, well before any renewal the tests schedule (3 s and later): no
+// timer keeps the Manager reachable or fires for nothing.
 func waitScheduler(t *testing.T, m *Manager) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		m.mu.Lock()
-		running := m.running
+		armed := !m.timerAt.IsZero()
 		m.mu.Unlock()
-		if !running {
+		if !armed {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("scheduler still running with no leases held")
+			t.Fatal("timer still armed with no leases held")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
 // TestSchedulerExitsOnLastRelease: with the last lease released, the
-// scheduler goroutine must end now, not sleep until that lease's next
-// renewal (10 s away here).
+// Manager's timer must be stopped now, not left to fire at that lease's
+// next renewal (10 s away here).
 func TestSchedulerExitsOnLastRelease(t *testing.T) {
 	m, _ := NewManager(newFake())
 	lease, err := m.Acquire(t.Context(), "k", WithTTL(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond) // the scheduler is asleep until the renewal
+	time.Sleep(50 * time.Millisecond) // the timer is set for the renewal
 	if err := lease.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -350,4 +353,36 @@ func TestPartialAcquisitionConfirmed(t *testing.T) {
 		t.Fatalf("fixed-TTL lease of an hour has %v left", left)
 	}
 	_ = fixed.Release(t.Context())
+}
+
+// TestNoGoroutineWhileHolding: between renewals a Manager holding leases
+// runs no goroutine (its timer fires a tick when one is due), so taking and
+// releasing a lease starts and wakes none.
+func TestNoGoroutineWhileHolding(t *testing.T) {
+	m, _ := NewManager(newFake())
+	var leases []*Lease
+	for i := range 3 {
+		lease, err := m.Acquire(t.Context(), "k"+strconv.Itoa(i), WithTTL(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, lease)
+	}
+	buf := make([]byte, 1<<20)
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		if !strings.Contains(stacks, "lock.(*Manager)") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a Manager goroutine runs while leases wait for their renewal:\n%s", stacks)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, l := range leases {
+		if err := l.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
