@@ -21,6 +21,7 @@ import (
 // Close: taking and releasing a lease costs no goroutine start or wake-up.
 type Manager struct {
 	backend Backend
+	ownerID string          // the first half of every owner id it makes (newOwner)
 	batch   BatchRenewer    // backend's, or nil
 	partial PartialAcquirer // backend's, or nil
 	handoff HandoffReleaser // backend's, or nil
@@ -49,7 +50,7 @@ func NewManager(b Backend) (*Manager, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: nil backend", ErrInvalid)
 	}
-	m := &Manager{backend: b}
+	m := &Manager{backend: b, ownerID: newOwnerID()}
 	m.batch, _ = b.(BatchRenewer)
 	m.partial, _ = b.(PartialAcquirer)
 	m.handoff, _ = b.(HandoffReleaser)
@@ -98,7 +99,7 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	owner := newOwner(cfg.holder)
+	owner := m.newOwner(cfg.holder)
 
 	var (
 		wake <-chan struct{} // the backend's release hint, or nil

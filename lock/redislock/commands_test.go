@@ -133,11 +133,14 @@ func commandCalls(t *testing.T, c interface {
 	return 0
 }
 
-// The waiters mark a release deleted is set again when a waiter gets the
-// lock while others of its Locker still wait behind it: they do not attempt
-// until it releases (the Manager lets only the longest waiter attempt), and
-// without the mark that release would not wake them.
-func TestWaitersMarkOutlivesAHandOff(t *testing.T) {
+// A waiter of another Locker than the holder's marks the key, so its
+// release publishes. A waiter behind a holder of its own Locker does not:
+// that Locker wakes it when it releases, and nothing is published for it.
+// (The mark used to be set again by every acquisition with waiters of its
+// Locker behind it, and every later release published, slowing every
+// hand-off among one Locker's goroutines to the pace of pub/sub while any
+// other Locker was subscribed.)
+func TestWaitersMarkOnlyForAnotherLocker(t *testing.T) {
 	t.Parallel()
 	srv := testsvc.StartRedis(t)
 	c := newClient(t, srv.Addr())
@@ -171,11 +174,14 @@ func TestWaitersMarkOutlivesAHandOff(t *testing.T) {
 		t.FailNow()
 	}
 	lk, _ := waiters.n.Keys("k")
-	if n := c.Exists(ctxT(t), lk+":waiters").Val(); n != 1 {
-		t.Errorf("waiters mark after a waiter took the lock with another behind it: %d keys, want 1", n)
+	if n := c.Exists(ctxT(t), lk+":waiters").Val(); n != 0 {
+		t.Errorf("waiters mark after a waiter took the lock with only its own Locker's waiter behind it: %d keys, want 0", n)
 	}
 	_ = first.Release(ctxT(t))
 	if second := <-leases; second != nil {
 		_ = second.Release(ctxT(t))
+	}
+	if n := commandCalls(t, c, "publish"); n != 1 {
+		t.Errorf("%d PUBLISH, want 1: for the other Locker's release only", n)
 	}
 }
