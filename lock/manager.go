@@ -25,6 +25,8 @@ type Manager struct {
 	batch   BatchRenewer    // backend's, or nil
 	partial PartialAcquirer // backend's, or nil
 	handoff HandoffReleaser // backend's, or nil
+	// handover is the backend's HandoverReleaser, or nil.
+	handover HandoverReleaser
 	// watch is the backend's WatchReleaseOwner, or its WatchRelease with
 	// the owner ignored, or nil.
 	watch func(ctx context.Context, key, owner string) (<-chan struct{}, func(), error)
@@ -54,6 +56,7 @@ func NewManager(b Backend) (*Manager, error) {
 	m.batch, _ = b.(BatchRenewer)
 	m.partial, _ = b.(PartialAcquirer)
 	m.handoff, _ = b.(HandoffReleaser)
+	m.handover, _ = b.(HandoverReleaser)
 	_, serverQueue := b.(OwnerWatcher)
 	m.waiters.fifo = !serverQueue
 	if s, ok := b.(SharedBackend); ok {
@@ -111,7 +114,10 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 			stop()
 		}
 		if w != nil {
-			m.waiters.leave(w)
+			if g := m.waiters.leave(w); g != nil {
+				// A release took the lock for us as we gave up.
+				m.abandon(ctx, key, owner, cfg.ttl)
+			}
 		}
 	}()
 	watch := func() {
@@ -131,7 +137,7 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 		case m.waiters.busy(key):
 			// Others of this Manager wait longer: queue behind them
 			// rather than barge in.
-			w = m.waiters.join(key)
+			w = m.waiters.join(key, owner, cfg.ttl)
 			watch()
 		}
 	}
@@ -153,6 +159,16 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 		seen      time.Time     // when an attempt last found the key held
 	)
 	for {
+		if w != nil {
+			if g := m.waiters.take(w); g != nil {
+				// The holder's release took the lock for us.
+				var o Observer
+				if st != nil {
+					o = st.obs
+				}
+				return m.hold(key, owner, g.token, cfg, g.start, cfg.ttl, o), nil
+			}
+		}
 		behind := w != nil && m.waiters.behind(w)
 		if !behind {
 			start := time.Now()
@@ -185,7 +201,7 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 				return nil, notAcquired(holderTTL, seen)
 			}
 			if w == nil {
-				w = m.waiters.join(key)
+				w = m.waiters.join(key, owner, cfg.ttl)
 				if m.waiters.fifo {
 					// Watch, then attempt again at once (if first in
 					// line): a release between the attempt that found
@@ -252,6 +268,11 @@ func (m *Manager) abandon(ctx context.Context, key, owner string, ttl time.Durat
 // release's own round trip if the backend is a HandoffReleaser; the other
 // times the hint wakes it as it wakes other Managers' waiters.
 func (m *Manager) release(ctx context.Context, key, owner string) error {
+	if m.handover != nil {
+		if w := m.waiters.head(key); w != nil {
+			return m.releaseHandover(ctx, key, owner, w)
+		}
+	}
 	if !m.waiters.local(key) || !m.waiters.handOff(key) {
 		return m.backend.Release(ctx, key, owner)
 	}
@@ -262,6 +283,33 @@ func (m *Manager) release(ctx context.Context, key, owner string) error {
 	err := m.backend.Release(ctx, key, owner)
 	wake()
 	return err
+}
+
+// releaseHandover releases owner's lock on key and takes it for w, this
+// Manager's longest waiter, in one step, unless the backend keeps it free
+// for other Managers' waiters (then w attempts when the release hint
+// comes, with even odds). A lock taken for a waiter that has given up
+// meanwhile, or that may have been taken when the call failed, is released
+// again, for the waiters behind it.
+func (m *Manager) releaseHandover(ctx context.Context, key, owner string, w *waiter) error {
+	start := time.Now()
+	token, err := m.handover.ReleaseHandover(ctx, key, owner, w.owner, w.ttl)
+	switch {
+	case err == nil && token > 0:
+		if !m.waiters.grant(w, &grant{token: token, start: start}) {
+			_ = m.release(ctx, key, w.owner)
+		}
+		return nil
+	case err == nil: // released, hinted to every waiter
+		return nil
+	case errors.Is(err, ErrNotHeld):
+		m.waiters.wakeHead(key) // the lock is someone else's, or free
+		return err
+	default:
+		_ = m.release(ctx, key, w.owner)
+		m.waiters.wakeHead(key)
+		return err
+	}
 }
 
 // detach returns a context with ctx's values but not its cancellation or

@@ -38,6 +38,10 @@ var (
 	//go:embed release.lua
 	releaseLua    string
 	releaseScript = redis.NewScript(releaseLua)
+
+	//go:embed release_handover.lua
+	releaseHandoverLua    string
+	releaseHandoverScript = redis.NewScript(releaseHandoverLua)
 )
 
 // waitersFlagTTLArg is millis(waitersFlagTTL), boxed once.
@@ -98,10 +102,11 @@ type Node struct {
 }
 
 var (
-	_ lock.Backend         = (*Node)(nil)
-	_ lock.BatchRenewer    = (*Node)(nil)
-	_ lock.ReleaseWatcher  = (*Node)(nil)
-	_ lock.HandoffReleaser = (*Node)(nil)
+	_ lock.Backend          = (*Node)(nil)
+	_ lock.BatchRenewer     = (*Node)(nil)
+	_ lock.ReleaseWatcher   = (*Node)(nil)
+	_ lock.HandoffReleaser  = (*Node)(nil)
+	_ lock.HandoverReleaser = (*Node)(nil)
 )
 
 // New returns a Node on client. It returns an error wrapping lock.ErrInvalid
@@ -274,6 +279,26 @@ func (b *Node) release(ctx context.Context, key, owner, id string, ordered func(
 		b.w.released(key)
 	}
 	return nil
+}
+
+// ReleaseHandover implements lock.HandoverReleaser. With WithClockTokens it
+// only releases (a token from a hand-over would follow the counter, not the
+// clock) and wakes this Locker's waiters when it published nothing.
+func (b *Node) ReleaseHandover(ctx context.Context, key, owner, next string, ttl time.Duration) (uint64, error) {
+	if b.acquire != acquireScript {
+		return 0, b.Release(ctx, key, owner)
+	}
+	ks := lockKeys(b.prefix, key)
+	v, err := b.exec.Run(ctx, nil, releaseHandoverScript, ks[:], owner, next, ttlArg(ttl), b.retentionArg, b.channel, anonymous).Int64()
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("redislock: %w", err)
+	case v == 0:
+		return 0, errNotHeld
+	case v < 0:
+		return 0, nil
+	}
+	return uint64(v), nil
 }
 
 // WatchReleaseFunc watches key for releases on behalf of no particular
