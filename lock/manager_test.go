@@ -386,3 +386,106 @@ func TestNoGoroutineWhileHolding(t *testing.T) {
 		}
 	}
 }
+
+// handoverFake is a HandoverReleaser whose hand-overs wait for proceed
+// after telling entered, so a test can act while one is on its way: a
+// real server cannot hold a release script at that point.
+type handoverFake struct {
+	*fakeBackend
+	entered, proceed chan struct{}
+}
+
+func (h *handoverFake) ReleaseHandover(_ context.Context, key, owner, next string, _ time.Duration) (uint64, error) {
+	h.entered <- struct{}{}
+	<-h.proceed
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held[key] != owner {
+		return 0, ErrNotHeld
+	}
+	h.held[key] = next
+	h.token++
+	return h.token, nil
+}
+
+func newHandoverFake() *handoverFake {
+	return &handoverFake{fakeBackend: newFake(), entered: make(chan struct{}), proceed: make(chan struct{})}
+}
+
+// TestHandoverGivesTheWaiterTheLock: a release with a waiter behind it
+// takes the lock for the waiter, whose Acquire returns it with the new,
+// higher token.
+func TestHandoverGivesTheWaiterTheLock(t *testing.T) {
+	h := newHandoverFake()
+	m, _ := NewManager(h)
+	first, err := m.Acquire(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Lease)
+	go func() {
+		lease, err := m.Acquire(t.Context(), "k")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lease
+	}()
+	for m.Waiting("k") == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	go func() { _ = first.Release(t.Context()) }()
+	<-h.entered
+	close(h.proceed)
+	second := <-got
+	if second == nil {
+		t.FailNow()
+	}
+	if second.Token() <= first.Token() {
+		t.Fatalf("handed-over token %d, not above the releaser's %d", second.Token(), first.Token())
+	}
+	h.mu.Lock()
+	holder := h.held["k"]
+	h.mu.Unlock()
+	if holder != second.owner {
+		t.Fatalf("the lock is %q's, want the waiter's %q", holder, second.owner)
+	}
+	_ = second.Release(t.Context())
+}
+
+// TestHandoverToAWaiterThatGaveUp: when the waiter's Acquire returns (its
+// ctx ended) while the release takes the lock for it, the lock is released
+// again, not left held until its TTL by nobody.
+func TestHandoverToAWaiterThatGaveUp(t *testing.T) {
+	h := newHandoverFake()
+	m, _ := NewManager(h)
+	first, err := m.Acquire(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	gaveUp := make(chan error)
+	go func() {
+		_, err := m.Acquire(ctx, "k")
+		gaveUp <- err
+	}()
+	for m.Waiting("k") == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	released := make(chan error)
+	go func() { released <- first.Release(t.Context()) }()
+	<-h.entered
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire after its ctx ended: %v", err)
+	}
+	close(h.proceed)
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	holder, held := h.held["k"]
+	h.mu.Unlock()
+	if held {
+		t.Fatalf("the lock taken for the waiter that gave up is still %q's", holder)
+	}
+}
