@@ -136,7 +136,10 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 			watch()
 		case m.waiters.busy(key):
 			// Others of this Manager wait longer: queue behind them
-			// rather than barge in.
+			// rather than barge in. The wait for the holder starts now.
+			if st != nil {
+				st.firstFail = time.Now()
+			}
 			w = m.waiters.join(key, owner, cfg.ttl)
 			watch()
 		}

@@ -396,8 +396,10 @@ type handoverFake struct {
 }
 
 func (h *handoverFake) ReleaseHandover(_ context.Context, key, owner, next string, _ time.Duration) (uint64, error) {
-	h.entered <- struct{}{}
-	<-h.proceed
+	if h.entered != nil {
+		h.entered <- struct{}{}
+		<-h.proceed
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.held[key] != owner {
@@ -487,5 +489,54 @@ func TestHandoverToAWaiterThatGaveUp(t *testing.T) {
 	h.mu.Unlock()
 	if held {
 		t.Fatalf("the lock taken for the waiter that gave up is still %q's", holder)
+	}
+}
+
+// TestHandedOverAcquireReportsItsWait: an Acquire that queued behind
+// another waiter, made no attempt, and got the lock from a release reports
+// the time it waited, not 0 ("decided by the first attempt").
+func TestHandedOverAcquireReportsItsWait(t *testing.T) {
+	h := &handoverFake{fakeBackend: newFake()}
+	m, _ := NewManager(h)
+	var mu sync.Mutex
+	var events []Event
+	m.SetObserver(func(e Event) {
+		if e.Kind == EventAcquire {
+			mu.Lock()
+			events = append(events, e)
+			mu.Unlock()
+		}
+	})
+	first, err := m.Acquire(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Lease, 2)
+	for i := range 2 {
+		go func() {
+			lease, err := m.Acquire(t.Context(), "k")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- lease
+		}()
+		for m.Waiting("k") <= i {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	_ = first.Release(t.Context())
+	second := <-got
+	_ = second.Release(t.Context())
+	third := <-got
+	_ = third.Release(t.Context())
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 3 {
+		t.Fatalf("%d acquire events, want 3", len(events))
+	}
+	for _, e := range events[1:] {
+		if e.Err != nil || e.Waited <= 0 {
+			t.Errorf("handed-over acquire: Err %v, Waited %v (Attempts %d), want a wait", e.Err, e.Waited, e.Attempts)
+		}
 	}
 }
