@@ -98,9 +98,10 @@ func holding(ctx context.Context, addr, prefix string, n int, d time.Duration) h
 	r := holdResult{
 		roundTrips: h.roundTrips.Load() - rt0,
 		renewals:   h.renewals.Load() - rn0,
-		heapMiB:    float64(heap1-heap0) / (1 << 20),
-		rssMiB:     float64(rss1-rss0) / (1 << 20),
-		cpuPerSec:  cpu.Seconds() / elapsed.Seconds(),
+		// Signed: the GC may return more to the system than the leases took.
+		heapMiB:   float64(int64(heap1)-int64(heap0)) / (1 << 20),
+		rssMiB:    float64(int64(rss1)-int64(rss0)) / (1 << 20),
+		cpuPerSec: cpu.Seconds() / elapsed.Seconds(),
 	}
 	r.ticks = int64(elapsed / (ttl / 3))
 	if r.ticks > 0 {

@@ -139,34 +139,57 @@ func main() {
 	}
 }
 
+// lockBench measures impls side by side: every run of a measurement runs
+// each implementation in turn (forwards in even runs, backwards in odd
+// ones), so load from elsewhere on the machine falls on all of them alike
+// and the ratios compare figures taken within the same second or two.
 func lockBench(ctx context.Context, impls []impl, prefix string, runs int, dur time.Duration, skipContended bool) {
-	res := map[string]*result{}
-	for _, im := range impls {
-		fmt.Fprintf(os.Stderr, "%s ...\n", im.name)
+	ls := make([]locker, len(impls))
+	for i, im := range impls {
 		l, err := im.open()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", im.name, err)
 			os.Exit(1)
 		}
 		l.stalls = new(atomic.Int64)
-		r := &result{}
-		for _, g := range goroutineCounts {
-			r.uncontended = append(r.uncontended, median(runs, func(run int) float64 {
-				return uncontended(ctx, l, fmt.Sprintf("%s%s:u%d:%d:", prefix, im.name, g, run), g, dur)
-			}))
-		}
-		var cs []contendedResult
+		ls[i] = l
+	}
+	rs := make([]*result, len(impls))
+	for i := range rs {
+		rs[i] = &result{}
+	}
+	for _, g := range goroutineCounts {
+		fmt.Fprintf(os.Stderr, "uncontended, %d goroutines ...\n", g)
+		xs := make([][]float64, len(impls))
 		for run := range runs {
+			for _, i := range order(len(impls), run) {
+				xs[i] = append(xs[i], uncontended(ctx, ls[i], fmt.Sprintf("%s%s:u%d:%d:", prefix, impls[i].name, g, run), g, dur))
+			}
+		}
+		for i := range impls {
+			slices.Sort(xs[i])
+			rs[i].uncontended = append(rs[i].uncontended, xs[i][len(xs[i])/2])
+		}
+	}
+	cs := make([][]contendedResult, len(impls))
+	if !skipContended {
+		fmt.Fprintln(os.Stderr, "contended ...")
+	}
+	for run := range runs {
+		for _, i := range order(len(impls), run) {
 			if skipContended {
-				cs = append(cs, contendedResult{})
+				cs[i] = append(cs[i], contendedResult{})
 				continue
 			}
-			cs = append(cs, contended(ctx, l, fmt.Sprintf("%s%s:c%d", prefix, im.name, run), 16, dur))
+			cs[i] = append(cs[i], contended(ctx, ls[i], fmt.Sprintf("%s%s:c%d", prefix, impls[i].name, run), 16, dur))
 		}
-		r.contended = medianContended(cs)
-		r.stalls = l.stalls.Load()
-		l.close()
-		res[im.name] = r
+	}
+	res := map[string]*result{}
+	for i, im := range impls {
+		rs[i].contended = medianContended(cs[i])
+		rs[i].stalls = ls[i].stalls.Load()
+		ls[i].close()
+		res[im.name] = rs[i]
 	}
 	printTable(impls, res)
 }

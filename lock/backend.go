@@ -88,6 +88,21 @@ type HandoffReleaser interface {
 	ReleaseHandoff(ctx context.Context, key, owner string, handoff func()) error
 }
 
+// A HandoverReleaser is a Backend that can release a lock and take it for
+// the next owner in one step on its server, with a new fencing token: the
+// Manager's longest waiter for the key then gets the lock without an
+// attempt of its own, one round trip instead of two per hand-off.
+type HandoverReleaser interface {
+	// ReleaseHandover deletes owner's lock on key and, in the same step,
+	// takes it for next with ttl, returning next's token (> 0) when it
+	// did. It returns token 0 and a nil error when it released the lock but
+	// kept it free for the waiters of other Managers, whom it hinted as
+	// Release does, the releasing Manager's included. An error wrapping
+	// ErrNotHeld means owner did not hold the lock and nothing changed.
+	// After any other error, the lock may have been taken for next.
+	ReleaseHandover(ctx context.Context, key, owner, next string, ttl time.Duration) (token uint64, err error)
+}
+
 // Renewal is one lease to extend in a batch.
 type Renewal struct {
 	Key, Owner string

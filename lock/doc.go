@@ -13,8 +13,9 @@
 // Backends (lock/sqllock, lock/memlock, and the Redis, etcd and ZooKeeper
 // packages) implement the small [Backend] interface; a [Manager] turns a Backend
 // into a Locker, so renewal, waiting, loss detection and release behave the same
-// everywhere. A Manager keeps one scheduler goroutine while it holds leases, not
-// one per lease, and none when it holds nothing.
+// everywhere. A Manager keeps one timer while it holds leases, not one per
+// lease, which runs a goroutine only when a renewal or a deadline is due,
+// and none when it holds nothing.
 //
 // Waiting is the same everywhere: the Acquire calls of one Manager (one
 // backend's Locker) that wait for a key are served in arrival order, and

@@ -16,21 +16,25 @@ import (
 // Backends wrap one in their own Locker type. The zero value is not usable; use
 // NewManager.
 //
-// A Manager runs one scheduler goroutine while it holds at least one
-// renewed or fixed lease, and none otherwise, so it needs no Close.
+// A Manager keeps one timer, armed for its held leases' next event while it
+// holds at least one, and no goroutine between events, so it needs no
+// Close: taking and releasing a lease costs no goroutine start or wake-up.
 type Manager struct {
 	backend Backend
+	ownerID string          // the first half of every owner id it makes (newOwner)
 	batch   BatchRenewer    // backend's, or nil
 	partial PartialAcquirer // backend's, or nil
 	handoff HandoffReleaser // backend's, or nil
+	// handover is the backend's HandoverReleaser, or nil.
+	handover HandoverReleaser
 	// watch is the backend's WatchReleaseOwner, or its WatchRelease with
 	// the owner ignored, or nil.
 	watch func(ctx context.Context, key, owner string) (<-chan struct{}, func(), error)
 
 	mu      sync.Mutex
-	heap    leaseHeap     // guarded by mu
-	running bool          // scheduler goroutine alive; guarded by mu
-	kick    chan struct{} // wakes the scheduler when an earlier event is scheduled
+	heap    leaseHeap   // guarded by mu
+	timer   *time.Timer // runs tick at timerAt; created on first use; guarded by mu
+	timerAt time.Time   // when timer fires; zero when not armed; guarded by mu
 
 	waiters waiters // the waiting Acquire calls, per key
 
@@ -48,10 +52,11 @@ func NewManager(b Backend) (*Manager, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: nil backend", ErrInvalid)
 	}
-	m := &Manager{backend: b, kick: make(chan struct{}, 1)}
+	m := &Manager{backend: b, ownerID: newOwnerID()}
 	m.batch, _ = b.(BatchRenewer)
 	m.partial, _ = b.(PartialAcquirer)
 	m.handoff, _ = b.(HandoffReleaser)
+	m.handover, _ = b.(HandoverReleaser)
 	_, serverQueue := b.(OwnerWatcher)
 	m.waiters.fifo = !serverQueue
 	if s, ok := b.(SharedBackend); ok {
@@ -97,7 +102,7 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	owner := newOwner(cfg.holder)
+	owner := m.newOwner(cfg.holder)
 
 	var (
 		wake <-chan struct{} // the backend's release hint, or nil
@@ -109,7 +114,10 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 			stop()
 		}
 		if w != nil {
-			m.waiters.leave(w)
+			if g := m.waiters.leave(w); g != nil {
+				// A release took the lock for us as we gave up.
+				m.abandon(ctx, key, owner, cfg.ttl)
+			}
 		}
 	}()
 	watch := func() {
@@ -128,8 +136,11 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 			watch()
 		case m.waiters.busy(key):
 			// Others of this Manager wait longer: queue behind them
-			// rather than barge in.
-			w = m.waiters.join(key)
+			// rather than barge in. The wait for the holder starts now.
+			if st != nil {
+				st.firstFail = time.Now()
+			}
+			w = m.waiters.join(key, owner, cfg.ttl)
 			watch()
 		}
 	}
@@ -151,6 +162,16 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 		seen      time.Time     // when an attempt last found the key held
 	)
 	for {
+		if w != nil {
+			if g := m.waiters.take(w); g != nil {
+				// The holder's release took the lock for us.
+				var o Observer
+				if st != nil {
+					o = st.obs
+				}
+				return m.hold(key, owner, g.token, cfg, g.start, cfg.ttl, o), nil
+			}
+		}
 		behind := w != nil && m.waiters.behind(w)
 		if !behind {
 			start := time.Now()
@@ -183,7 +204,7 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 				return nil, notAcquired(holderTTL, seen)
 			}
 			if w == nil {
-				w = m.waiters.join(key)
+				w = m.waiters.join(key, owner, cfg.ttl)
 				if m.waiters.fifo {
 					// Watch, then attempt again at once (if first in
 					// line): a release between the attempt that found
@@ -250,6 +271,11 @@ func (m *Manager) abandon(ctx context.Context, key, owner string, ttl time.Durat
 // release's own round trip if the backend is a HandoffReleaser; the other
 // times the hint wakes it as it wakes other Managers' waiters.
 func (m *Manager) release(ctx context.Context, key, owner string) error {
+	if m.handover != nil {
+		if w := m.waiters.head(key); w != nil {
+			return m.releaseHandover(ctx, key, owner, w)
+		}
+	}
 	if !m.waiters.local(key) || !m.waiters.handOff(key) {
 		return m.backend.Release(ctx, key, owner)
 	}
@@ -260,6 +286,33 @@ func (m *Manager) release(ctx context.Context, key, owner string) error {
 	err := m.backend.Release(ctx, key, owner)
 	wake()
 	return err
+}
+
+// releaseHandover releases owner's lock on key and takes it for w, this
+// Manager's longest waiter, in one step, unless the backend keeps it free
+// for other Managers' waiters (then w attempts when the release hint
+// comes, with even odds). A lock taken for a waiter that has given up
+// meanwhile, or that may have been taken when the call failed, is released
+// again, for the waiters behind it.
+func (m *Manager) releaseHandover(ctx context.Context, key, owner string, w *waiter) error {
+	start := time.Now()
+	token, err := m.handover.ReleaseHandover(ctx, key, owner, w.owner, w.ttl)
+	switch {
+	case err == nil && token > 0:
+		if !m.waiters.grant(w, &grant{token: token, start: start}) {
+			_ = m.release(ctx, key, w.owner)
+		}
+		return nil
+	case err == nil: // released, hinted to every waiter
+		return nil
+	case errors.Is(err, ErrNotHeld):
+		m.waiters.wakeHead(key) // the lock is someone else's, or free
+		return err
+	default:
+		_ = m.release(ctx, key, w.owner)
+		m.waiters.wakeHead(key)
+		return err
+	}
 }
 
 // detach returns a context with ctx's values but not its cancellation or
@@ -291,24 +344,30 @@ func (m *Manager) hold(key, owner string, token uint64, cfg config, start time.T
 	return l
 }
 
-// scheduleLocked makes sure the scheduler runs and sees l's next event.
+// scheduleLocked makes sure the timer fires by l's next event.
 func (m *Manager) scheduleLocked(l *Lease) {
-	if !m.running {
-		m.running = true
-		go m.run()
-		return
-	}
-	if l.index == 0 {
-		m.kickLocked()
+	if at := l.next(); m.timerAt.IsZero() || at.Before(m.timerAt) {
+		m.armLocked(at)
 	}
 }
 
-// kickLocked wakes the scheduler to look at the heap again.
+// kickLocked makes sure the timer fires by the earliest held lease's next
+// event, after an event moved (closer or not).
 func (m *Manager) kickLocked() {
-	select {
-	case m.kick <- struct{}{}:
-	default:
+	if len(m.heap) > 0 {
+		m.armLocked(m.heap[0].next())
 	}
+}
+
+// armLocked sets the timer to fire at at.
+func (m *Manager) armLocked(at time.Time) {
+	m.timerAt = at
+	d := time.Until(at)
+	if m.timer == nil {
+		m.timer = time.AfterFunc(d, m.tick)
+		return
+	}
+	m.timer.Reset(d)
 }
 
 // finishLocked ends l with err (ErrReleased or a lost-lease error): it stops
@@ -317,8 +376,11 @@ func (m *Manager) kickLocked() {
 func (m *Manager) finishLocked(l *Lease, err error) []func(error) {
 	if l.index >= 0 {
 		heap.Remove(&m.heap, l.index)
-		if len(m.heap) == 0 {
-			m.kickLocked() // let the idle scheduler exit now, not at its next tick
+		if len(m.heap) == 0 && !m.timerAt.IsZero() {
+			// Nothing held: nothing to fire for, and nothing keeps the
+			// Manager reachable.
+			m.timer.Stop()
+			m.timerAt = time.Time{}
 		}
 	}
 	l.err = err
@@ -345,21 +407,18 @@ func (m *Manager) loseLocked(l *Lease, err error) (cleanup func()) {
 	}
 }
 
-// run is the scheduler: it renews leases when due and declares them lost
-// when their deadline passes unconfirmed. It exits when nothing is held.
-func (m *Manager) run() {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+// tick is the timer's function: it renews leases when due and declares
+// them lost when their deadline passes unconfirmed, then arms the timer for
+// the next event, if any lease is left. Ticks may overlap (a tick running
+// while the timer is reset fires another); m.mu orders them, and a lease
+// is taken for renewal once.
+func (m *Manager) tick() {
+	m.mu.Lock()
+	m.timerAt = time.Time{} // this firing used it up
+	var due []*Lease
+	var after []func()
 	for {
-		m.mu.Lock()
-		if len(m.heap) == 0 {
-			m.running = false
-			m.mu.Unlock()
-			return
-		}
 		now := time.Now()
-		var due []*Lease
-		var after []func()
 		for len(m.heap) > 0 && !m.heap[0].next().After(now) {
 			l := m.heap[0]
 			if !now.Before(l.deadline) {
@@ -384,27 +443,20 @@ func (m *Manager) run() {
 				due = append(due, l)
 			}
 		}
-		var wait time.Duration
-		if len(m.heap) > 0 {
-			wait = m.heap[0].next().Sub(now)
+		if len(m.heap) == 0 || m.heap[0].next().After(time.Now()) {
+			break
 		}
-		m.mu.Unlock()
+	}
+	if len(m.heap) > 0 {
+		m.armLocked(m.heap[0].next())
+	}
+	m.mu.Unlock()
 
-		for _, f := range after {
-			f()
-		}
-		if len(due) > 0 {
-			go m.renew(due)
-		}
-		if wait <= 0 {
-			continue
-		}
-		timer.Reset(wait)
-		select {
-		case <-timer.C:
-		case <-m.kick:
-			timer.Stop() // since Go 1.23 no stale tick can be left behind
-		}
+	for _, f := range after {
+		f()
+	}
+	if len(due) > 0 {
+		m.renew(due)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -147,14 +149,14 @@ func TestReleaseDuringRenewal(t *testing.T) {
 	close(f.gate) // let the renewal complete now
 	<-f.returned
 	// The renewal's success is applied right after Renew returns; had it
-	// revived the lease, the scheduler would run again and hold the lease
-	// for its next renewal, a second from now.
+	// revived the lease, the Manager's timer would be armed again and hold
+	// the lease for its next renewal, a second from now.
 	time.Sleep(100 * time.Millisecond)
 	m.mu.Lock()
-	running, scheduled := m.running, len(m.heap)
+	armed, scheduled := !m.timerAt.IsZero(), len(m.heap)
 	m.mu.Unlock()
-	if running || scheduled != 0 {
-		t.Fatalf("after Release and the renewal's success: scheduler running %v, %d leases scheduled; want none", running, scheduled)
+	if armed || scheduled != 0 {
+		t.Fatalf("after Release and the renewal's success: timer armed %v, %d leases scheduled; want none", armed, scheduled)
 	}
 	if n := f.renews.Load(); n != renews {
 		t.Fatalf("%d renewals sent after Release", n-renews)
@@ -278,37 +280,36 @@ func TestManyLeasesShareOneScheduler(t *testing.T) {
 	waitScheduler(t, m)
 }
 
-// waitScheduler checks the scheduler goroutine exits once nothing is held:
-// within 5 s, which a loaded machine leaves room for, and before the 10 s
-// to the renewal that TestSchedulerExitsOnLastRelease's lease would wake
-// an idle scheduler for.
+// waitScheduler checks the Manager's timer is stopped once nothing is
+// held: within 5 s, which a loaded machine leaves room for. No timer keeps
+// the Manager reachable or fires for nothing.
 func waitScheduler(t *testing.T, m *Manager) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		m.mu.Lock()
-		running := m.running
+		armed := !m.timerAt.IsZero()
 		m.mu.Unlock()
-		if !running {
+		if !armed {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("scheduler still running with no leases held")
+			t.Fatal("timer still armed with no leases held")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
 // TestSchedulerExitsOnLastRelease: with the last lease released, the
-// scheduler goroutine must end now, not sleep until that lease's next
-// renewal (10 s away here).
+// Manager's timer must be stopped now, not left to fire at that lease's
+// next renewal (10 s away here).
 func TestSchedulerExitsOnLastRelease(t *testing.T) {
 	m, _ := NewManager(newFake())
 	lease, err := m.Acquire(t.Context(), "k", WithTTL(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond) // the scheduler is asleep until the renewal
+	time.Sleep(50 * time.Millisecond) // the timer is set for the renewal
 	if err := lease.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -408,4 +409,190 @@ func TestPartialAcquisitionConfirmed(t *testing.T) {
 		t.Fatalf("fixed-TTL lease of an hour has %v left", left)
 	}
 	_ = fixed.Release(t.Context())
+}
+
+// TestNoGoroutineWhileHolding: between renewals a Manager holding leases
+// runs no goroutine (its timer fires a tick when one is due), so taking and
+// releasing a lease starts and wakes none.
+func TestNoGoroutineWhileHolding(t *testing.T) {
+	m, _ := NewManager(newFake())
+	var leases []*Lease
+	for i := range 3 {
+		lease, err := m.Acquire(t.Context(), "k"+strconv.Itoa(i), WithTTL(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, lease)
+	}
+	buf := make([]byte, 1<<20)
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		if !strings.Contains(stacks, "lock.(*Manager)") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a Manager goroutine runs while leases wait for their renewal:\n%s", stacks)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, l := range leases {
+		if err := l.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// handoverFake is a HandoverReleaser whose hand-overs wait for proceed
+// after telling entered, so a test can act while one is on its way: a
+// real server cannot hold a release script at that point.
+type handoverFake struct {
+	*fakeBackend
+	entered, proceed chan struct{}
+}
+
+func (h *handoverFake) ReleaseHandover(_ context.Context, key, owner, next string, _ time.Duration) (uint64, error) {
+	if h.entered != nil {
+		h.entered <- struct{}{}
+		<-h.proceed
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held[key] != owner {
+		return 0, ErrNotHeld
+	}
+	h.held[key] = next
+	h.token++
+	return h.token, nil
+}
+
+func newHandoverFake() *handoverFake {
+	return &handoverFake{fakeBackend: newFake(), entered: make(chan struct{}), proceed: make(chan struct{})}
+}
+
+// TestHandoverGivesTheWaiterTheLock: a release with a waiter behind it
+// takes the lock for the waiter, whose Acquire returns it with the new,
+// higher token.
+func TestHandoverGivesTheWaiterTheLock(t *testing.T) {
+	h := newHandoverFake()
+	m, _ := NewManager(h)
+	first, err := m.Acquire(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Lease)
+	go func() {
+		lease, err := m.Acquire(t.Context(), "k")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lease
+	}()
+	for m.Waiting("k") == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	go func() { _ = first.Release(t.Context()) }()
+	<-h.entered
+	close(h.proceed)
+	second := <-got
+	if second == nil {
+		t.FailNow()
+	}
+	if second.Token() <= first.Token() {
+		t.Fatalf("handed-over token %d, not above the releaser's %d", second.Token(), first.Token())
+	}
+	h.mu.Lock()
+	holder := h.held["k"]
+	h.mu.Unlock()
+	if holder != second.owner {
+		t.Fatalf("the lock is %q's, want the waiter's %q", holder, second.owner)
+	}
+	_ = second.Release(t.Context())
+}
+
+// TestHandoverToAWaiterThatGaveUp: when the waiter's Acquire returns (its
+// ctx ended) while the release takes the lock for it, the lock is released
+// again, not left held until its TTL by nobody.
+func TestHandoverToAWaiterThatGaveUp(t *testing.T) {
+	h := newHandoverFake()
+	m, _ := NewManager(h)
+	first, err := m.Acquire(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	gaveUp := make(chan error)
+	go func() {
+		_, err := m.Acquire(ctx, "k")
+		gaveUp <- err
+	}()
+	for m.Waiting("k") == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	released := make(chan error)
+	go func() { released <- first.Release(t.Context()) }()
+	<-h.entered
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire after its ctx ended: %v", err)
+	}
+	close(h.proceed)
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	holder, held := h.held["k"]
+	h.mu.Unlock()
+	if held {
+		t.Fatalf("the lock taken for the waiter that gave up is still %q's", holder)
+	}
+}
+
+// TestHandedOverAcquireReportsItsWait: an Acquire that queued behind
+// another waiter, made no attempt, and got the lock from a release reports
+// the time it waited, not 0 ("decided by the first attempt").
+func TestHandedOverAcquireReportsItsWait(t *testing.T) {
+	h := &handoverFake{fakeBackend: newFake()}
+	m, _ := NewManager(h)
+	var mu sync.Mutex
+	var events []Event
+	m.SetObserver(func(e Event) {
+		if e.Kind == EventAcquire {
+			mu.Lock()
+			events = append(events, e)
+			mu.Unlock()
+		}
+	})
+	first, err := m.Acquire(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Lease, 2)
+	for i := range 2 {
+		go func() {
+			lease, err := m.Acquire(t.Context(), "k")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- lease
+		}()
+		for m.Waiting("k") <= i {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	_ = first.Release(t.Context())
+	second := <-got
+	_ = second.Release(t.Context())
+	third := <-got
+	_ = third.Release(t.Context())
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 3 {
+		t.Fatalf("%d acquire events, want 3", len(events))
+	}
+	for _, e := range events[1:] {
+		if e.Err != nil || e.Waited <= 0 {
+			t.Errorf("handed-over acquire: Err %v, Waited %v (Attempts %d), want a wait", e.Err, e.Waited, e.Attempts)
+		}
+	}
 }

@@ -48,17 +48,32 @@ func validateHolder(label string) error {
 	return nil
 }
 
-// newOwner returns the owner string an Acquire passes to its backend: 128
-// random bits, hex-encoded, then a space and the holder label if there is
-// one.
-func newOwner(label string) string {
-	var b [ownerIDLen / 2]byte
+// newOwnerID returns 64 random bits, hex-encoded: the first half of the
+// random id of every owner one Manager makes (Manager.newOwner).
+func newOwnerID() string {
+	var b [ownerIDLen / 4]byte
 	_, _ = cryptorand.Read(b[:]) // never fails (crypto/rand panics instead)
-	id := hex.EncodeToString(b[:])
-	if label == "" {
-		return id
+	return hex.EncodeToString(b[:])
+}
+
+// newOwner returns the owner string an Acquire passes to its backend: a
+// random id of 128 bits, hex-encoded, then a space and the holder label if
+// there is one. The id's first 64 bits are the Manager's (m.ownerID), the
+// same for all its leases, and the last 64 are the lease's own: a backend
+// can tell that two owners come from one Manager (lock/redislock does, to
+// know whether a waiter of another Locker is behind a holder), and ids stay
+// unique across Managers.
+func (m *Manager) newOwner(label string) string {
+	var b [ownerIDLen / 4]byte
+	_, _ = cryptorand.Read(b[:])
+	var buf [ownerIDLen + 1 + MaxHolderLen]byte
+	out := append(buf[:0], m.ownerID...)
+	out = hex.AppendEncode(out, b[:])
+	if label != "" {
+		out = append(out, ' ')
+		out = append(out, label...)
 	}
-	return id + " " + label
+	return string(out)
 }
 
 // ParseOwner splits an owner string, as a backend stores it with a held

@@ -48,3 +48,29 @@ func TestHolderLabel(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerIDsShareTheManagerHalf: every owner id a Manager makes starts
+// with the same 16 hex digits, which another Manager's do not share, and
+// the rest is each lease's own; ParseOwner reads them all.
+func TestOwnerIDsShareTheManagerHalf(t *testing.T) {
+	m1, _ := NewManager(newFake())
+	m2, _ := NewManager(newFake())
+	a, b, c := m1.newOwner(""), m1.newOwner("web-1"), m2.newOwner("")
+	for _, o := range []string{a, b, c} {
+		if _, _, ok := ParseOwner(o); !ok {
+			t.Fatalf("ParseOwner(%q) refused", o)
+		}
+	}
+	if a[:16] != b[:16] {
+		t.Fatalf("one Manager's owners %q and %q differ in the first half", a, b)
+	}
+	if a[:16] == c[:16] {
+		t.Fatalf("two Managers' owners %q and %q share the first half", a, c)
+	}
+	if a[16:32] == b[16:32] {
+		t.Fatalf("two leases' owners %q and %q share the second half", a, b)
+	}
+	if id, label, _ := ParseOwner(b); id != b[:32] || label != "web-1" {
+		t.Fatalf("ParseOwner(%q) = %q, %q", b, id, label)
+	}
+}

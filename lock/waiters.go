@@ -3,6 +3,7 @@ package lock
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // handoffsInARow bounds how many releases of a key in a row a Manager hands
@@ -43,9 +44,19 @@ type queue struct {
 // A waiter is one waiting Acquire in its key's queue.
 type waiter struct {
 	key        string
+	owner      string        // the owner it attempts as, for a hand-over
+	ttl        time.Duration // the lease it asks for, for a hand-over
 	turn       chan struct{} // capacity 1: wakes the Acquire to attempt
 	prev, next *waiter       // guarded by waiters.mu
 	acquired   bool          // it took the lock; guarded by waiters.mu
+	left       bool          // its Acquire returned; guarded by waiters.mu
+	granted    *grant        // a release handed it the lock; guarded by waiters.mu
+}
+
+// A grant is a lock a release took for a waiter (HandoverReleaser).
+type grant struct {
+	token uint64
+	start time.Time // when the release that took it was sent
 }
 
 // busy reports whether anyone waits for key.
@@ -66,10 +77,10 @@ func (ws *waiters) waiting(key string) int {
 	return 0
 }
 
-// join queues a waiter for key at the tail; leave must be called once its
-// Acquire returns.
-func (ws *waiters) join(key string) *waiter {
-	w := &waiter{key: key, turn: make(chan struct{}, 1)}
+// join queues a waiter for key, attempting as owner for a lease of ttl, at
+// the tail; leave must be called once its Acquire returns.
+func (ws *waiters) join(key, owner string, ttl time.Duration) *waiter {
+	w := &waiter{key: key, owner: owner, ttl: ttl, turn: make(chan struct{}, 1)}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if ws.queues == nil {
@@ -93,10 +104,15 @@ func (ws *waiters) join(key string) *waiter {
 // leave unlinks w. If it was the head and did not take the lock, the next
 // waiter becomes head and is woken to attempt, so no departed waiter (one
 // cancelled or out of time) holds up the queue; on a shared key the next
-// is woken also when w took it.
-func (ws *waiters) leave(w *waiter) {
+// is woken also when w took it. It returns the lock a release handed w
+// that w did not take (take), which the caller must release.
+func (ws *waiters) leave(w *waiter) (untaken *grant) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
+	w.left = true
+	if !w.acquired {
+		untaken = w.granted
+	}
 	q := ws.queues[w.key]
 	wasHead := q.head == w
 	if w.prev != nil {
@@ -115,9 +131,48 @@ func (ws *waiters) leave(w *waiter) {
 	switch {
 	case q.head == nil:
 		delete(ws.queues, w.key)
-	case ws.fifo && wasHead && (!w.acquired || ws.shared != nil && ws.shared(w.key)):
+	case ws.fifo && wasHead && untaken == nil && (!w.acquired || ws.shared != nil && ws.shared(w.key)):
 		signal(q.head.turn)
 	}
+	return untaken
+}
+
+// head returns the longest waiter for key, if its queue decides who
+// attempts next and the key is held by one owner at a time, else nil.
+func (ws *waiters) head(key string) *waiter {
+	if !ws.fifo || ws.shared != nil || ws.n.Load() == 0 {
+		return nil
+	}
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if q := ws.queues[key]; q != nil && q.head.granted == nil {
+		return q.head
+	}
+	return nil
+}
+
+// grant gives w a lock a release took for it and wakes it. It returns false
+// if w's Acquire has returned: the caller must release the lock.
+func (ws *waiters) grant(w *waiter, g *grant) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if w.left {
+		return false
+	}
+	w.granted = g
+	signal(w.turn)
+	return true
+}
+
+// take returns the lock a release handed w, if any, and records that w
+// took it (see acquired).
+func (ws *waiters) take(w *waiter) *grant {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if w.granted != nil {
+		w.acquired = true
+	}
+	return w.granted
 }
 
 // behind reports whether w must let a longer waiter attempt first.

@@ -8,8 +8,8 @@ import "testing"
 // hand-off and the backend's hint.
 func TestWaiters(t *testing.T) {
 	ws := waiters{fifo: true}
-	a, b, c := ws.join("k"), ws.join("k"), ws.join("k")
-	other := ws.join("other")
+	a, b, c := ws.join("k", "", 0), ws.join("k", "", 0), ws.join("k", "", 0)
+	other := ws.join("other", "", 0)
 	if ws.behind(a) || !ws.behind(b) || !ws.behind(c) || ws.behind(other) {
 		t.Fatal("only the first waiter of each key may attempt")
 	}
@@ -59,7 +59,7 @@ func TestWaitersShared(t *testing.T) {
 		key  string
 		wake bool
 	}{{"shared", true}, {"plain", false}} {
-		a, b := ws.join(c.key), ws.join(c.key)
+		a, b := ws.join(c.key, "", 0), ws.join(c.key, "", 0)
 		ws.acquired(a)
 		ws.leave(a)
 		select {

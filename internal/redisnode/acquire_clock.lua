@@ -3,9 +3,8 @@
 -- must agree on one clock (see WithClockTokens).
 -- KEYS[1] lock, KEYS[2] fencing counter, KEYS[3] waiters flag (one hash tag)
 -- ARGV[1] owner, ARGV[2] lease ms, ARGV[3] counter retention ms,
--- ARGV[4] waiters-flag lifetime ms, ARGV[5] '1' when the acquiring Locker
--- has waiters for the key (the acquirer among them, maybe others behind it):
--- the flag, which the last release deleted, is set again for them.
+-- ARGV[4] waiters-flag lifetime ms. An owner's first 16 bytes are its
+-- Locker's (lock.Manager's), the same for all its leases.
 -- Returns the token (> 0) when taken; else minus the holder's remaining lease
 -- in ms, at least 1 (a lease in its last millisecond is not "unknown"), or 0
 -- when that is unknown.
@@ -21,13 +20,16 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 		token = last + 1
 	end
 	redis.call('SET', KEYS[2], string.format('%d', token), 'PX', ARGV[3])
-	if ARGV[5] == '1' then
-		redis.call('SET', KEYS[3], '1', 'PX', ARGV[4])
-	end
 	return token
 end
--- Someone waits: releases of this key must publish a wake-up.
-redis.call('SET', KEYS[3], '1', 'PX', ARGV[4])
+-- Someone waits. If the holder is another Locker's, releases of this key
+-- must publish a wake-up, and the flag says so; if the holder is the
+-- waiter's own Locker's, that Locker wakes its waiter when it releases, and
+-- no release needs to publish for it.
+local holder = redis.pcall('GET', KEYS[1])
+if type(holder) ~= 'string' or string.sub(holder, 1, 16) ~= string.sub(ARGV[1], 1, 16) then
+	redis.call('SET', KEYS[3], '1', 'PX', ARGV[4])
+end
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl >= 0 then
 	return -math.max(pttl, 1)

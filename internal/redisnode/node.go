@@ -38,7 +38,36 @@ var (
 	//go:embed release.lua
 	releaseLua    string
 	releaseScript = redis.NewScript(releaseLua)
+
+	//go:embed release_handover.lua
+	releaseHandoverLua    string
+	releaseHandoverScript = redis.NewScript(releaseHandoverLua)
 )
+
+// waitersFlagTTLArg is millis(waitersFlagTTL), boxed once.
+var waitersFlagTTLArg any = millis(waitersFlagTTL)
+
+// defaultTTLArg is millis(lock.DefaultTTL), boxed once: most leases ask for it.
+var defaultTTLArg any = millis(lock.DefaultTTL)
+
+// ttlArg returns millis(ttl) as a script argument, allocating none for the
+// default TTL.
+func ttlArg(ttl time.Duration) any {
+	if ttl == lock.DefaultTTL {
+		return defaultTTLArg
+	}
+	return millis(ttl)
+}
+
+// lockKeys returns the keys of key's lock, its fencing counter and its
+// waiters flag (LockKey and its companions), built in one allocation.
+func lockKeys(prefix, key string) [3]string {
+	lk := LockKey(prefix, key)
+	const fence, waiters = ":fence", ":waiters"
+	all := lk + fence + lk + waiters
+	n := len(lk)
+	return [3]string{all[:n], all[:n+len(fence)], all[n+len(fence):]}
+}
 
 // waitersFlagTTL is how long a failed attempt marks a key as waited for, so
 // that its releases publish a wake-up. A waiting Acquire attempts again at
@@ -68,14 +97,16 @@ type Node struct {
 	acquire   *redis.Script
 	exec      redisbatch.Runner
 	w         *watcher
-	single    bool // one server (not a Cluster or Ring): PUBLISH counts every subscriber
+
+	retentionArg any // retention, boxed once: a script argument of every acquisition
 }
 
 var (
-	_ lock.Backend         = (*Node)(nil)
-	_ lock.BatchRenewer    = (*Node)(nil)
-	_ lock.ReleaseWatcher  = (*Node)(nil)
-	_ lock.HandoffReleaser = (*Node)(nil)
+	_ lock.Backend          = (*Node)(nil)
+	_ lock.BatchRenewer     = (*Node)(nil)
+	_ lock.ReleaseWatcher   = (*Node)(nil)
+	_ lock.HandoffReleaser  = (*Node)(nil)
+	_ lock.HandoverReleaser = (*Node)(nil)
 )
 
 // New returns a Node on client. It returns an error wrapping lock.ErrInvalid
@@ -101,7 +132,7 @@ func New(client Client, opts ...Option) (*Node, error) {
 		retention: millis(o.retention),
 		acquire:   acquireScript,
 	}
-	_, b.single = client.(*redis.Client)
+	b.retentionArg = b.retention
 	if o.clock {
 		b.acquire = acquireClockScript
 	}
@@ -124,15 +155,8 @@ func (b *Node) Close() error {
 
 // TryAcquire implements lock.Backend.
 func (b *Node) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
-	lk := LockKey(b.prefix, key)
-	// A release deletes the waiters mark; an acquisition while this Node's
-	// waiters watch the key sets it again, for those still behind.
-	waited := "0"
-	if b.w.watched(key) {
-		waited = "1"
-	}
-	n, err := b.exec.Run(ctx, nil, b.acquire, []string{lk, lk + ":fence", lk + ":waiters"},
-		owner, millis(ttl), b.retention, millis(waitersFlagTTL), waited).Int64()
+	ks := lockKeys(b.prefix, key)
+	n, err := b.exec.Run(ctx, nil, b.acquire, ks[:], owner, ttlArg(ttl), b.retentionArg, waitersFlagTTLArg).Int64()
 	if err != nil {
 		return 0, 0, fmt.Errorf("redislock: %w", err)
 	}
@@ -247,17 +271,34 @@ func (b *Node) release(ctx context.Context, key, owner, id string, ordered func(
 	if n == 0 {
 		return errNotHeld
 	}
-	// A public release that reached one subscriber at most reached only
-	// this Locker's own subscription, if it has one: no other Locker waits
-	// for the key, so there are no odds to even, and this Locker's waiters
-	// are woken now instead of after the message and its random delay
-	// (which, alone on a key, would cost every other hand-off half a
-	// millisecond). The message still comes, a spurious wake-up. On a
-	// Cluster the count covers one node's subscribers only.
-	if n >= 2 && n-2 <= 1 && id == anonymous && b.single {
+	// Unpublished: no other Locker's waiter marked the key, so there are no
+	// odds to even, and this Locker's waiters, which never mark a key its
+	// own lease holds, are woken now, not by a message. (A handed-off
+	// release has woken its waiter already.)
+	if n == 1 && id == anonymous {
 		b.w.released(key)
 	}
 	return nil
+}
+
+// ReleaseHandover implements lock.HandoverReleaser. With WithClockTokens it
+// only releases (a token from a hand-over would follow the counter, not the
+// clock) and wakes this Locker's waiters when it published nothing.
+func (b *Node) ReleaseHandover(ctx context.Context, key, owner, next string, ttl time.Duration) (uint64, error) {
+	if b.acquire != acquireScript {
+		return 0, b.Release(ctx, key, owner)
+	}
+	ks := lockKeys(b.prefix, key)
+	v, err := b.exec.Run(ctx, nil, releaseHandoverScript, ks[:], owner, next, ttlArg(ttl), b.retentionArg, b.channel, anonymous).Int64()
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("redislock: %w", err)
+	case v == 0:
+		return 0, errNotHeld
+	case v < 0:
+		return 0, nil
+	}
+	return uint64(v), nil
 }
 
 // WatchReleaseFunc watches key for releases on behalf of no particular

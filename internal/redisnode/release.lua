@@ -1,5 +1,6 @@
--- Delete the lock if it is still ours (compare-and-delete) and, when someone
--- has been waiting for it lately, publish the release. Three commands when
+-- Delete the lock if it is still ours (compare-and-delete) and, when a
+-- waiter of another Locker than the holder's has been waiting for it lately
+-- (the flag, see acquire.lua), publish the release. Three commands when
 -- nobody waits: the script call, GET, and one DEL of the lock and the
 -- waiters flag, whose count says whether the flag was set.
 -- KEYS[1] lock, KEYS[2] waiters flag (one hash tag); ARGV[1] owner,
@@ -9,10 +10,10 @@
 -- subscribers the release reached if published.
 --
 -- Deleting the flag loses no waiter: every Locker's longest waiter hears
--- the message and attempts again, and sets the flag anew if it fails, or,
--- if it gets the lock, when its Locker still watches the key for others
--- behind it (acquire.lua's ARGV[5]). A waiter that missed the message still
--- attempts at least once a second.
+-- the message and attempts again, and sets the flag anew if it fails
+-- against another Locker's holder; the releasing Locker wakes its own
+-- waiters itself when nothing was published. A waiter that missed the
+-- message still attempts at least once a second.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
 	if redis.call('DEL', KEYS[1], KEYS[2]) == 2 then
 		return 2 + redis.call('PUBLISH', ARGV[2], ARGV[3] .. KEYS[1])

@@ -127,19 +127,11 @@ func (w *watcher) leave(wt *waiter) {
 	}
 }
 
-// watched reports whether anyone of this Node waits for key: without a
-// lock while nobody waits for any key.
-func (w *watcher) watched(key string) bool {
-	if w.nkeys.Load() == 0 {
-		return false
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.keys[key]) > 0
-}
-
 // released wakes the waiters of key.
 func (w *watcher) released(key string) {
+	if w.nkeys.Load() == 0 {
+		return
+	}
 	w.mu.Lock()
 	for wt := range w.keys[key] {
 		signal(wt)

@@ -133,11 +133,14 @@ func commandCalls(t *testing.T, c interface {
 	return 0
 }
 
-// The waiters mark a release deleted is set again when a waiter gets the
-// lock while others of its Locker still wait behind it: they do not attempt
-// until it releases (the Manager lets only the longest waiter attempt), and
-// without the mark that release would not wake them.
-func TestWaitersMarkOutlivesAHandOff(t *testing.T) {
+// A waiter of another Locker than the holder's marks the key, so its
+// release publishes. A waiter behind a holder of its own Locker does not:
+// that Locker wakes it when it releases, and nothing is published for it.
+// (The mark used to be set again by every acquisition with waiters of its
+// Locker behind it, and every later release published, slowing every
+// hand-off among one Locker's goroutines to the pace of pub/sub while any
+// other Locker was subscribed.)
+func TestWaitersMarkOnlyForAnotherLocker(t *testing.T) {
 	t.Parallel()
 	srv := testsvc.StartRedis(t)
 	c := newClient(t, srv.Addr())
@@ -171,11 +174,80 @@ func TestWaitersMarkOutlivesAHandOff(t *testing.T) {
 		t.FailNow()
 	}
 	lk, _ := waiters.n.Keys("k")
-	if n := c.Exists(ctxT(t), lk+":waiters").Val(); n != 1 {
-		t.Errorf("waiters mark after a waiter took the lock with another behind it: %d keys, want 1", n)
+	if n := c.Exists(ctxT(t), lk+":waiters").Val(); n != 0 {
+		t.Errorf("waiters mark after a waiter took the lock with only its own Locker's waiter behind it: %d keys, want 0", n)
 	}
 	_ = first.Release(ctxT(t))
 	if second := <-leases; second != nil {
 		_ = second.Release(ctxT(t))
+	}
+	if n := commandCalls(t, c, "publish"); n != 1 {
+		t.Errorf("%d PUBLISH, want 1: for the other Locker's release only", n)
+	}
+}
+
+// A release with a waiter of its own Locker behind it takes the lock for
+// the waiter in the release script: five commands (the script call, GET,
+// EXISTS, SET PX, INCR), no attempt of the waiter's and no PUBLISH, and the
+// waiter's token is the next one.
+func TestHandOverInTheReleaseScript(t *testing.T) {
+	t.Parallel()
+	srv := testsvc.StartRedis(t)
+	c := newClient(t, srv.Addr())
+	l := newLocker(t, c)
+	// handOver holds key, queues a waiter, calls between() and releases
+	// to the waiter; it returns both leases.
+	handOver := func(key string, between func()) (first, second *lock.Lease) {
+		first, err := l.Acquire(ctxT(t), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *lock.Lease, 1)
+		go func() {
+			lease, err := l.Acquire(ctxT(t), key)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- lease
+		}()
+		for l.Waiting(key) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		between()
+		if err := first.Release(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		second = <-got
+		if second == nil {
+			t.FailNow()
+		}
+		return first, second
+	}
+	_, warm := handOver("warm", func() {}) // loads the script
+	_ = warm.Release(ctxT(t))
+	first, second := handOver("k", func() {
+		if err := c.ConfigResetStat(ctxT(t)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	cost, err := testsvc.RedisServerCost(ctxT(t), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := cost.Calls - 1; n != 5 { // less CONFIG RESETSTAT
+		t.Errorf("%d commands for the hand-over, want 5", n)
+	}
+	if n := commandCalls(t, c, "publish"); n != 0 {
+		t.Errorf("%d PUBLISH for a hand-over within one Locker, want none", n)
+	}
+	if second.Token() != first.Token()+1 {
+		t.Errorf("the waiter's token %d, want the next after %d", second.Token(), first.Token())
+	}
+	lk, _ := l.n.Keys("k")
+	if err := second.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Exists(ctxT(t), lk).Val(); n != 0 {
+		t.Errorf("the handed-over lock outlived its release: %d keys", n)
 	}
 }

@@ -12,9 +12,11 @@
 //
 // A lock on key K lives in three Redis keys sharing one hash tag, so every
 // script runs on Redis Cluster: "<prefix>{K}" holds the owner (a random
-// 128-bit id) with the lease as its expiry, "<prefix>{K}:fence" the last
+// 128-bit id, whose first 64 bits are the same for every lease of one
+// Locker) with the lease as its expiry, "<prefix>{K}:fence" the last
 // fencing token, and "<prefix>{K}:waiters" marks, for 10 s after a failed
-// attempt or until the next release, that someone waits for K. (A key starting with '}' or '\' gets a
+// attempt or until the next release, that a waiter of another Locker than
+// the holder's waits for K. (A key starting with '}' or '\' gets a
 // '\' in front inside the braces.) Keys are passed to scripts as data, never
 // spliced into them.
 //
@@ -39,9 +41,14 @@
 //     mark together, whose count tells whether anyone waited (then, and
 //     only then, a PUBLISH wakes them).
 //
-// A failed attempt costs SET NX PX, a SET of the waiters mark and a PTTL
-// for the holder's remaining lease, and an acquisition by a waiter with
-// others behind it a SET of the mark more; a renewal costs GET and PEXPIRE.
+// A failed attempt costs SET NX PX, a GET of the holder (to tell whether it
+// is the waiter's own Locker's), a SET of the waiters mark when it is not,
+// and a PTTL for the holder's remaining lease; a renewal costs GET and
+// PEXPIRE. A release with a waiter of its own Locker behind it runs another
+// script, which takes the lock for that waiter with the next token in the
+// same step, unless the waiters mark is set: five commands (EVALSHA, GET,
+// EXISTS of the mark, SET PX, INCR) and one round trip per hand-off,
+// instead of a release and an attempt, six commands and two round trips.
 //
 // # Fencing tokens: the exact guarantee
 //
@@ -74,17 +81,20 @@
 // Each Locker has one pub/sub subscription, to the channel "<prefix>released",
 // opened by the first Acquire that may wait (before its first attempt) and
 // shared by all its waiters; Close ends it. A release publishes only when the
-// waiters mark is set, and deletes it: uncontended locks publish nothing. A
-// waiter that fails again after the wake-up sets the mark anew, and so does
-// one that gets the lock while waiters of its Locker wait behind it. A
-// release message wakes the Locker's waiters of its key, and the lock.Manager lets only the
-// longest of them attempt: within a Locker, waiters are served in arrival
-// order (see lock.Manager). When the Manager hands a release to its own next
-// waiter, that waiter's attempt travels in the same pipeline as the release,
-// and the message, carrying the Locker's id, is skipped by its own
-// subscription. Missed messages (a reconnecting subscription) cost only
-// latency: the Manager polls as a safety net, and a resubscription wakes
-// every waiter.
+// waiters mark is set, and deletes it: uncontended locks, and locks only one
+// Locker's goroutines wait for, publish nothing. A waiter that fails again
+// after the wake-up against another Locker's holder sets the mark anew. A
+// release message wakes the Locker's waiters of its key, and the
+// lock.Manager lets only the longest of them attempt: within a Locker,
+// waiters are served in arrival order (see lock.Manager). A release that
+// publishes nothing wakes the releasing Locker's waiters itself, or takes
+// the lock for the longest of them in its own script (above). While a
+// waiter of another Locker has marked the key, every release publishes and
+// takes the lock for nobody, so the longest waiter of each Locker attempts
+// after the message and a random delay under a millisecond, with even odds:
+// no Locker's waiter starves behind another Locker's busy goroutines.
+// Missed messages (a reconnecting subscription) cost only latency: the
+// Manager polls as a safety net, and a resubscription wakes every waiter.
 //
 // Plain PUBLISH is used, not sharded SPUBLISH: on Redis Cluster a PUBLISH
 // reaches subscribers on every node, so one subscription to one channel serves

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -238,4 +239,69 @@ func TestFairHandOff(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestNoStarvationAcrossLockers: a waiter of one Locker gets its turns
+// while the goroutines of another Locker, on another client, take turns on
+// the key as fast as they can. A Locker hands a release to its own waiter
+// directly at most every other time while another Locker's waiter marked
+// the key, and the other releases reach every Locker's waiter alike, so
+// the lone waiter is passed over a few times, not for ever. (Were every
+// release handed to the busy Locker's next waiter, the lone one would get
+// the key only when its attempt fell between a release and that waiter's
+// attempt, a few times in a hundred while the busy ones hold it for 3 ms.)
+func TestNoStarvationAcrossLockers(t *testing.T) {
+	t.Parallel()
+	addr := testsvc.RedisAddr(t)
+	prefix := testsvc.KeyPrefix(t)
+	busy := newLocker(t, newClient(t, addr), WithPrefix(prefix))
+	lone := newLocker(t, newClient(t, addr), WithPrefix(prefix))
+	var (
+		busyTurns atomic.Int64
+		stop      = make(chan struct{})
+		wg        sync.WaitGroup
+	)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				lease, err := busy.Acquire(ctxT(t), "k", lock.WithTTL(5*time.Second))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				busyTurns.Add(1)
+				time.Sleep(3 * time.Millisecond) // most of the time the key is held
+				_ = lease.Release(ctxT(t))
+			}
+		}()
+	}
+	for busyTurns.Load() < 20 { // the busy Locker's waiters are queued
+		time.Sleep(time.Millisecond)
+	}
+	// Each public release goes to either Locker's waiter with even odds:
+	// being passed over 40 times in a row has odds under 2^-20.
+	const rounds, maxPassedOver = 10, 40
+	worst := int64(0)
+	for range rounds {
+		before := busyTurns.Load()
+		lease, err := lone.Acquire(ctxT(t), "k", lock.WithTTL(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		worst = max(worst, busyTurns.Load()-before)
+		_ = lease.Release(ctxT(t))
+	}
+	close(stop)
+	wg.Wait()
+	if worst > maxPassedOver {
+		t.Fatalf("the lone Locker's waiter was passed over %d times in a row, want at most %d", worst, maxPassedOver)
+	}
+	t.Logf("passed over at most %d times; the busy Locker took %d turns", worst, busyTurns.Load())
 }
