@@ -38,14 +38,36 @@ type Run struct {
 //     store's error, or ctx's error.
 func Begin(ctx context.Context, s Store, key, fingerprint string, opts ...Option) (*Run, *Replay, error) {
 	cfg := newConfig(opts)
+	b, err := begin(ctx, s, key, fingerprint, cfg)
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case b.done:
+		return nil, &Replay{Result: b.result}, nil
+	}
+	return &Run{store: s, key: key, token: b.token, deadline: b.deadline, retention: cfg.retention}, nil, nil
+}
+
+// begun is what begin found: a claim (token and deadline) or, when done, a
+// recorded outcome.
+type begun struct {
+	token    string
+	deadline time.Time
+	done     bool
+	result   []byte // never nil when done
+}
+
+// begin is Begin with its options read, without allocating the Run or the
+// Replay.
+func begin(ctx context.Context, s Store, key, fingerprint string, cfg *config) (begun, error) {
 	if cfg.invalid != nil {
-		return nil, nil, cfg.invalid
+		return begun{}, cfg.invalid
 	}
 	if s == nil {
-		return nil, nil, fmt.Errorf("%w: nil store", ErrInvalid)
+		return begun{}, fmt.Errorf("%w: nil store", ErrInvalid)
 	}
 	if err := CheckKey(key); err != nil {
-		return nil, nil, err
+		return begun{}, err
 	}
 	var waitUntil time.Time
 	if cfg.wait > 0 {
@@ -58,29 +80,29 @@ func Begin(ctx context.Context, s Store, key, fingerprint string, opts ...Option
 		start := time.Now()
 		c, err := s.Claim(ctx, key, fingerprint, cfg.inProgress)
 		if err != nil {
-			return nil, nil, err
+			return begun{}, err
 		}
 		switch c.State {
 		case Claimed:
-			return &Run{store: s, key: key, token: c.Token, deadline: start.Add(cfg.inProgress), retention: cfg.retention}, nil, nil
+			return begun{token: c.Token, deadline: start.Add(cfg.inProgress)}, nil
 		case Done:
 			if c.Fingerprint != fingerprint {
-				return nil, nil, ErrFingerprintMismatch
+				return begun{}, ErrFingerprintMismatch
 			}
 			if c.Result == nil {
 				c.Result = []byte{}
 			}
-			return nil, &Replay{Result: c.Result}, nil
+			return begun{done: true, result: c.Result}, nil
 		case InProgress:
 			if c.Fingerprint != fingerprint {
-				return nil, nil, ErrFingerprintMismatch
+				return begun{}, ErrFingerprintMismatch
 			}
 		default:
-			return nil, nil, fmt.Errorf("idem: store returned invalid claim state %d", c.State)
+			return begun{}, fmt.Errorf("idem: store returned invalid claim state %d", c.State)
 		}
 		left := time.Until(waitUntil)
 		if left <= 0 {
-			return nil, nil, &InProgressError{RetryAfter: c.RetryAfter}
+			return begun{}, &InProgressError{RetryAfter: c.RetryAfter}
 		}
 		sleep := min(backoff, left)
 		if c.RetryAfter > 0 && c.RetryAfter+time.Millisecond < sleep {
@@ -91,7 +113,7 @@ func Begin(ctx context.Context, s Store, key, fingerprint string, opts ...Option
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, nil, ctx.Err()
+			return begun{}, ctx.Err()
 		case <-t.C:
 		}
 	}

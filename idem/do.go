@@ -36,7 +36,7 @@ type outcome struct {
 func Do[T any](ctx context.Context, s Store, key string, fn func(context.Context) (T, error), opts ...Option) (T, error) {
 	cfg := newConfig(opts)
 	if cfg.observe == nil {
-		v, _, err := do(ctx, s, key, fn, cfg, opts)
+		v, _, err := do(ctx, s, key, fn, cfg)
 		return v, err
 	}
 	start := time.Now()
@@ -46,24 +46,25 @@ func Do[T any](ctx context.Context, s Store, key string, fn func(context.Context
 			cfg.observe(ctx, Event{Outcome: OutcomeReleased, Duration: time.Since(start), Err: errPanicked})
 		}
 	}()
-	v, o, err := do(ctx, s, key, fn, cfg, opts)
+	v, o, err := do(ctx, s, key, fn, cfg)
 	panicked = false
 	cfg.observe(ctx, Event{Outcome: o, Duration: time.Since(start), Err: err})
 	return v, err
 }
 
 // do is Do; it also returns the call's outcome.
-func do[T any](ctx context.Context, s Store, key string, fn func(context.Context) (T, error), cfg config, opts []Option) (T, Outcome, error) {
+func do[T any](ctx context.Context, s Store, key string, fn func(context.Context) (T, error), cfg *config) (T, Outcome, error) {
 	var zero T
-	run, replay, err := Begin(ctx, s, key, cfg.fingerprint, opts...)
+	bg, err := begin(ctx, s, key, cfg.fingerprint, cfg)
 	if err != nil {
 		return zero, beginOutcome(ctx, err), err
 	}
-	if replay != nil {
-		v, err := decodeOutcome[T](replay.Result)
+	if bg.done {
+		v, err := decodeOutcome[T](bg.result)
 		return v, OutcomeReplayed, err
 	}
 
+	run := &Run{store: s, key: key, token: bg.token, deadline: bg.deadline, retention: cfg.retention}
 	v, err := runOnce(ctx, run, fn)
 	if err != nil {
 		if cfg.keepError != nil && cfg.keepError(err) {
@@ -119,6 +120,14 @@ func runOnce[T any](ctx context.Context, run *Run, fn func(context.Context) (T, 
 
 func decodeOutcome[T any](b []byte) (T, error) {
 	var zero T
+	// What do records for a result, {"v":<value>}, is decoded in one pass;
+	// anything else, or a middle that is not one JSON value, the long way.
+	if len(b) > len(`{"v":}`) && string(b[:len(`{"v":`)]) == `{"v":` && b[len(b)-1] == '}' {
+		var v T
+		if json.Unmarshal(b[len(`{"v":`):len(b)-1], &v) == nil {
+			return v, nil
+		}
+	}
 	var o outcome
 	if err := json.Unmarshal(b, &o); err != nil {
 		return zero, fmt.Errorf("idem: decoding recorded outcome: %w", err)

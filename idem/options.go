@@ -38,11 +38,11 @@ type config struct {
 	invalid     error
 }
 
-func newConfig(opts []Option) config {
-	c := config{inProgress: DefaultInProgress, retention: DefaultRetention}
+func newConfig(opts []Option) *config {
+	c := &config{inProgress: DefaultInProgress, retention: DefaultRetention}
 	for _, o := range opts {
 		if o != nil {
-			o(&c)
+			o(c)
 		}
 	}
 	return c

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -63,4 +65,60 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestDecodeOutcomeForms checks that every form a record can take decodes as
+// the two-pass decoding (outcome, then its value) does: the one-pass
+// shortcut for {"v":<value>} must not change what a replay returns.
+func TestDecodeOutcomeForms(t *testing.T) {
+	type payment struct {
+		Charge string `json:"charge"`
+		Amount int    `json:"amount"`
+	}
+	longWay := func(b []byte) (payment, string) {
+		var o outcome
+		if err := json.Unmarshal(b, &o); err != nil {
+			return payment{}, "bad outcome"
+		}
+		if o.Err != nil {
+			return payment{}, "kept: " + *o.Err
+		}
+		var v payment
+		if len(o.Value) > 0 {
+			if err := json.Unmarshal(o.Value, &v); err != nil {
+				return payment{}, "bad value"
+			}
+		}
+		return v, ""
+	}
+	for _, rec := range []string{
+		`{"v":{"charge":"ch_1","amount":100}}`,
+		`{"v": {"charge":"ch_1"} }`,
+		`{"v":null}`,
+		`{"e":"card declined"}`,
+		`{"v":{"charge":"ch_1"},"e":"card declined"}`,
+		`{"e":"card declined","v":{"charge":"ch_1"}}`,
+		`{"v":{"charge":"ch_1"}}{"v":1}`,
+		`{"v":{"charge":"ch_1"},"x":1}`,
+		`{"v":"not a payment"}`,
+		`{"v":}`,
+		`{}`,
+		``,
+	} {
+		want, wantErr := longWay([]byte(rec))
+		got, err := decodeOutcome[payment]([]byte(rec))
+		var gotErr string
+		var kept *replayedError
+		switch {
+		case errors.As(err, &kept):
+			gotErr = "kept: " + kept.msg
+		case err != nil && strings.Contains(err.Error(), "decoding recorded result"):
+			gotErr = "bad value"
+		case err != nil:
+			gotErr = "bad outcome"
+		}
+		if got != want || gotErr != wantErr {
+			t.Errorf("decodeOutcome(%s) = %+v, %q; the long way %+v, %q", rec, got, gotErr, want, wantErr)
+		}
+	}
 }

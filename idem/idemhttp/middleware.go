@@ -94,7 +94,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.observe(r, begin, OutcomeBadBody, status, nil)
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	br := &bodyReader{}
+	br.Reset(body)
+	r.Body = br
 
 	key, err := c.key(r, body)
 	switch {
@@ -115,7 +117,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.observe(r, begin, OutcomeBadKey, http.StatusBadRequest, nil)
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body)) // the key function may have read it
+	br.Reset(body) // the key function may have read it
+	r.Body = br
 
 	scoped := storeKey(c.principal(r), r.Method, c.route(r), key)
 	run, replay, err := idem.Begin(r.Context(), h.store, scoped, c.fingerprint(r, body), c.idemOptions...)
@@ -170,7 +173,7 @@ func (h *handler) observe(r *http.Request, begin time.Time, o Outcome, status in
 // says in out what happened.
 func (h *handler) serve(w http.ResponseWriter, r *http.Request, run *idem.Run, out *Event) {
 	c := h.c
-	rec := &recorder{w: w, max: c.maxResponse}
+	rec := &recorder{w: w, max: c.maxResponse, drop: c.dropHeaders}
 	ctx, cancel := run.Context(r.Context())
 	defer cancel()
 	finished := false
@@ -205,16 +208,8 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, run *idem.Run, o
 		return
 	}
 	out.Outcome = OutcomeExecuted
-	header := rec.header
-	if header == nil {
-		header = w.Header()
-	}
-	s := &stored{status: status, header: storableHeader(header, c.dropHeaders), body: rec.body.Bytes(), omitted: rec.over,
-		recorded: time.Now()}
-	if rec.over {
-		s.body = nil
-	}
-	if err := idem.Finish(r.Context(), func(ctx context.Context) error { return run.Record(ctx, s.encode()) }); err != nil {
+	b := rec.record(status, time.Now())
+	if err := idem.Finish(r.Context(), func(ctx context.Context) error { return run.Record(ctx, b) }); err != nil {
 		c.onError(r, fmt.Errorf("idemhttp: %w: %w", idem.ErrNotRecorded, err))
 		out.Err = err
 	}
@@ -250,18 +245,40 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request, b []byte) (int,
 	return s.status, age, nil
 }
 
-// readBody reads the whole body, at most max bytes.
+// bodyReader hands the handler the body the middleware read, in one
+// allocation.
+type bodyReader struct{ bytes.Reader }
+
+// Close implements io.Closer.
+func (*bodyReader) Close() error { return nil }
+
+// readBody reads the whole body, at most max bytes. A body whose length is
+// declared is read into a buffer of that size (and one byte more, to see its
+// end without growing).
 func readBody(r *http.Request, max int64) ([]byte, int, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return []byte{}, 0, nil
 	}
 	defer r.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(r.Body, max+1))
-	if err != nil {
-		return nil, http.StatusBadRequest, fmt.Errorf("reading the request body: %w", err)
+	size := int64(512)
+	if n := r.ContentLength; n >= 0 {
+		size = min(n, max) + 1
 	}
-	if int64(len(b)) > max {
-		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("the request body is larger than %d bytes", max)
+	b := make([]byte, 0, size)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Body.Read(b[len(b):min(int64(cap(b)), max+1)])
+		b = b[:len(b)+n]
+		if int64(len(b)) > max {
+			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("the request body is larger than %d bytes", max)
+		}
+		if err == io.EOF {
+			return b, 0, nil
+		}
+		if err != nil {
+			return nil, http.StatusBadRequest, fmt.Errorf("reading the request body: %w", err)
+		}
 	}
-	return b, 0, nil
 }

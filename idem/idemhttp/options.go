@@ -406,6 +406,13 @@ func AuthorizationPrincipal(r *http.Request) string {
 // length-prefixed.
 func Fingerprint(r *http.Request, body []byte) string {
 	bsum := sha256.Sum256(body)
-	sum := sha256.Sum256([]byte(idem.Key(r.Method, r.URL.RequestURI(), r.Header.Get("Content-Type"), string(bsum[:]))))
+	// idem.Key(method, URI, Content-Type, body digest), in a buffer on the
+	// stack for the usual request.
+	b := make([]byte, 0, 256)
+	b = appendKeyPart(b, "", r.Method)
+	b = appendKeyPart(append(b, ' '), "", r.URL.RequestURI())
+	b = appendKeyPart(append(b, ' '), "", r.Header.Get("Content-Type"))
+	b = appendKeyPart(append(b, ' '), "", string(bsum[:]))
+	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

@@ -2,20 +2,24 @@ package idemhttp
 
 import (
 	"bufio"
-	"bytes"
 	"net"
 	"net/http"
+	"time"
 )
 
 // recorder passes the handler's response through to the client as it is
-// written, and keeps a copy (up to max bytes of body) to record.
+// written, and keeps a copy (up to max bytes of body) to record, already in
+// the record's encoding: buf holds headRoom bytes for the record's head, the
+// storable header lines, and the body.
 type recorder struct {
 	w        http.ResponseWriter
 	max      int
+	drop     map[string]bool // headers never recorded, besides neverStored
 	status   int
-	header   http.Header // snapshot taken when the status was written
-	body     bytes.Buffer
-	over     bool // the body passed max; the copy was dropped
+	buf      []byte // nil until the status is written
+	lines    int    // header lines in buf
+	bodyAt   int    // where the body begins in buf
+	over     bool   // the body passed max; the copy was dropped
 	hijacked bool
 }
 
@@ -31,8 +35,20 @@ func (r *recorder) WriteHeader(code int) {
 		return
 	}
 	r.status = code
-	r.header = r.w.Header().Clone()
+	r.snapshot(r.w.Header())
 	r.w.WriteHeader(code)
+}
+
+// snapshot keeps the storable lines of h, the header as it was sent.
+func (r *recorder) snapshot(h http.Header) {
+	n := headRoom + 64
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	r.buf, r.lines = appendStorable(make([]byte, headRoom, n), h, r.drop)
+	r.bodyAt = len(r.buf)
 }
 
 func (r *recorder) Write(p []byte) (int, error) {
@@ -40,14 +56,27 @@ func (r *recorder) Write(p []byte) (int, error) {
 		r.WriteHeader(http.StatusOK)
 	}
 	if !r.over {
-		if r.body.Len()+len(p) > r.max {
+		if len(r.buf)-r.bodyAt+len(p) > r.max {
 			r.over = true
-			r.body = bytes.Buffer{}
+			r.buf = r.buf[:r.bodyAt]
 		} else {
-			r.body.Write(p)
+			r.buf = append(r.buf, p...)
 		}
 	}
 	return r.w.Write(p)
+}
+
+// record returns the record of the response (see stored.encode), answered
+// with status and recorded at the time given.
+func (r *recorder) record(status int, recorded time.Time) []byte {
+	if r.buf == nil { // the handler wrote nothing: its header as it is now
+		r.snapshot(r.w.Header())
+	}
+	var head [headRoom]byte
+	h := appendHead(head[:0], r.over, recorded, status, r.lines)
+	start := headRoom - len(h)
+	copy(r.buf[start:], h)
+	return r.buf[start:]
 }
 
 // Flush keeps streaming handlers working.

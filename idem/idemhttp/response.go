@@ -30,34 +30,42 @@ const encodingVersion = 2
 // then for each header line name and value (uvarint length + bytes), then
 // the body.
 func (s *stored) encode() []byte {
-	n := 24 + len(s.body)
-	for k, vs := range s.header {
-		for _, v := range vs {
-			n += len(k) + len(v) + 4
-		}
-	}
-	b := make([]byte, 0, n)
-	var flags byte
-	if s.omitted {
-		flags |= 1
-	}
-	b = append(b, encodingVersion, flags)
-	b = binary.AppendUvarint(b, uint64(max(s.recorded.UnixMilli(), 0)))
-	b = binary.AppendUvarint(b, uint64(s.status))
 	lines := 0
 	for _, vs := range s.header {
 		lines += len(vs)
 	}
-	b = binary.AppendUvarint(b, uint64(lines))
+	b := appendHead(make([]byte, 0, 24+len(s.body)), s.omitted, s.recorded, s.status, lines)
 	for k, vs := range s.header {
 		for _, v := range vs {
-			b = binary.AppendUvarint(b, uint64(len(k)))
-			b = append(b, k...)
-			b = binary.AppendUvarint(b, uint64(len(v)))
-			b = append(b, v...)
+			b = appendLine(b, k, v)
 		}
 	}
 	return append(b, s.body...)
+}
+
+// headRoom is the most bytes the head of a record (appendHead) takes.
+const headRoom = 2 + 3*binary.MaxVarintLen64
+
+// appendHead appends what a record begins with: version, flags, the
+// recording time, the status and the number of header lines.
+func appendHead(b []byte, omitted bool, recorded time.Time, status, lines int) []byte {
+	var flags byte
+	if omitted {
+		flags |= 1
+	}
+	b = append(b, encodingVersion, flags)
+	b = binary.AppendUvarint(b, uint64(max(recorded.UnixMilli(), 0)))
+	b = binary.AppendUvarint(b, uint64(status))
+	return binary.AppendUvarint(b, uint64(lines))
+}
+
+// appendLine appends one header line: name and value, each as uvarint length
+// and bytes.
+func appendLine(b []byte, k, v string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(k)))
+	b = append(b, k...)
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
 }
 
 var errCorrupt = errors.New("idemhttp: stored response is corrupt")
@@ -134,24 +142,32 @@ var neverStored = map[string]bool{
 	"Idempotent-Replayed": true,
 }
 
-// storableHeader copies h without the headers that must not be replayed: the
-// fixed list, those named in Connection, trailers, and any in extra.
-func storableHeader(h http.Header, extra map[string]bool) http.Header {
-	drop := map[string]bool{}
-	for _, v := range h.Values("Connection") {
+// appendStorable appends the lines of h that may be replayed, names in
+// canonical form, and returns b and the number of lines. It leaves out the
+// fixed list (neverStored), the headers named in Connection, trailers, and
+// any in extra.
+func appendStorable(b []byte, h http.Header, extra map[string]bool) ([]byte, int) {
+	var drop map[string]bool
+	for _, v := range h["Connection"] {
 		for _, f := range strings.Split(v, ",") {
 			if f = strings.TrimSpace(f); f != "" {
+				if drop == nil {
+					drop = map[string]bool{}
+				}
 				drop[textproto.CanonicalMIMEHeaderKey(f)] = true
 			}
 		}
 	}
-	out := http.Header{}
+	lines := 0
 	for k, vs := range h {
 		ck := textproto.CanonicalMIMEHeaderKey(k)
 		if neverStored[ck] || drop[ck] || extra[ck] || strings.HasPrefix(k, http.TrailerPrefix) {
 			continue
 		}
-		out[ck] = append([]string(nil), vs...)
+		for _, v := range vs {
+			b = appendLine(b, ck, v)
+			lines++
+		}
 	}
-	return out
+	return b, lines
 }

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/latchkey-go/latchkey/idem"
@@ -41,21 +43,52 @@ func StoreKey(principal, method, route, key string) (string, error) {
 	return storeKey(principal, method, route, key), nil
 }
 
-// storeKey is StoreKey for parts already checked.
+// storeKey is StoreKey for parts already checked: idem.Key("http", "p" +
+// digest(principal), method, scopePart(route), key), built in one
+// allocation.
 func storeKey(principal, method, route, key string) string {
-	return idem.Key("http", "p"+digest(principal), method, scopePart(route), key)
-}
-
-func digest(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
-
-// scopePart keeps a short printable part as it is and replaces any other by
-// its digest; the prefixes keep the two forms apart.
-func scopePart(s string) string {
-	if len(s) <= 256 && utf8.ValidString(s) && idem.CheckKey("x"+s) == nil {
-		return "=" + s
+	var pd [2 * sha256.Size]byte
+	hexDigest(pd[:], principal)
+	b := make([]byte, 0, 512)
+	b = appendKeyPart(b, "", "http")
+	b = appendKeyPart(append(b, ' '), "p", string(pd[:]))
+	b = appendKeyPart(append(b, ' '), "", method)
+	if plainScope(route) {
+		b = appendKeyPart(append(b, ' '), "=", route)
+	} else {
+		var rd [2 * sha256.Size]byte
+		hexDigest(rd[:], route)
+		b = appendKeyPart(append(b, ' '), "#", string(rd[:]))
 	}
-	return "#" + digest(s)
+	b = appendKeyPart(append(b, ' '), "", key)
+	return string(b)
+}
+
+// appendKeyPart appends the part prefix+s as idem.Key writes a part: its
+// length in bytes, a colon and the part.
+func appendKeyPart(b []byte, prefix, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(prefix)+len(s)), 10)
+	b = append(b, ':')
+	b = append(b, prefix...)
+	return append(b, s...)
+}
+
+// hexDigest writes the hex SHA-256 of s into dst (64 bytes).
+func hexDigest(dst []byte, s string) {
+	sum := sha256.Sum256([]byte(s))
+	hex.Encode(dst, sum[:])
+}
+
+// plainScope says whether scopePart keeps s as it is: at most 256 bytes of
+// UTF-8 without control characters (what idem.CheckKey accepts).
+func plainScope(s string) bool {
+	if len(s) > 256 || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }

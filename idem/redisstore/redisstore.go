@@ -28,7 +28,9 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -89,8 +91,13 @@ type Store struct {
 	c        Client
 	prefix   string
 	batching bool
+	sends    int
+	invalid  error // a bad option's
 	exec     redisbatch.Runner
 	noSetGet atomic.Bool // the server refused SET NX GET: claims use the script
+
+	lastMillis atomic.Pointer[millis] // see boxedMillis
+	lastRetain atomic.Pointer[millis] // the same for Record's retention
 }
 
 // An Option configures New.
@@ -112,9 +119,32 @@ func WithBatching(on bool) Option {
 	return func(s *Store) { s.batching = on }
 }
 
-// New returns a store on c. A nil c makes every call fail with idem.ErrInvalid.
+// DefaultSendsInFlight is the default of WithSendsInFlight.
+const DefaultSendsInFlight = 2
+
+// WithSendsInFlight bounds, with batching on, how many commands or pipelines
+// a Store has on their way to Redis at once; calls beyond them leave
+// together in the next pipeline. Default: 2 ([DefaultSendsInFlight]), not
+// the locks' 8: a first request is two calls in a row, and fewer, larger
+// pipelines cost both sides fewer system calls per call. On 2 cores shared
+// by the client and Redis, at 64 clients, 2 gave idem.Do about 1.7x the
+// first requests per second of 8, and the HTTP middleware about 1.3x. It
+// must be at least 1; a Store given less fails every call with
+// idem.ErrInvalid.
+func WithSendsInFlight(n int) Option {
+	return func(s *Store) {
+		if n < 1 {
+			s.invalid = fmt.Errorf("%w: redisstore: %d sends in flight, want at least 1", idem.ErrInvalid, n)
+			return
+		}
+		s.sends = n
+	}
+}
+
+// New returns a store on c. A nil c, or an invalid option, makes every call
+// fail with idem.ErrInvalid.
 func New(c Client, opts ...Option) *Store {
-	s := &Store{c: c, prefix: DefaultPrefix, batching: true}
+	s := &Store{c: c, prefix: DefaultPrefix, batching: true, sends: DefaultSendsInFlight}
 	for _, o := range opts {
 		if o != nil {
 			o(s)
@@ -122,7 +152,7 @@ func New(c Client, opts ...Option) *Store {
 	}
 	if c != nil {
 		if s.batching {
-			s.exec = redisbatch.New(c)
+			s.exec = redisbatch.NewSends(c, s.sends)
 		} else {
 			s.exec = redisbatch.Direct{C: c}
 		}
@@ -140,7 +170,7 @@ func (s *Store) check() error {
 	if s == nil || s.c == nil || s.exec == nil {
 		return fmt.Errorf("%w: nil Redis client", idem.ErrInvalid)
 	}
-	return nil
+	return s.invalid
 }
 
 func ms(d time.Duration) int64 { return max(1, int64((d+time.Millisecond-1)/time.Millisecond)) }
@@ -162,6 +192,57 @@ func (s *Store) abandon(key, tok string) {
 	}()
 }
 
+// newClaim returns a claim with a fresh owner token (as idem.NewToken makes
+// them: 128 bits from crypto/rand, hex-encoded) for a request with
+// fingerprint, built in one allocation: "p", the token, the fingerprint.
+func newClaim(fingerprint string) string {
+	var r [16]byte
+	_, _ = rand.Read(r[:]) // never fails (crypto/rand: "Read ... never returns an error")
+	var h [claimPrefixLen - 1]byte
+	hex.Encode(h[:], r[:])
+	var b strings.Builder
+	b.Grow(claimPrefixLen + len(fingerprint))
+	b.WriteByte('p')
+	b.Write(h[:])
+	b.WriteString(fingerprint)
+	return b.String()
+}
+
+// boxedMillis returns ms(d) as a command argument. The boxing of an int64
+// allocates; the store keeps the last one, as a program uses one or two
+// durations.
+func (s *Store) boxedMillis(d time.Duration) any {
+	if p := s.lastMillis.Load(); p != nil && p.d == d {
+		return p.v
+	}
+	m := &millis{d: d, v: ms(d)}
+	s.lastMillis.Store(m)
+	return m.v
+}
+
+// boxedRetention is boxedMillis for Record's retention.
+func (s *Store) boxedRetention(d time.Duration) any {
+	if p := s.lastRetain.Load(); p != nil && p.d == d {
+		return p.v
+	}
+	m := &millis{d: d, v: ms(d)}
+	s.lastRetain.Store(m)
+	return m.v
+}
+
+// scriptArgs holds a script call's one key and its arguments in one
+// allocation.
+type scriptArgs struct {
+	keys [1]string
+	args [3]any
+}
+
+// millis is a duration and its boxed milliseconds (see boxedMillis).
+type millis struct {
+	d time.Duration
+	v any
+}
+
 // claimPrefix is how a claim owned by token begins: "p" and the token.
 func claimPrefix(token string) string { return "p" + token }
 
@@ -180,10 +261,10 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, d time.Durat
 	if err := s.check(); err != nil {
 		return idem.Claim{}, err
 	}
-	tok := idem.NewToken()
+	claim := newClaim(fingerprint)
+	tok := claim[1:claimPrefixLen]
 	rk := s.RecordKey(key)
-	claim := claimPrefix(tok) + fingerprint
-	c, err := s.claim(ctx, rk, claim, ms(d))
+	c, err := s.claim(ctx, rk, claim, s.boxedMillis(d))
 	if err != nil {
 		if ctx.Err() != nil {
 			s.abandon(key, tok)
@@ -198,11 +279,11 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, d time.Durat
 
 // claim writes the claim at rk unless a record is there, and reports what it
 // found.
-func (s *Store) claim(ctx context.Context, rk, claim string, deadline int64) (idem.Claim, error) {
+func (s *Store) claim(ctx context.Context, rk, claim string, deadline any) (idem.Claim, error) {
 	var cmd *redis.Cmd
 	if !s.noSetGet.Load() {
 		cmd = s.exec.Do(ctx, rk, "set", rk, claim, "nx", "px", deadline, "get")
-		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "ERR syntax") {
+		if err := cmd.Err(); err != nil && err != redis.Nil && redis.HasErrorPrefix(err, "ERR syntax") {
 			s.noSetGet.Store(true) // before Redis 7.0
 			cmd = nil
 		}
@@ -255,7 +336,7 @@ func decodeRecord(rk, v string) (idem.Claim, error) {
 
 // claimHash is claim for a key holding a record in the layout of earlier
 // versions, a hash.
-func (s *Store) claimHash(ctx context.Context, rk, claim string, deadline int64) (idem.Claim, error) {
+func (s *Store) claimHash(ctx context.Context, rk, claim string, deadline any) (idem.Claim, error) {
 	v, err := s.exec.Run(ctx, nil, claimHashScript, []string{rk}, claim, deadline).Slice()
 	if err != nil {
 		return idem.Claim{}, err
@@ -288,7 +369,8 @@ func (s *Store) Record(ctx context.Context, key, token string, result []byte, re
 	if !ownerToken(token) {
 		return idem.ErrClaimLost
 	}
-	n, err := s.exec.Run(ctx, nil, recordScript, []string{s.RecordKey(key)}, claimPrefix(token), result, ms(retention)).Int64()
+	a := &scriptArgs{keys: [1]string{s.RecordKey(key)}, args: [3]any{claimPrefix(token), result, s.boxedRetention(retention)}}
+	n, err := s.exec.Run(ctx, nil, recordScript, a.keys[:], a.args[:]...).Int64()
 	if err != nil {
 		return err
 	}

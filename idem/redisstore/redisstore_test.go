@@ -130,6 +130,25 @@ func TestNilClient(t *testing.T) {
 	}
 }
 
+// A bad sends-in-flight bound is refused on every call, and nothing is
+// written.
+func TestInvalidSendsInFlight(t *testing.T) {
+	t.Parallel()
+	c, prefix := testsvc.RedisClient(t)
+	for _, n := range []int{0, -1} {
+		s := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithSendsInFlight(n))
+		if _, err := s.Claim(context.Background(), "k", "", time.Second); !errors.Is(err, idem.ErrInvalid) {
+			t.Errorf("Claim with %d sends in flight = %v, want ErrInvalid", n, err)
+		}
+		if err := s.Record(context.Background(), "k", idem.NewToken(), []byte("x"), time.Second); !errors.Is(err, idem.ErrInvalid) {
+			t.Errorf("Record with %d sends in flight = %v, want ErrInvalid", n, err)
+		}
+	}
+	if n, err := c.Exists(context.Background(), redisstore.New(c, redisstore.WithPrefix(prefix)).RecordKey("k")).Result(); err != nil || n != 0 {
+		t.Errorf("record written by a refused store: %d, %v", n, err)
+	}
+}
+
 // A Redis that stops answering must fail the claim with an error, never hand
 // out a claim it did not make.
 func TestServerDownFailsClosed(t *testing.T) {

@@ -66,8 +66,19 @@ func (d Direct) Do(ctx context.Context, _ string, args ...any) *redis.Cmd {
 	return doOne(ctx, d.C, args)
 }
 
-// doOne sends one plain command, as a pipeline of one: Client has no Do.
+// doer is the part of go-redis's clients (*redis.Client, *redis.ClusterClient,
+// *redis.Ring) that sends one plain command.
+type doer interface {
+	Do(ctx context.Context, args ...any) *redis.Cmd
+}
+
+// doOne sends one plain command: with the client's Do, or as a pipeline of
+// one for a client without it (Client does not require it). Do spares the
+// pipeline's allocations and bookkeeping.
 func doOne(ctx context.Context, c Client, args []any) *redis.Cmd {
+	if d, ok := c.(doer); ok {
+		return d.Do(ctx, args...)
+	}
 	pipe := c.Pipeline()
 	cmd := pipe.Do(ctx, args...)
 	_, _ = pipe.Exec(ctx)
@@ -102,8 +113,9 @@ type Batcher struct {
 type call struct {
 	ctx    context.Context
 	script *redis.Script // nil for a plain command
-	keys   []string
-	args   []any // the script's, or the plain command's (its name first)
+	key    string        // the one the call is ordered by: KEYS[1], or the plain command's key
+	keys   []string      // the script's KEYS
+	args   []any         // the script's, or the plain command's (its name first)
 
 	cmd   *redis.Cmd
 	batch []*call       // set for the call whose goroutine sends the batch
@@ -123,18 +135,18 @@ func NewSends(c Client, sends int) *Batcher {
 // pipeline, and returns its reply. keys must not be empty. When ctx ends
 // before the reply, Run returns a Cmd failed with ctx's error.
 func (b *Batcher) Run(ctx context.Context, ordered func(), s *redis.Script, keys []string, args ...any) *redis.Cmd {
-	return b.run(ctx, ordered, &call{ctx: ctx, script: s, keys: keys, args: args})
+	return b.run(ctx, ordered, &call{ctx: ctx, script: s, key: keys[0], keys: keys, args: args})
 }
 
 // Do implements Runner: the plain command args, alone or in a pipeline, as
 // Run runs a script.
 func (b *Batcher) Do(ctx context.Context, key string, args ...any) *redis.Cmd {
-	return b.run(ctx, nil, &call{ctx: ctx, keys: []string{key}, args: args})
+	return b.run(ctx, nil, &call{ctx: ctx, key: key, args: args})
 }
 
 // run is Run and Do.
 func (b *Batcher) run(ctx context.Context, ordered func(), c *call) *redis.Cmd {
-	k := c.keys[0]
+	k := c.key
 	b.mu.Lock()
 	if b.sending < b.maxSends && b.inFlight[k] == 0 && len(b.queue) == 0 {
 		b.sending++
@@ -144,7 +156,7 @@ func (b *Batcher) run(ctx context.Context, ordered func(), c *call) *redis.Cmd {
 			ordered()
 		}
 		cmd := b.one(ctx, c)
-		b.finish([]string{k})
+		b.finish1(k)
 		return cmd
 	}
 	c.done = make(chan struct{})
@@ -190,7 +202,7 @@ func (b *Batcher) takeLocked() []*call {
 	var batch, rest []*call
 	var blocked map[string]bool
 	for _, c := range b.queue {
-		k := c.keys[0]
+		k := c.key
 		if b.inFlight[k] > 0 || blocked[k] {
 			if blocked == nil {
 				blocked = make(map[string]bool)
@@ -205,7 +217,7 @@ func (b *Batcher) takeLocked() []*call {
 		return nil
 	}
 	for _, c := range batch {
-		b.inFlight[c.keys[0]]++
+		b.inFlight[c.key]++
 	}
 	b.queue = rest
 	b.sending++
@@ -218,14 +230,33 @@ func (b *Batcher) handOff(batch []*call) {
 	close(batch[0].done)
 }
 
-// finish ends a send of calls on keys and starts the next one if calls wait.
-func (b *Batcher) finish(keys []string) {
+// finish ends a send of the calls of batch and starts the next one if calls
+// wait.
+func (b *Batcher) finish(batch []*call) {
 	b.mu.Lock()
-	for _, k := range keys {
-		if b.inFlight[k]--; b.inFlight[k] == 0 {
-			delete(b.inFlight, k)
-		}
+	for _, c := range batch {
+		b.doneLocked(c.key)
 	}
+	b.endSendLocked()
+}
+
+// finish1 is finish for a call on key sent alone.
+func (b *Batcher) finish1(key string) {
+	b.mu.Lock()
+	b.doneLocked(key)
+	b.endSendLocked()
+}
+
+// doneLocked takes one call on k off the keys in flight.
+func (b *Batcher) doneLocked(k string) {
+	if b.inFlight[k]--; b.inFlight[k] == 0 {
+		delete(b.inFlight, k)
+	}
+}
+
+// endSendLocked ends a send, hands the next batch, if any, to its sender,
+// and unlocks b.mu.
+func (b *Batcher) endSendLocked() {
 	b.sending--
 	batch := b.takeLocked()
 	b.mu.Unlock()
@@ -238,15 +269,12 @@ func (b *Batcher) finish(keys []string) {
 // call is the sender's own, whose done is already closed.
 func (b *Batcher) send(batch []*call) {
 	ctx, cancel := batchContext(batch)
-	keys := make([]string, len(batch))
 	if len(batch) == 1 {
 		c := batch[0]
-		keys[0] = c.keys[0]
 		c.cmd = b.one(ctx, c)
 	} else {
 		pipe := b.c.Pipeline()
-		for i, c := range batch {
-			keys[i] = c.keys[0]
+		for _, c := range batch {
 			if c.script == nil {
 				c.cmd = pipe.Do(ctx, c.args...)
 			} else {
@@ -262,7 +290,7 @@ func (b *Batcher) send(batch []*call) {
 	}
 	cancel()
 	batch[0].batch = nil
-	b.finish(keys)
+	b.finish(batch)
 	for _, c := range batch[1:] {
 		close(c.done)
 	}
