@@ -22,6 +22,12 @@ local m, k = tonumber(ARGV[2]), tonumber(ARGV[3])
 local cap, period, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local n = tonumber(ARGV[7])
 local writes = mode ~= 'test' and mode ~= 'stats'
+if mode ~= 'add' and mode ~= 'test' and mode ~= 'claim' and mode ~= 'done' and mode ~= 'release' and mode ~= 'stats' then
+  return redis.error_reply('ERR bloomfilter: unknown mode ' .. mode)
+end
+
+-- int formats an integer for a command argument.
+local function int(x) return string.format('%d', x) end
 
 local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
@@ -31,14 +37,14 @@ local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 -- below 1 MiB). Beyond 8 MiB a last bit grows it (at most 1 MiB spare)
 -- without building the string in Lua. It expires when it leaves the
 -- window, two periods on.
-local bytes = math.ceil(m / 8)
 local function fresh(key)
+  local bytes = math.ceil(m / 8)
   if bytes <= 8388608 then
-    redis.call('SET', key, string.rep('\0', bytes), 'PXAT', now + 2 * period)
+    redis.call('SET', key, string.rep('\0', bytes), 'PXAT', int(now + 2 * period))
   else
     redis.call('DEL', key)
-    redis.call('SETBIT', key, m - 1, 0)
-    redis.call('PEXPIREAT', key, now + 2 * period)
+    redis.call('SETBIT', key, int(m - 1), '0')
+    redis.call('PEXPIREAT', key, int(now + 2 * period))
   end
 end
 
@@ -49,7 +55,7 @@ local curLive, prevLive = false, false
 local rotated, added = false, false
 
 if exists then
-  if tonumber(st[4]) ~= m or tonumber(st[5]) ~= k then
+  if (st[4] ~= ARGV[2] and tonumber(st[4]) ~= m) or (st[5] ~= ARGV[3] and tonumber(st[5]) ~= k) then
     return redis.error_reply('ERR bloomfilter: filter was created with m=' .. st[4] .. ' k=' .. st[5] ..
       ', this client has m=' .. ARGV[2] .. ' k=' .. ARGV[3])
   end
@@ -81,7 +87,20 @@ if mode == 'stats' then
   return {exists and 1 or 0, gen, count, start, now, cur, prev, curLive and 1 or 0, prevLive and 1 or 0}
 end
 
-local function has(key, base)
+-- A check reads an id's bits with GETBIT, stopping at the first 0: for a
+-- new id that is one or two reads per generation. An add sets the bits of
+-- many ids with one BITFIELD SET u1, which returns the old bits in the
+-- order given: it is the check against the current generation and the add
+-- at once, and an id given twice is seen by its second occurrence. A
+-- BITFIELD takes at most `per` ids, to stay within the arguments Lua
+-- passes at once. Arguments are strings: Lua would format a number with
+-- sprintf("%.14g") on every call.
+local per = math.max(1, math.floor(1800 / k))
+local seen = {} -- seen[i] = 1: the id at index i (from 0) was seen
+
+-- has reports whether all k bits of the id at index i are set in key.
+local function has(key, i)
+  local base = 8 + i * (k + 1)
   for j = 1, k do
     if redis.call('GETBIT', key, ARGV[base + j]) == 0 then
       return false
@@ -90,65 +109,112 @@ local function has(key, base)
   return true
 end
 
-local function seen(base)
-  return (curLive and has(KEYS[2 + gen % 2], base)) or (prevLive and has(KEYS[2 + (gen + 1) % 2], base))
+-- setAll sets in key the bits of the ids at indexes lo..hi not yet seen, in
+-- order; an id whose old bits were all 1 is seen, the others are added.
+local function setAll(key, lo, hi)
+  local x = lo
+  while x <= hi do
+    local a, na, ids = {key}, 1, {}
+    while x <= hi and #ids < per do
+      if not seen[x] then
+        ids[#ids + 1] = x
+        local base = 8 + x * (k + 1)
+        for j = 1, k do
+          a[na + 1], a[na + 2], a[na + 3], a[na + 4] = 'SET', 'u1', ARGV[base + j], '1'
+          na = na + 4
+        end
+      end
+      x = x + 1
+    end
+    if #ids > 0 then
+      local bits = redis.call('BITFIELD', unpack(a, 1, na))
+      for y = 1, #ids do
+        local b, all = (y - 1) * k, true
+        for j = 1, k do
+          if bits[b + j] == 0 then
+            all = false
+            break
+          end
+        end
+        if all then
+          seen[ids[y]] = 1
+        else
+          count = count + 1
+          added = true
+        end
+      end
+    end
+  end
 end
 
-local function add(base)
-  if count >= cap then
-    -- Full: the current generation becomes the previous one; the one
-    -- before it is dropped.
-    gen, count, start = gen + 1, 0, now
-    fresh(KEYS[2 + gen % 2])
-    prevLive, rotated = true, true
+-- check marks the ids at indexes lo..hi found in either live generation.
+local function check(lo, hi)
+  for i = lo, hi do
+    if (curLive and has(KEYS[2 + gen % 2], i)) or (prevLive and has(KEYS[2 + (gen + 1) % 2], i)) then
+      seen[i] = 1
+    end
   end
-  local key = KEYS[2 + gen % 2]
-  for j = 1, k do
-    redis.call('SETBIT', key, ARGV[base + j], 1)
+end
+
+-- add checks and adds the ids at indexes lo..hi, in order. The current
+-- generation takes at most capacity - count of them at a time, so that it
+-- rotates (when full: it becomes the previous one, the one before it is
+-- dropped) exactly where one id at a time would have.
+local function add(lo, hi)
+  local i = lo
+  while i <= hi do
+    if count >= cap then
+      gen, count, start = gen + 1, 0, now
+      fresh(KEYS[2 + gen % 2])
+      prevLive, rotated = true, true
+    end
+    local j = math.min(hi, i + (cap - count) - 1)
+    if prevLive then
+      local prev = KEYS[2 + (gen + 1) % 2]
+      for x = i, j do
+        if has(prev, x) then seen[x] = 1 end
+      end
+    end
+    setAll(KEYS[2 + gen % 2], i, j)
+    i = j + 1
   end
-  count = count + 1
-  added = true
 end
 
 local out = {}
+if mode == 'add' then
+  add(0, n - 1)
+elseif mode == 'test' or mode == 'claim' then
+  check(0, n - 1)
+end
 for i = 0, n - 1 do
-  local base = 8 + i * (k + 1)
-  local token = ARGV[base]
   local r, extra = 0, 0
-  if mode == 'test' then
-    if seen(base) then r = 1 end
-  elseif mode == 'add' then
-    if seen(base) then r = 1 else add(base) end
+  if mode == 'add' or mode == 'test' then
+    r = seen[i] or 0
   elseif mode == 'claim' then
-    if seen(base) then
+    if seen[i] then
       r = 3
-    elseif redis.call('SET', KEYS[4 + i], token, 'NX', 'PX', ttl) then
+    elseif redis.call('SET', KEYS[4 + i], ARGV[8 + i * (k + 1)], 'NX', 'PX', ttl) then
       r = 1
     else
       r, extra = 2, redis.call('PTTL', KEYS[4 + i])
     end
   elseif mode == 'done' then
-    if redis.call('GET', KEYS[4 + i]) == token then
-      if not seen(base) then add(base) end
+    if redis.call('GET', KEYS[4 + i]) == ARGV[8 + i * (k + 1)] then
+      add(i, i)
       redis.call('DEL', KEYS[4 + i])
       r = 1
     end
-  elseif mode == 'release' then
-    if redis.call('GET', KEYS[4 + i]) == token then
-      redis.call('DEL', KEYS[4 + i])
-      r = 1
-    end
-  else
-    return redis.error_reply('ERR bloomfilter: unknown mode ' .. mode)
+  elseif redis.call('GET', KEYS[4 + i]) == ARGV[8 + i * (k + 1)] then -- release
+    redis.call('DEL', KEYS[4 + i])
+    r = 1
   end
-  out[#out + 1] = r
-  out[#out + 1] = extra
+  out[2 * i + 1], out[2 * i + 2] = r, extra
 end
 
 if rotated then
-  redis.call('HSET', KEYS[1], 'g', gen, 'c', count, 't', start, 'm', m, 'k', k)
-  redis.call('PEXPIREAT', KEYS[1], start + 2 * period)
+  redis.call('HSET', KEYS[1], 'g', int(gen), 'c', int(count), 't', int(start), 'm', ARGV[2], 'k', ARGV[3])
+  redis.call('PEXPIREAT', KEYS[1], int(start + 2 * period))
 elseif added then
-  redis.call('HSET', KEYS[1], 'c', count)
+  redis.call('HSET', KEYS[1], 'c', int(count))
 end
 return out
