@@ -209,7 +209,7 @@ func (f *Filter) run(ctx context.Context, mode string, ids, tokens []string, ttl
 		if tokens != nil {
 			toks = tokens[lo:hi]
 		}
-		r, err := f.call(ctx, mode, ids[lo:hi], toks, ttl)
+		r, err := f.call(ctx, filterScript, mode, ids[lo:hi], toks, ttl)
 		if err != nil {
 			return nil, err
 		}
@@ -218,7 +218,9 @@ func (f *Filter) run(ctx context.Context, mode string, ids, tokens []string, ttl
 	return out, nil
 }
 
-func (f *Filter) call(ctx context.Context, mode string, ids, tokens []string, ttl time.Duration) ([]int64, error) {
+// call runs script (filterScript, or in tests an earlier version of it)
+// once for ids in mode.
+func (f *Filter) call(ctx context.Context, script *redis.Script, mode string, ids, tokens []string, ttl time.Duration) ([]int64, error) {
 	keys := f.keys
 	if tokens != nil {
 		keys = make([]string, 0, len(f.keys)+len(ids))
@@ -241,7 +243,7 @@ func (f *Filter) call(ctx context.Context, mode string, ids, tokens []string, tt
 			args = append(args, p)
 		}
 	}
-	r, err := filterScript.Run(ctx, f.c, keys, args...).Int64Slice()
+	r, err := script.Run(ctx, f.c, keys, args...).Int64Slice()
 	if err != nil {
 		return nil, scriptError(err)
 	}
