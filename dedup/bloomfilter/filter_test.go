@@ -467,3 +467,27 @@ func TestConcurrentAcrossRotationByPeriod(t *testing.T) {
 		t.Errorf("generation %d, want 5", g)
 	}
 }
+
+// A batch longer than one BITFIELD takes (1800/k ids) is set
+// in several, in order: 500 new ids then the same 500 again, in one call
+// (k = 31 at 1e-9: 58 ids a command).
+func TestBatchOfManyCommands(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, prefix := shared(t)
+	f := newFilter(t, c, prefix, 10_000, 1e-9)
+	if k := f.Sizing().Hashes; k != 31 {
+		t.Fatalf("k = %d, want 31", k)
+	}
+	batch := ids("many", 0, 500)
+	got, err := f.TestAndAddBatch(ctx, append(batch, batch...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, m := count(got[:500]), count(got[500:]); n != 0 || m != 500 {
+		t.Fatalf("%d of 500 new ids seen, %d of their 500 repeats seen; want 0 and 500", n, m)
+	}
+	if st, err := f.Stats(ctx); err != nil || st.Added != 500 {
+		t.Fatalf("Stats = %+v, %v; want 500 added", st, err)
+	}
+}
