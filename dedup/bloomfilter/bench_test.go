@@ -53,6 +53,57 @@ func benchFilter(b *testing.B) (*redis.Client, *bloomfilter.Filter) {
 	return c, f
 }
 
+// freshFilter opens a filter like benchFilter's, left in its first
+// generation (no previous bitmap), as BenchmarkTestAndAddFirstRelease's.
+func freshFilter(b *testing.B) (*redis.Client, *bloomfilter.Filter) {
+	srv := testsvc.StartRedis(b)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	b.Cleanup(func() { c.Close() })
+	f, err := bloomfilter.New(c, "bench", 2_000_000, 0.01)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := f.TestAndAdd(context.Background(), "warm"); err != nil {
+		b.Fatal(err)
+	}
+	return c, f
+}
+
+// BenchmarkTestAndAddFirstGeneration is BenchmarkTestAndAdd in the first
+// generation, to compare with BenchmarkTestAndAddFirstRelease.
+func BenchmarkTestAndAddFirstGeneration(b *testing.B) {
+	c, f := freshFilter(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	testsvc.ReportRedisCost(b, c, func() {
+		i++
+		if _, err := f.TestAndAdd(ctx, fmt.Sprintf("msg-%d", i)); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// BenchmarkTestAndAddBatchFirstGeneration is BenchmarkTestAndAddBatch in
+// the first generation, to compare with
+// BenchmarkTestAndAddBatchFirstRelease; the metrics are per call.
+func BenchmarkTestAndAddBatchFirstGeneration(b *testing.B) {
+	c, f := freshFilter(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	ids := make([]string, 100)
+	i := 0
+	testsvc.ReportRedisCost(b, c, func() {
+		for j := range ids {
+			i++
+			ids[j] = fmt.Sprintf("msg-%d", i)
+		}
+		if _, err := f.TestAndAddBatch(ctx, ids); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
 // BenchmarkTestAndAdd is the check-and-add of one new id per call: the
 // Redis commands and time it costs (srv-cmds/op; srv-top-us/op counts the
 // script once, srv-us/op the plain commandstats sum, which counts the
