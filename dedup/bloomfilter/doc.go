@@ -75,10 +75,12 @@
 // That is five commands for one id, against about fourteen with a GETBIT
 // per bit read and a SETBIT per bit set; a batch of 100 adds one GETBIT or
 // two per id and shares the rest. Redis spends most of a script's time
-// passing arguments and replies between Lua and its commands (some 0.1 µs
-// an argument, 0.2 to 0.5 µs a command), little on the bits themselves, so
-// one id costs Redis about 10 µs and an id in a batch of 100 about 4 µs,
-// against 1 µs for a plain SET NX (bench/, "What a message costs Redis").
+// starting it and passing arguments and replies between Lua and its
+// commands (in a loop inside one script, some 0.1 µs an argument and 0.2
+// to 0.5 µs a command; more when each call starts cold), little on the
+// bits themselves: one id costs Redis 10 to 12 µs and an id in a batch of
+// 100 4 to 5 µs, against 1 µs for a plain SET NX (bench/, "What a message
+// costs Redis", counting each command sent once).
 // Lossy's Claim reads both generations (GETBIT) and sets the claim key (SET
 // NX PX); its Done checks the token (GET), adds the id as above and deletes
 // the claim key (DEL).
