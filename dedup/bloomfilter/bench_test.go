@@ -38,13 +38,18 @@ func benchFilter(b *testing.B) (*redis.Client, *bloomfilter.Filter) {
 		full[i] = byte(r.Uint32())
 	}
 	zero := make([]byte, len(full))
-	if err := c.Set(ctx, keys[1], full, time.Hour).Err(); err != nil {
+	// keys: state, current, previous. The current generation expires
+	// two periods after its start, now.
+	if err := c.Set(ctx, keys[2], full, time.Hour).Err(); err != nil {
 		b.Fatal(err)
 	}
-	if err := c.Set(ctx, keys[2], zero, time.Hour).Err(); err != nil {
+	if err := c.Set(ctx, keys[1], zero, 2*bloomfilter.DefaultPeriod).Err(); err != nil {
 		b.Fatal(err)
 	}
-	if err := c.HSet(ctx, keys[0], "g", 1, "c", 0).Err(); err != nil {
+	if err := c.HSet(ctx, keys[0], "g", 1, "c:1", 0).Err(); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := f.TestAndAdd(ctx, "warm-again"); err != nil { // learns generation 1
 		b.Fatal(err)
 	}
 	if st, err := f.Stats(ctx); err != nil || st.Generation != 1 || st.Previous.FillRatio < 0.49 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/dedup"
 	"github.com/latchkey-go/latchkey/dedup/bloomfilter"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
 
 // The sizing follows the textbook formulas, with each of the two generations
@@ -377,11 +378,13 @@ func TestBatchRepeats(t *testing.T) {
 // and checks that exactly one consumer was told each id is new. A round's
 // ids fit in less than two generations, so none is forgotten within its
 // round. It stops after rounds rounds or, with untilGen above 0, once
-// the generation reaches untilGen, and returns the generation reached.
-func raceRounds(t *testing.T, name string, rounds, perRound int, untilGen, capacity int64, opts ...bloomfilter.Option) int64 {
+// the generation reaches untilGen, and returns the generation reached and
+// the number of steps sent as plain-command transactions (EXEC).
+func raceRounds(t *testing.T, name string, rounds, perRound int, untilGen, capacity int64, opts ...bloomfilter.Option) (int64, int64) {
 	t.Helper()
 	ctx := context.Background()
 	c, prefix := shared(t)
+	sent := testsvc.CountCommands(c)
 	const consumers = 8
 	fs := make([]*bloomfilter.Filter, consumers)
 	for i := range fs {
@@ -444,7 +447,7 @@ func raceRounds(t *testing.T, name string, rounds, perRound int, untilGen, capac
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st.Generation
+	return st.Generation, sent.Counts()["exec"]
 }
 
 // Exactly one of the racing consumers is told an id is new, also while
@@ -452,8 +455,24 @@ func raceRounds(t *testing.T, name string, rounds, perRound int, untilGen, capac
 // rotates many times under them.
 func TestConcurrentAcrossRotationByCapacity(t *testing.T) {
 	t.Parallel()
-	if g := raceRounds(t, "cap", 150, 6, 0, 7); g < 100 {
+	if g, _ := raceRounds(t, "cap", 150, 6, 0, 7); g < 100 {
 		t.Errorf("generation %d after 900 ids at capacity 7, want at least 100 rotations", g)
+	}
+}
+
+// Exactly one of the racing consumers is told an id is new while most
+// steps are plain-command transactions and the script takes the last of
+// each generation's capacity and rotates it (capacity 3000, 400 new ids a
+// round): a transaction and a rotation never interleave, so an id added
+// just before a rotation is found in the previous generation just after.
+func TestConcurrentPlainAndScriptAcrossRotations(t *testing.T) {
+	t.Parallel()
+	g, execs := raceRounds(t, "plain", 25, 400, 0, 3000)
+	if g < 2 {
+		t.Errorf("generation %d after 10,000 ids at capacity 3000, want at least 2 rotations", g)
+	}
+	if execs < 1000 {
+		t.Errorf("%d steps of 8 consumers' 10,000 ids were plain-command transactions, want most", execs)
 	}
 }
 
@@ -463,8 +482,8 @@ func TestConcurrentAcrossRotationByCapacity(t *testing.T) {
 // period an id is remembered at least.
 func TestConcurrentAcrossRotationByPeriod(t *testing.T) {
 	t.Parallel()
-	if g := raceRounds(t, "period", 5000, 6, 5, 10_000, bloomfilter.WithPeriod(100*time.Millisecond)); g < 5 {
-		t.Errorf("generation %d, want 5", g)
+	if g, execs := raceRounds(t, "period", 5000, 6, 5, 10_000, bloomfilter.WithPeriod(100*time.Millisecond)); g < 5 || execs == 0 {
+		t.Errorf("generation %d, want 5, with plain-command steps (%d)", g, execs)
 	}
 }
 

@@ -146,8 +146,20 @@ func (h *CommandCounter) Since(before map[string]int64) map[string]int64 {
 func (h *CommandCounter) add(cmds ...redis.Cmder) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	inTx := false
 	for _, c := range cmds {
-		h.n[strings.ToLower(c.Name())]++
+		name := strings.ToLower(c.Name())
+		switch {
+		case name == "multi":
+			inTx = true
+		case name == "exec":
+			inTx = false
+		case inTx:
+			// EXEC's time covers the commands it runs, as a script's
+			// does: counted once, in EXEC.
+			continue
+		}
+		h.n[name]++
 	}
 }
 
