@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/latchkey-go/latchkey/dedup/bloomfilter"
 	"github.com/latchkey-go/latchkey/dedup/redisstore"
 	"github.com/latchkey-go/latchkey/idem/memstore"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
 
 // The dedup benchmark counts messages deduplicated per second: every message
@@ -331,25 +331,32 @@ func dedupMemory(ctx context.Context, c *redis.Client, prefix string) {
 		exact, size.BitsPerID(), size.BitsPerID()/8, float64(exact)*8/size.BitsPerID(), bloomfilter.OptimalBitsPerID(0.01), 100*size.ExpectedRate())
 }
 
-// dedupBench prints the Redis table, the in-process table and the memory
-// line.
-func dedupBench(ctx context.Context, addr, prefix string, runs int, d time.Duration) {
-	c := newGoRedis(addr)
-	defer c.Close()
-	dedupTable(ctx, c, "Message dedup on Redis", prefix, runs, d, redisDedupCases)
-	dedupTable(ctx, nil, "Message dedup in one process (no Redis)", prefix, runs, d, memDedupCases)
-	dedupMemory(ctx, c, prefix)
-	if err := dedupServerCost(ctx, 3000); err != nil {
+// dedupBench prints the Redis table, the in-process table, the memory
+// line and the server-cost table; with costOnly, the cost table alone.
+func dedupBench(ctx context.Context, addr, prefix string, runs int, d time.Duration, costOnly bool) {
+	if !costOnly {
+		c := newGoRedis(addr)
+		defer c.Close()
+		dedupTable(ctx, c, "Message dedup on Redis", prefix, runs, d, redisDedupCases)
+		dedupTable(ctx, nil, "Message dedup in one process (no Redis)", prefix, runs, d, memDedupCases)
+		dedupMemory(ctx, c, prefix)
+	}
+	if err := dedupServerCost(ctx, 3000, max(runs, 3)); err != nil {
 		fmt.Fprintln(os.Stderr, "dedup server cost:", err)
 	}
 }
 
 // dedupServerCost runs n messages of every Redis case, one consumer, on a
-// private redis-server and prints what each message costs Redis: the
-// commands' own time (INFO commandstats, summed; no queueing or scheduling
-// in it, so it holds on a busy machine) and round trips. It needs
-// redis-server on PATH.
-func dedupServerCost(ctx context.Context, n int) error {
+// private redis-server, runs times taking turns, and prints the medians of
+// what each message costs Redis, three ways (testsvc.ServerCost): the time
+// of the commands the client sent, each counted once (a script's time
+// covers the commands it ran); INFO commandstats summed over every command,
+// which counts a script's commands a second time under their own names (the
+// figure this table gave before); and the server process's CPU time, which
+// adds reading, parsing and answering each round trip. Command times
+// exclude queueing, so they hold on a busy machine better than
+// throughput. It needs redis-server on PATH.
+func dedupServerCost(ctx context.Context, n, runs int) error {
 	ss, cs, err := startRedises(1)
 	if err != nil {
 		return err
@@ -359,31 +366,49 @@ func dedupServerCost(ctx context.Context, n int) error {
 	defer c.Close()
 	rt := &roundTrips{}
 	c.AddHook(rt)
-	fmt.Printf("\nWhat a message costs Redis (private redis-server, %d new messages, one consumer; commandstats time excludes queueing):\n\n", n)
-	fmt.Println("| | Redis µs per message | round trips per message |\n|---|---|---|")
-	for i, dc := range redisDedupCases {
-		p := fmt.Sprintf("cost:%d:", i)
-		call, done := dc.open(c, p)
-		if _, err := call(ctx, dedupIDs(p+"warm:", 0, dc.batch)); err != nil { // loads the scripts
-			return err
-		}
-		us0, err := commandMicros(ctx, c)
-		if err != nil {
-			return err
-		}
-		rt0 := rt.n.Load()
-		for k := 0; k < n; k += dc.batch {
-			if _, err := call(ctx, dedupIDs(p, k, dc.batch)); err != nil {
+	sent := testsvc.CountCommands(c)
+	type cost struct{ top, sum, cpu, cmds, rts []float64 }
+	costs := make([]cost, len(redisDedupCases))
+	for run := range runs {
+		for i, dc := range redisDedupCases {
+			p := fmt.Sprintf("cost:%d:%d:", i, run)
+			call, done := dc.open(c, p)
+			if _, err := call(ctx, dedupIDs(p+"warm:", 0, dc.batch)); err != nil { // loads the scripts
 				return err
 			}
+			before, err := testsvc.ReadCommandStats(ctx, c)
+			if err != nil {
+				return err
+			}
+			sent0, rt0 := sent.Counts(), rt.n.Load()
+			for k := 0; k < n; k += dc.batch {
+				if _, err := call(ctx, dedupIDs(p, k, dc.batch)); err != nil {
+					return err
+				}
+			}
+			rts := rt.n.Load() - rt0
+			after, err := testsvc.ReadCommandStats(ctx, c)
+			if err != nil {
+				return err
+			}
+			done()
+			sc := after.Since(before, sent.Since(sent0))
+			m := float64(n)
+			costs[i].top = append(costs[i].top, sc.TopMicros/m)
+			costs[i].sum = append(costs[i].sum, sc.Micros/m)
+			costs[i].cpu = append(costs[i].cpu, sc.CPUMicros/m)
+			costs[i].cmds = append(costs[i].cmds, float64(sc.Calls)/m)
+			costs[i].rts = append(costs[i].rts, float64(rts)/m)
 		}
-		rts := rt.n.Load() - rt0
-		us1, err := commandMicros(ctx, c)
-		if err != nil {
-			return err
-		}
-		done()
-		fmt.Printf("| %s | %.2f | %.2f |\n", dc.name, (us1-us0)/float64(n), float64(rts)/float64(n))
+	}
+	fmt.Printf("\nWhat a message costs Redis (private redis-server, %d new messages, one consumer, medians of %d runs taking turns):"+
+		" commands' time with each command the client sent counted once, a script's covering the commands it runs;"+
+		" the same commandstats summed over every command, which counts a script's commands twice (the figure given before);"+
+		" the server's CPU time, which adds reading, parsing and answering each round trip:\n\n", n, runs)
+	fmt.Println("| | Redis µs per message, each sent command once | commandstats summed (scripts' commands twice) | server CPU µs per message | commands run per message | round trips per message |\n|---|---|---|---|---|---|")
+	for i, dc := range redisDedupCases {
+		fmt.Printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", dc.name, medianOf(costs[i].top), medianOf(costs[i].sum),
+			medianOf(costs[i].cpu), medianOf(costs[i].cmds), medianOf(costs[i].rts))
 	}
 	return nil
 }
@@ -394,24 +419,4 @@ func dedupIDs(prefix string, from, n int) []string {
 		ids[j] = fmt.Sprintf("%s%d", prefix, from+j)
 	}
 	return ids
-}
-
-// commandMicros is the time Redis has spent in commands since its start,
-// summed over INFO commandstats (the INFO call itself included).
-func commandMicros(ctx context.Context, c *redis.Client) (float64, error) {
-	s, err := c.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return 0, err
-	}
-	total := 0.0
-	for _, line := range strings.Split(s, "\n") {
-		i := strings.Index(line, "usec=")
-		if !strings.HasPrefix(line, "cmdstat_") || i < 0 {
-			continue
-		}
-		var us float64
-		fmt.Sscanf(line[i+len("usec="):], "%f", &us)
-		total += us
-	}
-	return total, nil
 }

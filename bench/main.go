@@ -42,6 +42,7 @@ func main() {
 	idemG := flag.Int("idem-g", 64, "concurrent clients of the idempotency test")
 	idemOnly := flag.String("idem-only", "", "comma-separated idempotency implementations to run (default all)")
 	dedupTables := flag.Bool("dedup", true, "measure message dedup (dedup/redisstore, the Bloom filter) against the naive SET NX and Watermill's deduplicator")
+	dedupCostOnly := flag.Bool("dedup-cost-only", false, "of the dedup tables, print only what a message costs Redis (on a private redis-server)")
 	svgFile := flag.String("svg", "results.svg", "write the results chart (SVG) here (empty: no chart)")
 	mdFile := flag.String("md", "results.md", "write the results (Markdown, as printed) here (empty: no file)")
 	chartOnly := flag.String("chart-from", "", "only draw the chart of this results file (written by -md) into -svg")
@@ -126,7 +127,7 @@ func main() {
 		idemBench(ctx, *addr, prefix, *runs, *idemG, *dur, im)
 	}
 	if *dedupTables {
-		dedupBench(ctx, *addr, prefix, *runs, *dur)
+		dedupBench(ctx, *addr, prefix, *runs, *dur, *dedupCostOnly)
 	}
 	if *sqlTable {
 		sqlBench(ctx, *runs, *dur)

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,7 +30,7 @@ const (
 	DefaultPeriod = 24 * time.Hour
 	// MaxChunk is the largest number of ids one script call takes. Longer
 	// batches are sent as several calls, one after another, so that no call
-	// holds Redis for long (about a millisecond per thousand ids at k = 8).
+	// holds Redis for long (about 4 ms per thousand ids at k = 8).
 	MaxChunk = 1000
 )
 
@@ -39,7 +40,10 @@ const (
 var ErrSizingMismatch = errors.New("bloomfilter: filter exists with another sizing")
 
 // Client is the part of a go-redis client a filter uses; *redis.Client,
-// *redis.ClusterClient, *redis.Ring and redis.UniversalClient all fit.
+// *redis.ClusterClient, *redis.Ring and redis.UniversalClient all fit. A
+// client that also has TxPipeline (all of these do) checks and adds far
+// from a rotation with a transaction of plain commands instead of a script
+// (see the package doc); one without it takes the script every time.
 type Client interface {
 	redis.Scripter
 }
@@ -60,15 +64,24 @@ var (
 // its period has passed, and the previous one is dropped then; so an id is
 // forgotten at most two periods after it was added, and sooner if two
 // generations fill up first. The generation state lives in Redis, on Redis's
-// clock, and every step runs as one script, so all consumers agree on it and
-// a rotation cannot race an add. Each key expires (PEXPIREAT) when its
+// clock, and every rotation runs in one script, so all consumers agree on
+// it. The current and the previous generation have fixed keys (a rotation
+// renames one to the other), so a check-and-add far from a rotation is a
+// transaction of plain commands on them that no rotation can split; near
+// one, the script does the step. Each key expires (PEXPIREAT) when its
 // generation leaves the window, so an idle filter leaves nothing behind.
 type Filter struct {
 	c      Client
 	size   Sizing
 	period time.Duration
-	keys   []string // state, even bitmap, odd bitmap
+	keys   []string // state, current bitmap, previous bitmap, first release's bits:0 and bits:1
 	claim  string   // prefix of the claim keys (Lossy)
+	tag    string   // the state's m field: "v2:" and Bits
+	view   view     // what the last reply said of the current generation
+	// pending counts ids this client added by plain commands and has not
+	// yet added to their generation's count: a transaction cannot count
+	// only the ids it finds new, so the next step counts them.
+	pending pending
 }
 
 // An Option configures New.
@@ -125,8 +138,9 @@ func New(c Client, name string, capacity int64, rate float64, opts ...Option) (*
 		c:      c,
 		size:   size,
 		period: o.period,
-		keys:   []string{base + "state", base + "bits:0", base + "bits:1"},
+		keys:   []string{base + "state", base + "cur", base + "prev", base + "bits:0", base + "bits:1"},
 		claim:  base + "claim:",
+		tag:    "v2:" + strconv.FormatUint(size.Bits, 10),
 	}, nil
 }
 
@@ -139,7 +153,7 @@ func (f *Filter) Period() time.Duration { return f.period }
 // Keys returns the filter's fixed keys: its state hash and the two
 // generation bitmaps. Lossy adds one short-lived claim key per message in
 // processing, under the same hash tag.
-func (f *Filter) Keys() []string { return append([]string(nil), f.keys...) }
+func (f *Filter) Keys() []string { return append([]string(nil), f.keys[:3]...) }
 
 // TestAndAdd reports whether id may have been added before (within the
 // window of two generations) and adds it, in one step: of concurrent calls
@@ -161,7 +175,7 @@ func (f *Filter) TestAndAdd(ctx context.Context, id string) (bool, error) {
 // reported seen by its second occurrence. If any id is invalid nothing is
 // sent.
 func (f *Filter) TestAndAddBatch(ctx context.Context, ids []string) ([]bool, error) {
-	return f.seen(ctx, "add", ids)
+	return f.seen(ctx, true, ids)
 }
 
 // Test reports whether id may have been added, without adding it.
@@ -175,32 +189,61 @@ func (f *Filter) Test(ctx context.Context, id string) (bool, error) {
 
 // TestBatch is Test for every id, in one round trip per MaxChunk ids.
 func (f *Filter) TestBatch(ctx context.Context, ids []string) ([]bool, error) {
-	return f.seen(ctx, "test", ids)
+	return f.seen(ctx, false, ids)
 }
 
-func (f *Filter) seen(ctx context.Context, mode string, ids []string) ([]bool, error) {
-	r, err := f.run(ctx, mode, ids, nil, 0)
-	if err != nil {
+// seen checks ids, and adds them if add is true, MaxChunk at a time: by
+// plain commands while the last reply says the current generation is far
+// from its rotation, and by the script otherwise.
+func (f *Filter) seen(ctx context.Context, add bool, ids []string) ([]bool, error) {
+	if err := f.check(ids); err != nil {
 		return nil, err
 	}
-	out := make([]bool, len(ids))
-	for i := range out {
-		out[i] = r[2*i] == 1
+	mode := "test"
+	if add {
+		mode = "add"
+	}
+	out := make([]bool, 0, len(ids))
+	for lo := 0; lo < len(ids); lo += MaxChunk {
+		chunk := ids[lo:min(lo+MaxChunk, len(ids))]
+		r, ok, err := f.plain(ctx, add, chunk)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			v, err := f.call(ctx, filterScript, mode, chunk, nil, 0)
+			if err != nil {
+				return nil, err
+			}
+			r = make([]bool, len(chunk))
+			for i := range r {
+				r[i] = v[2*i] == 1
+			}
+		}
+		out = append(out, r...)
 	}
 	return out, nil
+}
+
+// check validates the filter and ids.
+func (f *Filter) check(ids []string) error {
+	if f == nil || f.c == nil {
+		return fmt.Errorf("%w: bloomfilter: nil filter", dedup.ErrInvalid)
+	}
+	for _, id := range ids {
+		if err := dedup.CheckID(id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // run sends ids through the script in mode, MaxChunk at a time, and returns
 // the replies, two integers per id. tokens, if not nil, holds one token per
 // id, and each id's claim key is passed too.
 func (f *Filter) run(ctx context.Context, mode string, ids, tokens []string, ttl time.Duration) ([]int64, error) {
-	if f == nil || f.c == nil {
-		return nil, fmt.Errorf("%w: bloomfilter: nil filter", dedup.ErrInvalid)
-	}
-	for _, id := range ids {
-		if err := dedup.CheckID(id); err != nil {
-			return nil, err
-		}
+	if err := f.check(ids); err != nil {
+		return nil, err
 	}
 	out := make([]int64, 0, 2*len(ids))
 	for lo := 0; lo < len(ids); lo += MaxChunk {
@@ -209,7 +252,7 @@ func (f *Filter) run(ctx context.Context, mode string, ids, tokens []string, ttl
 		if tokens != nil {
 			toks = tokens[lo:hi]
 		}
-		r, err := f.call(ctx, mode, ids[lo:hi], toks, ttl)
+		r, err := f.call(ctx, filterScript, mode, ids[lo:hi], toks, ttl)
 		if err != nil {
 			return nil, err
 		}
@@ -218,7 +261,12 @@ func (f *Filter) run(ctx context.Context, mode string, ids, tokens []string, ttl
 	return out, nil
 }
 
-func (f *Filter) call(ctx context.Context, mode string, ids, tokens []string, ttl time.Duration) ([]int64, error) {
+// call runs script (filterScript, or in tests an earlier version of it)
+// once for ids in mode, and returns two integers per id. The script's
+// last three, the current generation's count, start and the time, update
+// the filter's view.
+func (f *Filter) call(ctx context.Context, script *redis.Script, mode string, ids, tokens []string, ttl time.Duration) ([]int64, error) {
+	sent := time.Now()
 	keys := f.keys
 	if tokens != nil {
 		keys = make([]string, 0, len(f.keys)+len(ids))
@@ -227,8 +275,12 @@ func (f *Filter) call(ctx context.Context, mode string, ids, tokens []string, tt
 			keys = append(keys, f.claim+id)
 		}
 	}
-	args := make([]any, 0, 7+len(ids)*(1+f.size.Hashes))
-	args = append(args, mode, f.size.Bits, f.size.Hashes, f.size.Capacity, msec(f.period), msec(ttl), len(ids))
+	var pg, pn int64
+	if mode == "add" || mode == "done" {
+		pg, pn = f.pending.take()
+	}
+	args := make([]any, 0, 9+len(ids)*(1+f.size.Hashes))
+	args = append(args, mode, f.size.Bits, f.size.Hashes, f.size.Capacity, msec(f.period), msec(ttl), len(ids), pg, pn)
 	pos := make([]string, 0, f.size.Hashes)
 	for i, id := range ids {
 		tok := ""
@@ -241,14 +293,20 @@ func (f *Filter) call(ctx context.Context, mode string, ids, tokens []string, tt
 			args = append(args, p)
 		}
 	}
-	r, err := filterScript.Run(ctx, f.c, keys, args...).Int64Slice()
+	r, err := script.Run(ctx, f.c, keys, args...).Int64Slice()
 	if err != nil {
 		return nil, scriptError(err)
 	}
-	if len(r) != 2*len(ids) {
+	if len(r) != 2*len(ids)+4 {
 		return nil, fmt.Errorf("bloomfilter: script replied %d values for %d ids", len(r), len(ids))
 	}
-	return r, nil
+	tail := r[2*len(ids):]
+	if tail[3] < 0 {
+		f.view.forget()
+	} else {
+		f.view.learn(sent, f.period, time.Duration(tail[2]-tail[1])*time.Millisecond, tail[3], tail[0])
+	}
+	return r[:2*len(ids)], nil
 }
 
 func scriptError(err error) error {

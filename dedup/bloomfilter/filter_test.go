@@ -3,13 +3,17 @@ package bloomfilter_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/latchkey-go/latchkey/dedup"
 	"github.com/latchkey-go/latchkey/dedup/bloomfilter"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
 
 // The sizing follows the textbook formulas, with each of the two generations
@@ -337,5 +341,172 @@ func TestSizingMismatch(t *testing.T) {
 	}
 	if seen, _ := a.Test(ctx, "y"); seen {
 		t.Error("the refused add changed the filter")
+	}
+}
+
+// An id given twice in a batch is reported seen by its second occurrence,
+// also when the current generation fills up between the two: capacity 3,
+// so "d" starts generation 1 and "a" and "b" are then found in generation
+// 0, which is the previous one.
+func TestBatchRepeats(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, prefix := shared(t)
+	f := newFilter(t, c, prefix, 3, 0.0001)
+	got, err := f.TestAndAddBatch(ctx, []string{"a", "b", "a", "c", "d", "a", "e", "b", "e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []bool{false, false, true, false, false, true, false, true, true}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("TestAndAddBatch = %v, want %v", got, want)
+		}
+	}
+	st, err := f.Stats(ctx)
+	if err != nil || st.Generation != 1 || st.Added != 2 {
+		t.Fatalf("after the batch: %+v, %v; want generation 1 holding d and e", st, err)
+	}
+	if got, _ := f.TestBatch(ctx, []string{"a", "b", "c", "d", "e", "f"}); count(got[:5]) != 5 || got[5] {
+		t.Errorf("TestBatch = %v, want a to e seen and f not", got)
+	}
+}
+
+// raceRounds has 8 consumers, each with its own Filter on one name, add
+// the same ids at once, round after round, each in its own order, some one
+// at a time and some in a batch, while the generations rotate under them;
+// and checks that exactly one consumer was told each id is new. A round's
+// ids fit in less than two generations, so none is forgotten within its
+// round. It stops after rounds rounds or, with untilGen above 0, once
+// the generation reaches untilGen, and returns the generation reached and
+// the number of steps sent as plain-command transactions (EXEC).
+func raceRounds(t *testing.T, name string, rounds, perRound int, untilGen, capacity int64, opts ...bloomfilter.Option) (int64, int64) {
+	t.Helper()
+	ctx := context.Background()
+	c, prefix := shared(t)
+	sent := testsvc.CountCommands(c)
+	const consumers = 8
+	fs := make([]*bloomfilter.Filter, consumers)
+	for i := range fs {
+		var err error
+		fs[i], err = bloomfilter.New(c, name, capacity, 1e-6, append([]bloomfilter.Option{bloomfilter.WithPrefix(prefix)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range rounds {
+		if untilGen > 0 && round%10 == 0 {
+			if st, err := fs[0].Stats(ctx); err != nil || st.Generation >= untilGen {
+				break
+			}
+		}
+		batch := ids(fmt.Sprintf("r%d", round), 0, perRound)
+		news := make([]atomic.Int32, perRound)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for ci, f := range fs {
+			wg.Go(func() {
+				order := rand.New(rand.NewPCG(uint64(round), uint64(ci))).Perm(perRound)
+				<-start
+				half := len(order) / 2
+				for _, i := range order[:half] {
+					seen, err := f.TestAndAdd(ctx, batch[i])
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if !seen {
+						news[i].Add(1)
+					}
+				}
+				rest := make([]string, 0, len(order)-half)
+				for _, i := range order[half:] {
+					rest = append(rest, batch[i])
+				}
+				got, err := f.TestAndAddBatch(ctx, rest)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for j, i := range order[half:] {
+					if !got[j] {
+						news[i].Add(1)
+					}
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i := range news {
+			if n := news[i].Load(); n != 1 {
+				t.Fatalf("round %d: %d of %d consumers were told %s is new, want exactly 1", round, n, consumers, batch[i])
+			}
+		}
+	}
+	st, err := fs[0].Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Generation, sent.Counts()["exec"]
+}
+
+// Exactly one of the racing consumers is told an id is new, also while
+// the current generation fills up (capacity 7, 6 new ids a round) and
+// rotates many times under them.
+func TestConcurrentAcrossRotationByCapacity(t *testing.T) {
+	t.Parallel()
+	if g, _ := raceRounds(t, "cap", 150, 6, 0, 7); g < 100 {
+		t.Errorf("generation %d after 900 ids at capacity 7, want at least 100 rotations", g)
+	}
+}
+
+// Exactly one of the racing consumers is told an id is new while most
+// steps are plain-command transactions and the script takes the last of
+// each generation's capacity and rotates it (capacity 3000, 400 new ids a
+// round): a transaction and a rotation never interleave, so an id added
+// just before a rotation is found in the previous generation just after.
+func TestConcurrentPlainAndScriptAcrossRotations(t *testing.T) {
+	t.Parallel()
+	g, execs := raceRounds(t, "plain", 25, 400, 0, 3000)
+	if g < 2 {
+		t.Errorf("generation %d after 10,000 ids at capacity 3000, want at least 2 rotations", g)
+	}
+	if execs < 1000 {
+		t.Errorf("%d steps of 8 consumers' 10,000 ids were plain-command transactions, want most", execs)
+	}
+}
+
+// Exactly one of the racing consumers is told an id is new, also while
+// generations rotate by time (a 100 ms period, on Redis's clock) under
+// them, five times. A round takes a few milliseconds, far less than the
+// period an id is remembered at least.
+func TestConcurrentAcrossRotationByPeriod(t *testing.T) {
+	t.Parallel()
+	if g, execs := raceRounds(t, "period", 5000, 6, 5, 10_000, bloomfilter.WithPeriod(100*time.Millisecond)); g < 5 || execs == 0 {
+		t.Errorf("generation %d, want 5, with plain-command steps (%d)", g, execs)
+	}
+}
+
+// A batch longer than one BITFIELD takes (1800/k ids) is set
+// in several, in order: 500 new ids then the same 500 again, in one call
+// (k = 31 at 1e-9: 58 ids a command).
+func TestBatchOfManyCommands(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, prefix := shared(t)
+	f := newFilter(t, c, prefix, 10_000, 1e-9)
+	if k := f.Sizing().Hashes; k != 31 {
+		t.Fatalf("k = %d, want 31", k)
+	}
+	batch := ids("many", 0, 500)
+	got, err := f.TestAndAddBatch(ctx, append(batch, batch...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, m := count(got[:500]), count(got[500:]); n != 0 || m != 500 {
+		t.Fatalf("%d of 500 new ids seen, %d of their 500 repeats seen; want 0 and 500", n, m)
+	}
+	if st, err := f.Stats(ctx); err != nil || st.Added != 500 {
+		t.Fatalf("Stats = %+v, %v; want 500 added", st, err)
 	}
 }

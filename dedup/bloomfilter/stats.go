@@ -47,7 +47,8 @@ func (f *Filter) Stats(ctx context.Context) (Stats, error) {
 	if f == nil || f.c == nil {
 		return Stats{}, fmt.Errorf("bloomfilter: nil filter")
 	}
-	r, err := filterScript.Run(ctx, f.c, f.keys, "stats", f.size.Bits, f.size.Hashes, f.size.Capacity, msec(f.period), 1, 0).Int64Slice()
+	pg, pn := f.pending.take()
+	r, err := filterScript.Run(ctx, f.c, f.keys, "stats", f.size.Bits, f.size.Hashes, f.size.Capacity, msec(f.period), 1, 0, pg, pn).Int64Slice()
 	if err != nil {
 		return Stats{}, scriptError(err)
 	}
