@@ -1,14 +1,9 @@
 package idemurl_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -170,53 +165,19 @@ func TestSchemes(t *testing.T) {
 	}
 }
 
-// openerEnv, when set to "URL at UNIXNANO", makes
-// TestSQLiteNewFileOpenedByManyProcesses the process it starts: it opens
-// the store URL names at that time, and exits.
-const openerEnv = "IDEMURL_TEST_OPEN"
-
-// TestSQLiteNewFileOpenedByManyProcesses: processes that open one new
-// SQLite file at once race to put it in WAL mode, and the loser's first
-// connection failed with SQLITE_BUSY at once ("database is locked"),
-// without waiting out the busy timeout. Eight processes at once, ten
-// times: every one opens the file.
 func TestSQLiteNewFileOpenedByManyProcesses(t *testing.T) {
-	if raw, at, ok := strings.Cut(os.Getenv(openerEnv), " at "); ok {
-		// All the processes open at once, at the time they were given.
-		ns, _ := strconv.ParseInt(at, 10, 64)
-		time.Sleep(time.Until(time.Unix(0, ns)))
+	if raw, ok := testsvc.AtOnceChild(); ok {
 		s, err := idemurl.Open(context.Background(), raw)
 		if err == nil {
 			err = s.Close()
 		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+		testsvc.ExitAtOnce(err)
 	}
 	t.Parallel()
 	for round := range 10 {
-		raw := "sqlite://" + filepath.Join(t.TempDir(), "idem.db")
-		cmds := make([]*exec.Cmd, 8)
-		outs := make([]*bytes.Buffer, len(cmds))
-		at := strconv.FormatInt(time.Now().Add(300*time.Millisecond).UnixNano(), 10)
-		for i := range cmds {
-			cmds[i] = exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestSQLiteNewFileOpenedByManyProcesses$")
-			cmds[i].Env = append(os.Environ(), openerEnv+"="+raw+" at "+at)
-			outs[i] = new(bytes.Buffer)
-			cmds[i].Stdout, cmds[i].Stderr = outs[i], outs[i]
-			if err := cmds[i].Start(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for i, cmd := range cmds {
-			if err := cmd.Wait(); err != nil {
-				t.Errorf("round %d: process %d: %v: %s", round, i, err, outs[i])
-			}
-		}
+		testsvc.RunAtOnce(t, "TestSQLiteNewFileOpenedByManyProcesses", "sqlite://"+filepath.Join(t.TempDir(), "idem.db"), 8)
 		if t.Failed() {
-			return
+			t.Fatalf("round %d: not every process opened the file", round)
 		}
 	}
 }

@@ -1,28 +1,17 @@
 package dedupurl_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/latchkey-go/latchkey/dedup"
 	"github.com/latchkey-go/latchkey/dedup/sqlinbox"
 	"github.com/latchkey-go/latchkey/internal/dedupurl"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
-
-// openerEnv, when set to "URL at UNIXNANO", makes
-// TestSQLiteFileOpenedByManyProcesses the process it starts: it opens
-// the store URL names at that time, and exits.
-const openerEnv = "DEDUPURL_TEST_OPEN"
 
 // TestSQLiteFileOpenedByManyProcesses: processes that open one SQLite
 // file not yet in WAL mode at once race to put it in WAL mode, and the
@@ -31,10 +20,7 @@ const openerEnv = "DEDUPURL_TEST_OPEN"
 // ten times, each opening a new inbox file and forgetting an id: every
 // one opens the file.
 func TestSQLiteFileOpenedByManyProcesses(t *testing.T) {
-	if raw, at, ok := strings.Cut(os.Getenv(openerEnv), " at "); ok {
-		// All the processes open at once, at the time they were given.
-		ns, _ := strconv.ParseInt(at, 10, 64)
-		time.Sleep(time.Until(time.Unix(0, ns)))
+	if raw, ok := testsvc.AtOnceChild(); ok {
 		ctx := context.Background()
 		s, err := dedupurl.Open(ctx, raw)
 		if err == nil {
@@ -47,36 +33,15 @@ func TestSQLiteFileOpenedByManyProcesses(t *testing.T) {
 				err = cerr
 			}
 		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+		testsvc.ExitAtOnce(err)
 	}
 	t.Parallel()
 	for round := range 10 {
 		path := filepath.Join(t.TempDir(), "inbox.db")
 		inboxFile(t, path)
-		raw := "sqlite://" + path
-		cmds := make([]*exec.Cmd, 8)
-		outs := make([]*bytes.Buffer, len(cmds))
-		at := strconv.FormatInt(time.Now().Add(300*time.Millisecond).UnixNano(), 10)
-		for i := range cmds {
-			cmds[i] = exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestSQLiteFileOpenedByManyProcesses$")
-			cmds[i].Env = append(os.Environ(), openerEnv+"="+raw+" at "+at)
-			outs[i] = new(bytes.Buffer)
-			cmds[i].Stdout, cmds[i].Stderr = outs[i], outs[i]
-			if err := cmds[i].Start(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for i, cmd := range cmds {
-			if err := cmd.Wait(); err != nil {
-				t.Errorf("round %d: process %d: %v: %s", round, i, err, outs[i])
-			}
-		}
+		testsvc.RunAtOnce(t, "TestSQLiteFileOpenedByManyProcesses", "sqlite://"+path, 8)
 		if t.Failed() {
-			return
+			t.Fatalf("round %d: not every process opened the file", round)
 		}
 	}
 }
