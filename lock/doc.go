@@ -26,7 +26,11 @@
 // server, so every Manager's waiters are served in arrival order; on Redis,
 // Redlock, SQL and memory the Managers' longest waiters race for each
 // release, and a Manager hands a key straight to its own next waiter at
-// most every other release, so no Manager's waiters starve another's.
+// most every other release, so no Manager's waiters starve another's. On
+// a single Redis server a release takes the key for its Manager's next
+// waiter in the release script itself ([HandoverReleaser]), but only
+// while no waiter of another Manager has marked the key; once one has,
+// every release leaves the key free for all the Managers' waiters.
 //
 // A holder can change its label while it holds ([Lease.SetHolder], on
 // backends that are a [Relabeler]), and anyone can follow a lock's holder
