@@ -510,3 +510,44 @@ func TestBatchOfManyCommands(t *testing.T) {
 		t.Fatalf("Stats = %+v, %v; want 500 added", st, err)
 	}
 }
+
+// A filter whose state hash is deleted while consumers add (an operator's
+// DEL, say) forgets nothing: adds go on by plain commands into the fixed
+// current generation, and the next step through the script makes the state
+// again around the bitmap it finds, with every key expiring.
+func TestStateLostWhileAdding(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, prefix := shared(t)
+	f := newFilter(t, c, prefix, 100_000, 0.01)
+	a, b, d := ids("a", 0, 50), ids("b", 0, 50), ids("d", 0, 50)
+	for _, batch := range [][]string{a, b, d} {
+		if batch[0] == b[0] {
+			if err := c.Del(ctx, f.Keys()[0]).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, id := range batch {
+			if seen, err := f.TestAndAdd(ctx, id); err != nil || seen {
+				t.Fatalf("%s: seen %v, %v; want new", id, seen, err)
+			}
+		}
+	}
+	for _, batch := range [][]string{a, b, d} {
+		got, err := f.TestBatch(ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := count(got); n != len(batch) {
+			t.Errorf("%d of %d ids added around the lost state seen, want all", n, len(batch))
+		}
+	}
+	for _, k := range f.Keys()[:2] {
+		if ttl := c.PTTL(ctx, k).Val(); ttl <= 0 {
+			t.Errorf("%s: PTTL %v, want an expiry", k, ttl)
+		}
+	}
+	if st, err := f.Stats(ctx); err != nil || st.Added == 0 {
+		t.Errorf("Stats = %+v, %v; want the state made again with a count", st, err)
+	}
+}
