@@ -2,10 +2,8 @@ package lockurl
 
 import (
 	"context"
-	"errors"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -32,7 +30,7 @@ func openEtcd(ctx context.Context, _ string, u *url.URL) (Locker, error) {
 		_ = c.Close()
 		return nil, err
 	}
-	return &etcdLocker{Locker: l, client: c}, nil
+	return &etcdLocker{Locker: l, conns: conns{closeConn: c.Close}}, nil
 }
 
 // etcdConnect returns a client of the cluster an etcd URL names, checked to
@@ -74,14 +72,9 @@ func etcdConnect(ctx context.Context, u *url.URL) (*clientv3.Client, []etcdlock.
 // etcdLocker revokes the Locker's idle leases and closes its client.
 type etcdLocker struct {
 	*etcdlock.Locker
-	client *clientv3.Client
-	once   sync.Once
-	err    error // Close's result; written once
+	conns
 }
 
-func (l *etcdLocker) Close() error {
-	l.once.Do(func() { l.err = errors.Join(l.Locker.Close(), l.client.Close()) })
-	return l.err
-}
+func (l *etcdLocker) Close() error { return l.close(l.Locker.Close) }
 
 var _ Locker = (*etcdLocker)(nil)

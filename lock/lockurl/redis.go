@@ -3,7 +3,6 @@ package lockurl
 import (
 	"context"
 	"net/url"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -25,7 +24,7 @@ func openRedis(ctx context.Context, raw string, u *url.URL) (Locker, error) {
 		_ = c.Close()
 		return nil, err
 	}
-	return &redisLocker{Locker: l, client: c}, nil
+	return &redisLocker{Locker: l, conns: conns{closeConn: c.Close}}, nil
 }
 
 type redisClient interface {
@@ -61,19 +60,9 @@ func redisConnect(ctx context.Context, raw string, u *url.URL) (redisClient, err
 // redisLocker closes its client after the Locker.
 type redisLocker struct {
 	*redislock.Locker
-	client redisClient
-	once   sync.Once
-	err    error // Close's result; written once
+	conns
 }
 
-func (l *redisLocker) Close() error {
-	l.once.Do(func() {
-		l.err = l.Locker.Close()
-		if cerr := l.client.Close(); l.err == nil {
-			l.err = cerr
-		}
-	})
-	return l.err
-}
+func (l *redisLocker) Close() error { return l.close(l.Locker.Close) }
 
 var _ Locker = (*redisLocker)(nil)

@@ -75,23 +75,15 @@ func openRedlock(ctx context.Context, raw string, u *url.URL) (Locker, error) {
 		closeAll()
 		return nil, err
 	}
-	return &redlockLocker{Locker: l, close: closeAll}, nil
+	return &redlockLocker{Locker: l, conns: conns{closeConn: func() error { closeAll(); return nil }}}, nil
 }
 
 // redlockLocker closes its clients after the Locker.
 type redlockLocker struct {
 	*redlock.Locker
-	close func()
-	once  sync.Once
-	err   error // Close's result; written once
+	conns
 }
 
-func (l *redlockLocker) Close() error {
-	l.once.Do(func() {
-		l.err = l.Locker.Close()
-		l.close()
-	})
-	return l.err
-}
+func (l *redlockLocker) Close() error { return l.close(l.Locker.Close) }
 
 var _ Locker = (*redlockLocker)(nil)

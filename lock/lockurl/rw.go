@@ -2,11 +2,7 @@ package lockurl
 
 import (
 	"context"
-	"errors"
 	"net/url"
-	"sync"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/latchkey-go/latchkey/internal/backendurl"
 	"github.com/latchkey-go/latchkey/lock"
@@ -22,22 +18,12 @@ import (
 // connections: Close closes them after the Locker.
 type RWLocker struct {
 	*rwlock.Locker
-	closeConn func() error // nil if the Locker's Close is all
-	once      sync.Once
-	err       error // Close's result; written once
+	conns
 }
 
 // Close closes the Locker, then the connections it was opened with. It is
 // safe to call more than once.
-func (l *RWLocker) Close() error {
-	l.once.Do(func() {
-		l.err = l.Locker.Close()
-		if l.closeConn != nil {
-			l.err = errors.Join(l.err, l.closeConn())
-		}
-	})
-	return l.err
-}
+func (l *RWLocker) Close() error { return l.close(l.Locker.Close) }
 
 // rwSchemes holds every scheme OpenRW knows: those of Open whose backend
 // has read-write locks.
@@ -83,15 +69,11 @@ func openSQLiteRW(ctx context.Context, _ string, u *url.URL) (*RWLocker, error) 
 		_ = db.Close()
 		return nil, err
 	}
-	return &RWLocker{Locker: l, closeConn: db.Close}, nil
+	return &RWLocker{Locker: l, conns: conns{closeConn: db.Close}}, nil
 }
 
 func openPostgresRW(ctx context.Context, raw string, _ *url.URL) (*RWLocker, error) {
-	cfg, err := pgxpool.ParseConfig(raw)
-	if err != nil {
-		return nil, invalidf("%w", err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxPool(ctx, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +82,7 @@ func openPostgresRW(ctx context.Context, raw string, _ *url.URL) (*RWLocker, err
 		pool.Close()
 		return nil, err
 	}
-	return &RWLocker{Locker: l, closeConn: func() error { pool.Close(); return nil }}, nil
+	return &RWLocker{Locker: l, conns: conns{closeConn: closer(pool)}}, nil
 }
 
 func openRedisRW(ctx context.Context, raw string, u *url.URL) (*RWLocker, error) {
@@ -113,7 +95,7 @@ func openRedisRW(ctx context.Context, raw string, u *url.URL) (*RWLocker, error)
 		_ = c.Close()
 		return nil, err
 	}
-	return &RWLocker{Locker: l, closeConn: c.Close}, nil
+	return &RWLocker{Locker: l, conns: conns{closeConn: c.Close}}, nil
 }
 
 func openEtcdRW(ctx context.Context, _ string, u *url.URL) (*RWLocker, error) {
@@ -126,7 +108,7 @@ func openEtcdRW(ctx context.Context, _ string, u *url.URL) (*RWLocker, error) {
 		_ = c.Close()
 		return nil, err
 	}
-	return &RWLocker{Locker: l, closeConn: c.Close}, nil
+	return &RWLocker{Locker: l, conns: conns{closeConn: c.Close}}, nil
 }
 
 func openZKRW(ctx context.Context, _ string, u *url.URL) (*RWLocker, error) {

@@ -4,11 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"net/url"
-	"sync"
 
 	_ "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
-	"github.com/jackc/pgx/v5/pgxpool"
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
 
 	"github.com/latchkey-go/latchkey/internal/backendurl"
 
@@ -41,7 +39,7 @@ func openSQLite(ctx context.Context, _ string, u *url.URL) (Locker, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	return &sqlLocker{Locker: l, closeDB: db.Close}, nil
+	return &sqlLocker{Locker: l, conns: conns{closeConn: db.Close}}, nil
 }
 
 // sqliteDB opens the file a sqlite URL names.
@@ -79,11 +77,7 @@ func sqlitePath(u *url.URL) (string, error) {
 // postgres:// and postgresql://: everything in the URL is pgx's (pool size,
 // TLS, timeouts), see pgxpool.ParseConfig.
 func openPostgres(ctx context.Context, raw string, _ *url.URL) (Locker, error) {
-	cfg, err := pgxpool.ParseConfig(raw)
-	if err != nil {
-		return nil, invalidf("%w", err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxPool(ctx, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -92,46 +86,32 @@ func openPostgres(ctx context.Context, raw string, _ *url.URL) (Locker, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &sqlLocker{Locker: l, closeDB: func() error { pool.Close(); return nil }}, nil
+	return &sqlLocker{Locker: l, conns: conns{closeConn: closer(pool)}}, nil
 }
 
 // mysql://user:pass@host:3306/db?params: MySQL or MariaDB through
 // go-sql-driver/mysql (see backendurl.MySQLDSN for the parameters); waiters
 // poll, MySQL having no NOTIFY.
 func openMySQL(ctx context.Context, _ string, u *url.URL) (Locker, error) {
-	dsn, err := backendurl.MySQLDSN(u)
+	db, err := mysqlDB(u)
 	if err != nil {
-		return nil, invalidf("%w", err)
-	}
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		return nil, invalidf("%w", err)
+		return nil, err
 	}
 	l, err := sqllock.New(ctx, db, sqllock.MySQL) // creates the table: the first round trip
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	return &sqlLocker{Locker: l, closeDB: db.Close}, nil
+	return &sqlLocker{Locker: l, conns: conns{closeConn: db.Close}}, nil
 }
 
 // sqlLocker closes the connections it was opened with after the Locker.
 type sqlLocker struct {
 	*sqllock.Locker
-	closeDB func() error
-	once    sync.Once
-	err     error // Close's result; written once
+	conns
 }
 
-func (l *sqlLocker) Close() error {
-	l.once.Do(func() {
-		l.err = l.Locker.Close()
-		if cerr := l.closeDB(); l.err == nil {
-			l.err = cerr
-		}
-	})
-	return l.err
-}
+func (l *sqlLocker) Close() error { return l.close(l.Locker.Close) }
 
 var (
 	_ Locker = memLocker{}

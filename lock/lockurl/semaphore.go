@@ -2,12 +2,8 @@ package lockurl
 
 import (
 	"context"
-	"database/sql"
 	"net/url"
 	"strings"
-	"sync"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/latchkey-go/latchkey/internal/backendurl"
 	"github.com/latchkey-go/latchkey/lock"
@@ -23,24 +19,12 @@ import (
 // them after the Client. Release its permits first.
 type Semaphores struct {
 	*semaphore.Client
-	closeConn func() error // nil when the Client owns them
-	once      sync.Once
-	err       error // Close's result; written once
+	conns
 }
 
 // Close closes the Client, then its connections. It is safe to call more
 // than once.
-func (s *Semaphores) Close() error {
-	s.once.Do(func() {
-		s.err = s.Client.Close()
-		if s.closeConn != nil {
-			if cerr := s.closeConn(); s.err == nil {
-				s.err = cerr
-			}
-		}
-	})
-	return s.err
-}
+func (s *Semaphores) Close() error { return s.close(s.Client.Close) }
 
 // semSchemes holds every scheme OpenSemaphores knows: Open's, but redlock
 // (the semaphore has no quorum backend).
@@ -87,25 +71,17 @@ func openSQLiteSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphore
 }
 
 func openPostgresSemaphores(ctx context.Context, raw string, _ *url.URL) (*Semaphores, error) {
-	cfg, err := pgxpool.ParseConfig(raw)
-	if err != nil {
-		return nil, invalidf("%w", err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxPool(ctx, raw)
 	if err != nil {
 		return nil, err
 	}
-	return owning(sqllock.NewPgxSemaphores(ctx, pool))(func() error { pool.Close(); return nil })
+	return owning(sqllock.NewPgxSemaphores(ctx, pool))(closer(pool))
 }
 
 func openMySQLSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphores, error) {
-	dsn, err := backendurl.MySQLDSN(u)
+	db, err := mysqlDB(u)
 	if err != nil {
-		return nil, invalidf("%w", err)
-	}
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		return nil, invalidf("%w", err)
+		return nil, err
 	}
 	return owning(sqllock.NewSemaphores(ctx, db, sqllock.MySQL))(db.Close)
 }
@@ -118,7 +94,7 @@ func owning(c *semaphore.Client, err error) func(closeConn func() error) (*Semap
 			_ = closeConn()
 			return nil, err
 		}
-		return &Semaphores{Client: c, closeConn: closeConn}, nil
+		return &Semaphores{Client: c, conns: conns{closeConn: closeConn}}, nil
 	}
 }
 
