@@ -49,15 +49,17 @@ func (p *pending) take() (gen, n int64) {
 	return gen, n
 }
 
-// add records n ids added to generation gen. Ids pending for an earlier
-// generation are dropped: that generation is no longer counted.
-func (p *pending) add(gen, n int64) {
+// add records n ids added to generation gen and returns the ids pending
+// for it. Ids pending for an earlier generation are dropped: that
+// generation is no longer counted.
+func (p *pending) add(gen, n int64) int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if gen != p.gen {
 		p.gen, p.n = gen, 0
 	}
 	p.n += n
+	return p.n
 }
 
 // learn records a reply to a request sent at sent: the current generation
@@ -125,10 +127,11 @@ func (f *Filter) plain(ctx context.Context, add bool, ids []string) ([]bool, boo
 	if !ok || f.view.noPlan.Load() {
 		return nil, false, nil
 	}
-	if add && !f.view.allows(int64(len(ids)), f.size.Capacity) {
-		return nil, false, nil
+	n := int64(0) // ids this step may add
+	if add {
+		n = int64(len(ids))
 	}
-	if !add && !f.view.allows(0, f.size.Capacity) {
+	if !f.view.allows(n, f.size.Capacity) {
 		return nil, false, nil
 	}
 	k := f.size.Hashes
@@ -220,9 +223,9 @@ func (f *Filter) plain(ctx context.Context, add bool, ids []string) ([]bool, boo
 	}
 	if add {
 		got, err1 := strconv.ParseInt(stGen, 10, 64)
-		n, err2 := strconv.ParseInt(count, 10, 64)
+		held, err2 := strconv.ParseInt(count, 10, 64)
 		if count == "" {
-			n, err2 = 0, nil
+			held, err2 = 0, nil
 		}
 		ttl := pttl.Val()
 		if tag != f.tag || err1 != nil || err2 != nil || got != g || ttl <= 0 {
@@ -234,9 +237,8 @@ func (f *Filter) plain(ctx context.Context, add bool, ids []string) ([]bool, boo
 			}
 			f.view.forget()
 		} else {
-			f.pending.add(g, added)
-			_, own := f.pending.peek()
-			f.view.learn(sent, f.period, 2*f.period-ttl, g, n+own)
+			own := f.pending.add(g, added)
+			f.view.learn(sent, f.period, 2*f.period-ttl, g, held+own)
 		}
 	}
 	return out, true, nil
@@ -250,11 +252,4 @@ func all(bits []int64) bool {
 		}
 	}
 	return true
-}
-
-// peek returns the pending ids without clearing them.
-func (p *pending) peek() (gen, n int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.gen, p.n
 }
