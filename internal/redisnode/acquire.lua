@@ -1,6 +1,5 @@
--- Take the lock and issue the next fencing token, in one step. Three
--- commands when it is free: SET NX PX takes it, INCR issues the token, and
--- the script call itself.
+-- Take the lock and issue the next fencing token, in one step: SET NX PX
+-- takes it, next_token (token.lua) issues the token.
 -- KEYS[1] lock, KEYS[2] fencing counter, KEYS[3] waiters flag (one hash tag)
 -- ARGV[1] owner, ARGV[2] lease ms, ARGV[3] counter retention ms,
 -- ARGV[4] waiters-flag lifetime ms. An owner's first 16 bytes are its
@@ -9,17 +8,7 @@
 -- in ms, at least 1 (a lease in its last millisecond is not "unknown"), or 0
 -- when that is unknown.
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-	local token = redis.call('INCR', KEYS[2])
-	if token == 1 then
-		-- No counter (first use, expiry, a restart without persistence,
-		-- eviction, FLUSHALL, a failover): it restarts from the server time in
-		-- microseconds, above every token issued before, and lives for the
-		-- retention from now.
-		local t = redis.call('TIME')
-		token = tonumber(t[1]) * 1000000 + tonumber(t[2])
-		redis.call('SET', KEYS[2], string.format('%d', token), 'PX', ARGV[3])
-	end
-	return token
+	return next_token(KEYS[2], ARGV[3])
 end
 -- Someone waits. If the holder is another Locker's, releases of this key
 -- must publish a wake-up, and the flag says so; if the holder is the

@@ -23,13 +23,12 @@ import (
 )
 
 var (
+	//go:embed token.lua
+	tokenLua string
+
 	//go:embed acquire.lua
 	acquireLua    string
-	acquireScript = redis.NewScript(acquireLua)
-
-	//go:embed acquire_clock.lua
-	acquireClockLua    string
-	acquireClockScript = redis.NewScript(acquireClockLua)
+	acquireScript = withToken(acquireLua)
 
 	//go:embed renew.lua
 	renewLua    string
@@ -41,8 +40,14 @@ var (
 
 	//go:embed release_handover.lua
 	releaseHandoverLua    string
-	releaseHandoverScript = redis.NewScript(releaseHandoverLua)
+	releaseHandoverScript = withToken(releaseHandoverLua)
 )
+
+// withToken returns the script body preceded by token.lua's next_token, the
+// one rule every script that issues a fencing token follows.
+func withToken(body string) *redis.Script {
+	return redis.NewScript(tokenLua + body)
+}
 
 // waitersFlagTTLArg is millis(waitersFlagTTL), boxed once.
 var waitersFlagTTLArg any = millis(waitersFlagTTL)
@@ -94,7 +99,6 @@ type Node struct {
 	channel   string // where releases of waited-for keys are published
 	id        string // this Node's instance id, in its release messages
 	retention int64  // fencing counter retention, ms
-	acquire   *redis.Script
 	exec      redisbatch.Runner
 	w         *watcher
 
@@ -130,12 +134,8 @@ func New(client Client, opts ...Option) (*Node, error) {
 		channel:   o.prefix + "released",
 		id:        newInstanceID(),
 		retention: millis(o.retention),
-		acquire:   acquireScript,
 	}
 	b.retentionArg = b.retention
-	if o.clock {
-		b.acquire = acquireClockScript
-	}
 	if o.batching {
 		b.exec = redisbatch.NewSends(client, o.sends)
 	} else {
@@ -156,7 +156,7 @@ func (b *Node) Close() error {
 // TryAcquire implements lock.Backend.
 func (b *Node) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
 	ks := lockKeys(b.prefix, key)
-	n, err := b.exec.Run(ctx, nil, b.acquire, ks[:], owner, ttlArg(ttl), b.retentionArg, waitersFlagTTLArg).Int64()
+	n, err := b.exec.Run(ctx, nil, acquireScript, ks[:], owner, ttlArg(ttl), b.retentionArg, waitersFlagTTLArg).Int64()
 	if err != nil {
 		return 0, 0, fmt.Errorf("redislock: %w", err)
 	}
@@ -281,13 +281,8 @@ func (b *Node) release(ctx context.Context, key, owner, id string, ordered func(
 	return nil
 }
 
-// ReleaseHandover implements lock.HandoverReleaser. With WithClockTokens it
-// only releases (a token from a hand-over would follow the counter, not the
-// clock) and wakes this Locker's waiters when it published nothing.
+// ReleaseHandover implements lock.HandoverReleaser.
 func (b *Node) ReleaseHandover(ctx context.Context, key, owner, next string, ttl time.Duration) (uint64, error) {
-	if b.acquire != acquireScript {
-		return 0, b.Release(ctx, key, owner)
-	}
 	ks := lockKeys(b.prefix, key)
 	v, err := b.exec.Run(ctx, nil, releaseHandoverScript, ks[:], owner, next, ttlArg(ttl), b.retentionArg, b.channel, anonymous).Int64()
 	switch {

@@ -23,7 +23,6 @@ type Config struct {
 	retention time.Duration
 	batching  bool
 	sends     int
-	clock     bool  // tokens from the server clock (WithClockTokens)
 	invalid   error // the last bad option's error, returned by New
 }
 
@@ -44,9 +43,8 @@ func WithPrefix(p string) Option {
 	}
 }
 
-// WithTokenRetention sets how long a key's fencing counter is kept after it
-// started from the clock (with WithClockTokens: after the key was last
-// acquired); at least one second.
+// WithTokenRetention sets how long a key's fencing counter is kept after the
+// key was last acquired; at least one second.
 func WithTokenRetention(d time.Duration) Option {
 	return func(o *Config) {
 		if d < time.Second {
@@ -73,13 +71,4 @@ func WithSendsInFlight(n int) Option {
 		}
 		o.sends = n
 	}
-}
-
-// WithClockTokens makes every token max(last + 1, the server's time in
-// microseconds), as lock/redlock has it: its token is chosen among several
-// servers' tokens, and that choice and its write-back were built on tokens
-// that follow one clock on every server. Without it a token is the
-// counter's INCR, and the clock is read only to restart a missing counter.
-func WithClockTokens() Option {
-	return func(o *Config) { o.clock = true }
 }

@@ -2,8 +2,8 @@
 -- the releasing Locker's longest waiter with the next fencing token, unless
 -- a waiter of another Locker marked the key (acquire.lua): then release it
 -- and publish, as release.lua does, so every Locker's waiter attempts with
--- even odds. Five commands when handed over: the script call, GET, EXISTS,
--- SET PX and INCR (a release and an attempt cost six).
+-- even odds. The waiter's token comes from next_token (token.lua), as an
+-- acquisition's does.
 -- KEYS[1] lock, KEYS[2] fencing counter, KEYS[3] waiters flag (one hash tag)
 -- ARGV[1] owner, ARGV[2] the waiter's owner, ARGV[3] its lease ms,
 -- ARGV[4] counter retention ms, ARGV[5] release channel, ARGV[6] the id
@@ -19,11 +19,4 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
 	return -1
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-local token = redis.call('INCR', KEYS[2])
-if token == 1 then
-	-- No counter: it restarts from the server time, as in acquire.lua.
-	local t = redis.call('TIME')
-	token = tonumber(t[1]) * 1000000 + tonumber(t[2])
-	redis.call('SET', KEYS[2], string.format('%d', token), 'PX', ARGV[4])
-end
-return token
+return next_token(KEYS[2], ARGV[4])

@@ -18,7 +18,7 @@ import (
 var (
 	//go:embed rw_acquire.lua
 	rwAcquireLua    string
-	rwAcquireScript = redis.NewScript(rwAcquireLua)
+	rwAcquireScript = withToken(rwAcquireLua)
 
 	//go:embed rw_renew.lua
 	rwRenewLua    string

@@ -12,8 +12,7 @@
 -- keep the owner out have left in ms, at least 1, or 0 when that is
 -- unknown (a reader kept out by a writer's intent).
 local t = redis.call('TIME')
-local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local now = math.floor(nowus / 1000)
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local function refuse(left)
 	-- Someone waits: releases must publish a wake-up.
@@ -48,14 +47,8 @@ else
 	end
 end
 
--- The token is max(last + 1, server time in microseconds), as a lock's.
-local token = nowus
-local prev = tonumber(redis.call('GET', KEYS[5]))
-if prev and prev >= token then
-	token = prev + 1
-end
+local token = next_token(KEYS[5], ARGV[6])
 local tok = string.format('%d', token)
-redis.call('SET', KEYS[5], tok, 'PX', ARGV[6])
 local ttl = tonumber(ARGV[3])
 if ARGV[2] == 'r' then
 	redis.call('ZADD', KEYS[3], now + ttl, tok .. ' ' .. ARGV[1])

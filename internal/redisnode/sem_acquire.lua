@@ -49,13 +49,7 @@ if used + count > asked then
 	return 0
 end
 
--- The token as a lock's: max(last + 1, server time in microseconds).
-local token = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local last = tonumber(redis.call('GET', KEYS[3]))
-if last and last >= token then
-	token = last + 1
-end
-redis.call('SET', KEYS[3], string.format('%d', token), 'PX', ARGV[5])
+local token = next_token(KEYS[3], ARGV[5])
 
 local ends = now + tonumber(ARGV[4])
 redis.call('ZADD', KEYS[1], ends, ARGV[1])

@@ -20,7 +20,7 @@ import (
 var (
 	//go:embed sem_acquire.lua
 	semAcquireLua    string
-	semAcquireScript = redis.NewScript(semAcquireLua)
+	semAcquireScript = withToken(semAcquireLua)
 
 	//go:embed sem_renew.lua
 	semRenewLua    string

@@ -14,7 +14,7 @@ import (
 	"github.com/latchkey-go/latchkey/lock"
 )
 
-// An uncontended acquire and release pair costs Redis six commands, those
+// An uncontended acquire and release pair costs Redis seven commands, those
 // inside the scripts included (see the package doc), and publishes nothing.
 func TestCommandsPerPair(t *testing.T) {
 	t.Parallel()
@@ -42,8 +42,8 @@ func TestCommandsPerPair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if per := float64(cost.Calls-1) / pairs; per > 6 { // less CONFIG RESETSTAT
-		t.Errorf("%.2f commands per pair, want at most 6", per)
+	if per := float64(cost.Calls-1) / pairs; per > 7 { // less CONFIG RESETSTAT
+		t.Errorf("%.2f commands per pair, want at most 7", per)
 	}
 	if n := commandCalls(t, c, "publish"); n != 0 {
 		t.Errorf("%d PUBLISH for uncontended pairs, want none", n)
@@ -187,9 +187,9 @@ func TestWaitersMarkOnlyForAnotherLocker(t *testing.T) {
 }
 
 // A release with a waiter of its own Locker behind it takes the lock for
-// the waiter in the release script: five commands (the script call, GET,
-// EXISTS, SET PX, INCR), no attempt of the waiter's and no PUBLISH, and the
-// waiter's token is the next one.
+// the waiter in the release script: six commands (the script call, GET,
+// EXISTS, SET PX, and TIME and SET GET for the token), no attempt of the
+// waiter's and no PUBLISH, and the waiter's token is above the first's.
 func TestHandOverInTheReleaseScript(t *testing.T) {
 	t.Parallel()
 	srv := testsvc.StartRedis(t)
@@ -234,14 +234,14 @@ func TestHandOverInTheReleaseScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := cost.Calls - 1; n != 5 { // less CONFIG RESETSTAT
-		t.Errorf("%d commands for the hand-over, want 5", n)
+	if n := cost.Calls - 1; n != 6 { // less CONFIG RESETSTAT
+		t.Errorf("%d commands for the hand-over, want 6", n)
 	}
 	if n := commandCalls(t, c, "publish"); n != 0 {
 		t.Errorf("%d PUBLISH for a hand-over within one Locker, want none", n)
 	}
-	if second.Token() != first.Token()+1 {
-		t.Errorf("the waiter's token %d, want the next after %d", second.Token(), first.Token())
+	if second.Token() <= first.Token() {
+		t.Errorf("the waiter's token %d, not above the first holder's %d", second.Token(), first.Token())
 	}
 	lk, _ := l.n.Keys("k")
 	if err := second.Release(ctxT(t)); err != nil {

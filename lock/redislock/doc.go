@@ -30,12 +30,13 @@
 // WithBatching), and all leases due for renewal at once are renewed in one
 // pipeline.
 //
-// An uncontended acquire and release pair costs Redis six commands, those
+// An uncontended acquire and release pair costs Redis seven commands, those
 // the scripts run included:
 //
 //   - EVALSHA of the acquire script; SET NX PX of the lock key, which takes
-//     the lock with its lease; INCR of the fencing counter, which issues the
-//     token (TIME and a SET more when the counter is missing, see below).
+//     the lock with its lease; TIME, and a SET PX GET of the fencing counter
+//     that stores the clock and answers the last token (below), which two
+//     issues within one microsecond follow with a second SET.
 //   - EVALSHA of the release script; GET of the lock key, which checks that
 //     the lease is still the releaser's; DEL of the lock key and the waiters
 //     mark together, whose count tells whether anyone waited (then, and
@@ -46,31 +47,54 @@
 // and a PTTL for the holder's remaining lease; a renewal costs GET and
 // PEXPIRE. A release with a waiter of its own Locker behind it runs another
 // script, which takes the lock for that waiter with the next token in the
-// same step, unless the waiters mark is set: five commands (EVALSHA, GET,
-// EXISTS of the mark, SET PX, INCR) and one round trip per hand-off,
-// instead of a release and an attempt, six commands and two round trips.
+// same step, unless the waiters mark is set: six commands and one round
+// trip per hand-off, instead of a release and an attempt, seven commands and
+// two round trips. The scripts need Redis 6.2 or later (SET ... GET).
 //
 // # Fencing tokens: the exact guarantee
 //
-// The acquire script sets token = INCR of the counter. When the counter is
-// missing (INCR answers 1) it restarts from now, the server's TIME in
-// microseconds since the Unix epoch, and is kept for 24 h from then
-// (WithTokenRetention); it is not extended by later acquisitions, so a busy
-// key's counter restarts from the clock once a retention.
+// Every script that issues a token — a lock's acquisition and hand-over, a
+// read-write lock's, a semaphore's, and so an election's term — sets
+//
+//	token = max(last + 1, the server's TIME in microseconds)
+//
+// and keeps the name's counter for 24 h after the last issue
+// (WithTokenRetention).
 //
 //   - While the counter survives, every token for K is strictly greater than
 //     every earlier one, whatever the clock does.
-//   - When the counter is lost — Redis restarted without persistence, the key
-//     evicted or expired, FLUSHALL, a failover to a replica that had not yet
-//     received the last increments — the next token is the server's clock in
-//     microseconds. The counter rose by one per acquisition since it last
-//     started from the clock, far slower than the clock (one Redis cannot
-//     sustain an acquisition of one key per microsecond for long), so every
-//     earlier token is below the clock's reading then, provided the clock
-//     of the server issuing it has not been stepped backwards across the
-//     loss.
-//   - Tokens are therefore about microsecond timestamps (about 1.7e15
-//     today): below 2^53, exact in Lua's doubles until the year 2255.
+//   - The counter rises by one per issue, far slower than the clock (one
+//     Redis cannot sustain an acquisition of one key per microsecond), so a
+//     token is at most a few microseconds ahead of the clock of the server
+//     that issued it. When the counter is lost (a restart without
+//     persistence, eviction, expiry, FLUSHALL) or stale (a failover to a
+//     replica that had not received the last acquisitions, while the old
+//     master went on serving during a partition), the next token is the
+//     new server's clock, above every token issued before, provided that
+//     clock is not behind the old master's by more than the time between
+//     the old master's last issue and the new server's first. A failover
+//     takes seconds (Sentinel's down-after-milliseconds, a Cluster's node
+//     timeout), and NTP keeps clocks within milliseconds: the assumption is
+//     that the servers' clocks agree within the failover time and are never
+//     stepped back by more than it.
+//   - Tokens are about microsecond timestamps (about 1.8e15 today): below
+//     2^53, exact in Lua's doubles until the year 2255.
+//
+// What a failover may still cost: two holders for a while. Replication is
+// asynchronous, so a replica promoted before it received an acquisition
+// does not know the lock is held and grants it again; the old holder keeps
+// its lease until its next renewal is refused or unconfirmed. What it can no
+// longer cost: a repeated or lower token, so a resource that checks tokens
+// (package fence) refuses the old holder's writes once the new holder has
+// written. Redis's WAIT (an acquisition returns only once N replicas have
+// it) and min-replicas-to-write (a master refuses writes without enough
+// replicas in reach) narrow that window but do not close it: a replica
+// that acknowledged can still lose the race to be promoted, and Redis
+// documents WAIT as not making it strongly consistent. latchkey does not
+// send WAIT; set min-replicas-to-write and min-replicas-max-lag on the
+// servers to stop an isolated master from granting locks (its acquisitions
+// then fail with NOREPLICAS). For one holder even across failovers, use a
+// consensus backend (lock/etcdlock, lock/zklock) or lock/redlock.
 //
 // Pass the token to the resource you write to (see the fence package): a lock
 // can always be lost without its holder noticing in time, and only the

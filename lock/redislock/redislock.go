@@ -57,13 +57,12 @@ type options = redisnode.Config
 // which would change the keys' Redis Cluster hash tag.
 func WithPrefix(p string) Option { return Option(redisnode.WithPrefix(p)) }
 
-// WithTokenRetention sets how long a key's fencing counter is kept after it
-// started (from the server clock: at the first acquisition, or the first
-// after it was lost or expired). Default: 24 h ([DefaultTokenRetention]); it
-// must be at least one second. Tokens keep increasing when the counter expires (the
-// next one is taken from the server clock, see the package doc); retention
-// only bounds the memory counters of unused keys take, and keeps tokens
-// rising across a backward step of the server clock shorter than it.
+// WithTokenRetention sets how long a key's fencing counter is kept after the
+// key was last acquired. Default: 24 h ([DefaultTokenRetention]); it must be
+// at least one second. Tokens keep increasing when the counter expires (the
+// next one follows the server clock, see the package doc); retention only
+// bounds the memory counters of unused keys take, and keeps tokens rising
+// across a backward step of the server clock shorter than it.
 func WithTokenRetention(d time.Duration) Option {
 	return Option(redisnode.WithTokenRetention(d))
 }

@@ -8,12 +8,9 @@
 //	defer lease.Release(ctx)
 //	// write with lease.Token(); stop when <-lease.Done()
 //
-// On each node the lock is a lock/redislock lock (same keys, fencing counter
-// and release channel, run by the same code), but every node's token is
-// max(last + 1, its clock in microseconds), where redislock's is its
-// counter's increment: the token below is chosen among several nodes'
-// tokens, and the choice and its write-back were built on tokens that
-// follow one clock on every node. This package only adds the quorum and the
+// On each node the lock is a lock/redislock lock (same keys, fencing counter,
+// tokens max(last + 1, the node's clock in microseconds) and release channel,
+// run by the same code). This package only adds the quorum and the
 // token write-back. Use a prefix of its
 // own (WithPrefix) on servers that also serve redislock Lockers.
 //

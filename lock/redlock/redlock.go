@@ -150,8 +150,7 @@ func New(clients []Client, opts ...Option) (*Locker, error) {
 			redisnode.WithPrefix(o.prefix),
 			redisnode.WithTokenRetention(o.retention),
 			redisnode.WithBatching(o.batching),
-			redisnode.WithSendsInFlight(o.sends),
-			redisnode.WithClockTokens())
+			redisnode.WithSendsInFlight(o.sends))
 		if err != nil {
 			b.close()
 			return nil, err
