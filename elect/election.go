@@ -105,9 +105,9 @@ func WithWait(d time.Duration) CampaignOption {
 
 // Campaign blocks until the caller leads the election, ctx is done or the
 // wait limit (WithWait) passes, and returns the term. value says who leads
-// (host, address); everyone who asks or observes sees it. It must be valid
-// UTF-8 without control characters, at most MaxValueLen bytes, and is
-// readable by anyone who can read the backend: never a secret.
+// (host, address); everyone who asks or observes sees it. It must be
+// non-empty, valid UTF-8 without control characters, at most MaxValueLen
+// bytes, and is readable by anyone who can read the backend: never a secret.
 //
 // Errors: lock.ErrNotAcquired (someone else leads: the try-once campaign
 // failed or the wait limit passed), ctx.Err(), an error wrapping ErrInvalid
@@ -139,6 +139,11 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...CampaignO
 // checkValue applies the holder label's rules to a candidate's value, with
 // the election's words.
 func checkValue(value string) error {
+	if value == "" {
+		// A leader whose value is empty would read as nobody leading (a
+		// plain lock of another party has no value either).
+		return fmt.Errorf("%w: elect: empty value: say who leads (host, address)", ErrInvalid)
+	}
 	if len(value) > MaxValueLen {
 		return fmt.Errorf("%w: elect: value is %d bytes, longer than %d", ErrInvalid, len(value), MaxValueLen)
 	}

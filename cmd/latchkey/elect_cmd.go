@@ -31,6 +31,11 @@ leader resigns and the next candidate takes over at once. With --again the
 candidate campaigns again after each term instead of exiting. --value says
 who leads (default: host name and pid); everyone can read it.
 
+If latchkey dies, even of SIGKILL, the command and every process it started
+die with it (on Unix). A paused latchkey (SIGSTOP, a frozen VM) cannot stop
+its command, which may write after the next leader took over: the term's
+token is the guard, so have what the command writes refuse lower tokens.
+
   show      prints who leads NAME now: value, fencing token, since when
   observe   prints the leader now, then one line per change (a new term, a
             new value, no leader) until interrupted or --changes lines

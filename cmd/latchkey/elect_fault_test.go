@@ -119,15 +119,28 @@ func readToken(t *testing.T, path string) uint64 {
 	return n
 }
 
+// signalGroupOf sends sig to the process group of pid: a command and its
+// guard and children, as a crash or freeze of the host would reach them.
+func signalGroupOf(pid int, sig syscall.Signal) {
+	if pgid, err := syscall.Getpgid(pid); err == nil {
+		_ = syscall.Kill(-pgid, sig)
+	}
+}
+
 func readPid(t *testing.T, path string) int {
 	t.Helper()
 	waitFile(t, path)
-	b, _ := os.ReadFile(path)
-	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatalf("%s: %q", path, b)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s holds no pid: %q", path, b)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return n
 }
 
 // checkFenced checks the fenced resource's log: the tokens it applied never
@@ -162,8 +175,8 @@ func (f *fence) wrote(t *testing.T, line string) bool {
 }
 
 // candidate starts "latchkey elect" for name with fencedWrites.
-// Its cleanup kills the command's process group too, which outlives a
-// killed latchkey.
+// Its cleanup kills the command's process group too, in case a failed test
+// left it behind.
 func candidate(t *testing.T, f *fence, b electBackend, url, dir, key, name string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
 	args := append([]string{"--key", key, "--ttl", b.ttl.String(), "--grace", "1s", "--value", name, "--backend", url, "--"}, f.fencedWrites(name)...)
@@ -175,8 +188,8 @@ func candidate(t *testing.T, f *fence, b electBackend, url, dir, key, name strin
 	t.Cleanup(func() {
 		if b, err := os.ReadFile(filepath.Join(dir, "pid."+name)); err == nil {
 			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				_ = syscall.Kill(-pid, syscall.SIGCONT)
-				_ = syscall.Kill(-pid, syscall.SIGKILL)
+				signalGroupOf(pid, syscall.SIGCONT)
+				signalGroupOf(pid, syscall.SIGKILL)
 			}
 		}
 	})
@@ -204,7 +217,7 @@ func TestElectLeaderKilled(t *testing.T) {
 			}
 			killed := time.Now()
 			_ = a.Process.Kill()
-			_ = syscall.Kill(-pidA, syscall.SIGKILL)
+			signalGroupOf(pidA, syscall.SIGKILL)
 			tokB := readToken(t, filepath.Join(dir, "token.b"))
 			took := time.Since(killed)
 			t.Logf("b elected %v after a was killed (TTL %v)", took.Round(time.Millisecond), b.ttl)
@@ -239,12 +252,12 @@ func TestElectLeaderPaused(t *testing.T) {
 			bproc, _ := candidate(t, f, b, url, dir, key, "b")
 			time.Sleep(300 * time.Millisecond)
 			_ = a.Process.Signal(syscall.SIGSTOP)
-			_ = syscall.Kill(-pidA, syscall.SIGSTOP)
+			signalGroupOf(pidA, syscall.SIGSTOP)
 			resumed := false
 			resume := func() {
 				if !resumed {
 					resumed = true
-					_ = syscall.Kill(-pidA, syscall.SIGCONT)
+					signalGroupOf(pidA, syscall.SIGCONT)
 					_ = a.Process.Signal(syscall.SIGCONT)
 				}
 			}
@@ -255,7 +268,7 @@ func TestElectLeaderPaused(t *testing.T) {
 			}
 			waitFor(t, 30*time.Second, "b's first write", func() bool { return f.wrote(t, strconv.FormatUint(tokB, 10)+" ok") })
 			// The old command first: its late writes meet the resource.
-			_ = syscall.Kill(-pidA, syscall.SIGCONT)
+			signalGroupOf(pidA, syscall.SIGCONT)
 			waitFor(t, 30*time.Second, "the old leader's write refused", func() bool { return f.wrote(t, strconv.FormatUint(tokA, 10)+" refused") })
 			resume()
 			if code := exitCode(t, a); code != exitLeaseLost {

@@ -40,6 +40,7 @@ func commands() []command {
 		{"version", "print the version", versionCmd},
 		{"help", "show this help", helpCmd},
 		{demo.WorkerCommand, "", workerCmd}, // the demo's child processes
+		{guardCommand, "", guardCmd},        // run's and elect's commands' guard
 	}
 }
 

@@ -24,6 +24,10 @@ const (
 	envBackend      = "LATCHKEY_BACKEND" // read: the default for --backend
 )
 
+// guardCommand is the hidden command latchkey starts itself as, to start a
+// supervised command and kill it when latchkey dies (see child).
+const guardCommand = "command-guard"
+
 func defaultRunBackend() string {
 	if b := os.Getenv(envBackend); b != "" {
 		return b
@@ -42,6 +46,14 @@ whatever it writes, so a writer whose lease has passed on can be refused.
 If the lease is lost, the command gets SIGTERM, then SIGKILL after --grace.
 Signals sent to latchkey are forwarded to the command's process group. The
 lock is released when the command ends.
+
+If latchkey dies, even of SIGKILL or the OOM killer, the command and every
+process it started die with it (on Unix: a guard process watches latchkey),
+so no job runs on beside the next holder. A latchkey that is paused instead
+(SIGSTOP, a frozen VM, a stalled host) cannot stop its command: its lease
+runs out, another host's run starts, and the paused command may write when it
+wakes. Only the fencing token guards that case: have whatever the command
+writes refuse a token lower than the highest it has seen.
 
 With --shared or --exclusive the lock is KEY's read-write lock instead: runs
 with --shared hold it together (readers of a table), a run with --exclusive
@@ -161,8 +173,9 @@ func acquireFailed(ctx context.Context, err error, held, what string, stderr io.
 	}
 }
 
-// waitFlag is --wait: a duration, or forever. A negative duration also means
-// forever, as it did before the word was accepted.
+// waitFlag is --wait: a duration of zero or more, or forever. A negative
+// duration is refused: it once meant forever, which nobody reading
+// "--wait -1s" would guess.
 type waitFlag time.Duration
 
 const waitForever waitFlag = -1
@@ -183,7 +196,10 @@ func (w *waitFlag) Set(s string) error {
 	if err != nil {
 		return errors.New("want a duration such as 30s, or forever")
 	}
-	*w = max(waitFlag(d), waitForever)
+	if d < 0 {
+		return errors.New("must not be negative: 0 tries once, forever waits until interrupted")
+	}
+	*w = waitFlag(d)
 	return nil
 }
 
@@ -197,24 +213,20 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 // supervise runs argv under lease, taken on key, and returns the exit
 // status to report; who names the command in messages.
 func supervise(lease *lock.Lease, key string, argv []string, grace time.Duration, who string, stderr io.Writer) int {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(),
-		envFencingToken+"="+strconv.FormatUint(lease.Token(), 10),
-		envLockKey+"="+key)
-	ownProcessGroup(cmd)
+	env := []string{envFencingToken + "=" + strconv.FormatUint(lease.Token(), 10), envLockKey + "=" + key}
 
 	// Catch signals before the command starts, so none is lost in between.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	if err := cmd.Start(); err != nil {
+	c, err := startChild(argv, env, who)
+	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", who, err)
 		return exitNoCommand
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() { exited <- c.wait() }()
 
 	lost := lease.Done()
 	var kill <-chan time.Time
@@ -232,17 +244,17 @@ func supervise(lease *lock.Lease, key string, argv []string, grace time.Duration
 			}
 			return exitStatus(err, who, stderr)
 		case s := <-sigs:
-			signalGroup(cmd.Process, s)
+			c.signal(s)
 		case <-lost:
 			lost = nil
 			fmt.Fprintf(stderr, "%s: %v; stopping the command (SIGTERM, SIGKILL after %v)\n", who, lease.Err(), grace)
-			signalGroup(cmd.Process, syscall.SIGTERM)
+			c.signal(syscall.SIGTERM)
 			t := time.NewTimer(grace)
 			defer t.Stop()
 			kill = t.C
 		case <-kill:
 			kill = nil
-			signalGroup(cmd.Process, syscall.SIGKILL)
+			c.signal(syscall.SIGKILL)
 		}
 	}
 }

@@ -37,15 +37,15 @@ func waitContents(t *testing.T, dir, name string) string {
 }
 
 // signalHolder sends sig to a "latchkey run" process and to its command's
-// process group (the command writes its pid, which is its group's id, to
-// dir/pid): what a crash or a freeze of the whole host does to both.
+// process group (the command writes its pid to dir/pid): what a crash or a
+// freeze of the whole host does to both.
 func signalHolder(t *testing.T, run *os.Process, dir string, sig syscall.Signal) {
 	t.Helper()
 	pid, err := strconv.Atoi(waitContents(t, dir, "pid"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = syscall.Kill(-pid, sig)
+	signalGroupOf(pid, sig)
 	_ = run.Signal(sig)
 }
 

@@ -246,20 +246,44 @@ func TestRunWaitDefault(t *testing.T) {
 	}
 }
 
-// TestWaitFlag: --wait takes a duration or "forever"; a negative duration
-// still means forever, as it did before the word existed.
+// TestWaitFlag: --wait takes a duration of zero or more or "forever"; a
+// negative duration is refused.
 func TestWaitFlag(t *testing.T) {
 	for _, tc := range []struct {
 		in, want string
-	}{{"forever", "forever"}, {"-1s", "forever"}, {"0", "0s"}, {"1m30s", "1m30s"}} {
+	}{{"forever", "forever"}, {"0", "0s"}, {"1m30s", "1m30s"}} {
 		var w waitFlag
 		if err := w.Set(tc.in); err != nil || w.String() != tc.want {
 			t.Errorf("Set(%q): %q, %v; want %q", tc.in, w.String(), err, tc.want)
 		}
 	}
-	var w waitFlag
-	if err := w.Set("soon"); err == nil {
-		t.Error(`Set("soon") accepted`)
+	for _, bad := range []string{"soon", "-1s", "-1ns"} {
+		var w waitFlag
+		if err := w.Set(bad); err == nil {
+			t.Errorf("Set(%q) accepted: %v", bad, w.String())
+		}
+	}
+}
+
+// TestNegativeWaitRefused: "--wait -1s" once waited forever where the
+// library refuses a negative wait; every command that takes --wait refuses
+// it with a usage error and starts nothing.
+func TestNegativeWaitRefused(t *testing.T) {
+	dir := t.TempDir()
+	ran := filepath.Join(dir, "ran")
+	for _, args := range [][]string{
+		{"run", "--key", "k", "--wait", "-1s", "--backend", sqliteURL(dir), "--", "touch", ran},
+		{"run", "--key", "k", "--permits", "2", "--wait=-1s", "--backend", sqliteURL(dir), "--", "touch", ran},
+		{"run", "--key", "k", "--shared", "--wait", "-5m", "--backend", sqliteURL(dir), "--", "touch", ran},
+		{"elect", "--key", "k", "--wait", "-1s", "--backend", sqliteURL(dir), "--", "touch", ran},
+	} {
+		code, _, stderr := latchkey(t, args...)
+		if code != exitUsage || !strings.Contains(stderr, "negative") {
+			t.Errorf("%q: exit %d, want %d with a word on the negative wait: %s", args, code, exitUsage, stderr)
+		}
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("a command ran despite the refused --wait")
 	}
 }
 

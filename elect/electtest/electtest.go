@@ -191,6 +191,7 @@ func (s *suite) badInput(t *testing.T) {
 		"huge value":        strings.Repeat("v", elect.MaxValueLen+1),
 		"control character": "host\nforged",
 		"invalid UTF-8":     "\xff",
+		"empty value":       "", // would read as nobody leading
 	} {
 		if _, err := e.Campaign(ctx, value); !errors.Is(err, elect.ErrInvalid) {
 			t.Errorf("Campaign with %s: %v, want ErrInvalid", what, err)
@@ -210,7 +211,7 @@ func (s *suite) badInput(t *testing.T) {
 	}
 	term := campaign(t, e, "good")
 	defer resign(t, term)
-	for _, value := range []string{strings.Repeat("v", elect.MaxValueLen+1), "a\x00b"} {
+	for _, value := range []string{strings.Repeat("v", elect.MaxValueLen+1), "a\x00b", ""} {
 		if err := term.Proclaim(ctx, value); !errors.Is(err, elect.ErrInvalid) {
 			t.Errorf("Proclaim(%q): %v, want ErrInvalid", value, err)
 		}
