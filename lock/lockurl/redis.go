@@ -34,7 +34,8 @@ type redisClient interface {
 }
 
 // redisConnect returns a client of the Redis or Redis Cluster a redis:// or
-// redis-cluster:// URL names, checked to answer.
+// redis-cluster:// URL names, checked to answer, whose calls end at their
+// context's deadline (go-redis's ContextTimeoutEnabled).
 func redisConnect(ctx context.Context, raw string, u *url.URL) (redisClient, error) {
 	var c redisClient
 	if u.Scheme == "redis-cluster" {
@@ -42,12 +43,14 @@ func redisConnect(ctx context.Context, raw string, u *url.URL) (redisClient, err
 		if err != nil {
 			return nil, invalidf("%w", err)
 		}
+		opt.ContextTimeoutEnabled = true
 		c = redis.NewClusterClient(opt)
 	} else {
 		opt, err := redis.ParseURL(raw)
 		if err != nil {
 			return nil, invalidf("%w", err)
 		}
+		opt.ContextTimeoutEnabled = true
 		c = redis.NewClient(opt)
 	}
 	if err := c.Ping(ctx).Err(); err != nil {

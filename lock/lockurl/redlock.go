@@ -41,6 +41,9 @@ func openRedlock(ctx context.Context, raw string, u *url.URL) (Locker, error) {
 			closeAll()
 			return nil, invalidf("%w", err)
 		}
+		// A context's deadline bounds every call, so a partitioned node
+		// costs the per-node timeout, not go-redis's own read timeout.
+		opt.ContextTimeoutEnabled = true
 		clients = append(clients, redis.NewClient(opt))
 	}
 	errs := make([]error, len(clients))

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -58,26 +57,68 @@ func (b *backend) nodeTimeout(ttl time.Duration) time.Duration {
 }
 
 // each calls f for every node at once, under timeout (one deadline for all,
-// as they start together), and returns their errors in node order once all
-// have returned. The last node's call runs on the caller's goroutine, the
-// others on the crew's.
+// as they start together), and returns their errors in node order: see
+// eachNode.
 func (b *backend) each(ctx context.Context, timeout time.Duration, f func(ctx context.Context, i int) error) []error {
-	errs := make([]error, len(b.nodes))
+	_, errs := eachNode(ctx, b, timeout, func(ctx context.Context, i int) (struct{}, error) {
+		return struct{}{}, f(ctx, i)
+	})
+	return errs
+}
+
+// A nodeAnswer is one node's answer in a round of eachNode.
+type nodeAnswer[T any] struct {
+	i   int
+	v   T
+	err error
+}
+
+// eachNode calls f for every node at once on the crew's goroutines, under
+// timeout, and returns their values and errors in node order once all have
+// answered or the deadline has passed, whichever comes first. A node that has
+// not answered by then gets an error wrapping the context's and the zero
+// value; its call goes on in the background and its late answer is dropped.
+// So a silent node (a partition, a client that does not honour context
+// deadlines, as go-redis's default options do not) costs a round the
+// per-node timeout, never its client's own read timeout and retries.
+func eachNode[T any](ctx context.Context, b *backend, timeout time.Duration, f func(ctx context.Context, i int) (T, error)) ([]T, []error) {
+	n := len(b.nodes)
+	vals, errs := make([]T, n), make([]error, n)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	call := func(i int) { errs[i] = f(ctx, i) }
-	last := len(b.nodes) - 1
-	var wg sync.WaitGroup
-	wg.Add(last)
-	for i := range last {
+	answers := make(chan nodeAnswer[T], n) // buffered: a late call never blocks
+	for i := range n {
 		b.crew.run(func() {
-			defer wg.Done()
-			call(i)
+			v, err := f(ctx, i)
+			answers <- nodeAnswer[T]{i, v, err}
 		})
 	}
-	call(last)
-	wg.Wait()
-	return errs
+	answered := make([]bool, n)
+	collect := func(a nodeAnswer[T]) {
+		vals[a.i], errs[a.i], answered[a.i] = a.v, a.err, true
+	}
+	for left := n; left > 0; left-- {
+		select {
+		case a := <-answers:
+			collect(a)
+		case <-ctx.Done():
+			for more := true; more; { // answers that came with the deadline count
+				select {
+				case a := <-answers:
+					collect(a)
+				default:
+					more = false
+				}
+			}
+			for i := range n {
+				if !answered[i] {
+					errs[i] = fmt.Errorf("redlock: node %d did not answer within %v: %w", i, timeout, context.Cause(ctx))
+				}
+			}
+			return vals, errs
+		}
+	}
+	return vals, errs
 }
 
 // TryAcquire implements lock.Backend: SET NX on every node at once, the
@@ -112,14 +153,20 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 // afterwards a.set[i] is nil exactly where node i took the key for us.
 func (b *backend) take(ctx context.Context, a *attempt) {
 	key, owner, ttl := a.key, a.owner, a.ttl
-	tokens := make([]uint64, len(b.nodes))
-	holds := make([]time.Duration, len(b.nodes))
-	a.set = b.each(ctx, a.timeout, func(ctx context.Context, i int) error {
-		var err error
-		tokens[i], holds[i], err = b.nodes[i].TryAcquire(ctx, key, owner, ttl)
-		return err
+	type taken struct {
+		token uint64
+		hold  time.Duration
+	}
+	vals, errs := eachNode(ctx, b, a.timeout, func(ctx context.Context, i int) (taken, error) {
+		token, hold, err := b.nodes[i].TryAcquire(ctx, key, owner, ttl)
+		return taken{token, hold}, err
 	})
-	a.tokens, a.holds = tokens, holds
+	a.set = errs
+	a.tokens = make([]uint64, len(vals))
+	a.holds = make([]time.Duration, len(vals))
+	for i, v := range vals {
+		a.tokens[i], a.holds[i] = v.token, v.hold
+	}
 }
 
 // fence chooses a's token and, when too few nodes' counters are at it
@@ -232,17 +279,18 @@ func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error 
 	for _, r := range batch[1:] {
 		shortest = min(shortest, r.TTL)
 	}
-	per := make([][]error, len(b.nodes))
-	b.each(ctx, b.nodeTimeout(shortest), func(ctx context.Context, i int) error {
-		per[i] = b.nodes[i].RenewBatch(ctx, batch)
-		return nil
+	per, silent := eachNode(ctx, b, b.nodeTimeout(shortest), func(ctx context.Context, i int) ([]error, error) {
+		return b.nodes[i].RenewBatch(ctx, batch), nil
 	})
 	col := make([]error, len(b.nodes))
 	for j := range batch {
 		for i, errs := range per {
-			if j < len(errs) {
+			switch {
+			case silent[i] != nil:
+				col[i] = silent[i]
+			case j < len(errs):
 				col[i] = errs[j]
-			} else {
+			default:
 				col[i] = errors.New("redlock: node returned too few renewal results")
 			}
 		}

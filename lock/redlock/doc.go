@@ -18,7 +18,10 @@
 //
 // An attempt sends SET NX PX (redislock's acquire script) to every node at
 // once, each call bounded by the node timeout (WithNodeTimeout: TTL/10, at
-// most 500 ms). With a quorum Q (default N/2+1) taken, it chooses the token
+// most 500 ms): a node that has not answered by then counts as failed for
+// the round, even when its client ignores context deadlines (go-redis's
+// default options do), so one silent node costs the node timeout, not the
+// client's read timeout and retries. With a quorum Q (default N/2+1) taken, it chooses the token
 // (below) and, only when the nodes' counters do not already fence it, writes
 // it back to the nodes taken below it, again at once. The attempt succeeds
 // only if the token is fenced and the time since the attempt began is under

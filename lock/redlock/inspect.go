@@ -39,10 +39,8 @@ func (l *Locker) InspectLock(ctx context.Context, key string) (lock.LockInfo, er
 // inspect asks every node about key and returns the quorum's view and each
 // node's answer (the zero LockInfo where a node failed).
 func (b *backend) inspect(ctx context.Context, key string) (lock.LockInfo, []lock.LockInfo, error) {
-	infos := make([]lock.LockInfo, len(b.nodes))
-	errs := b.each(ctx, inspectTimeout, func(ctx context.Context, i int) (err error) {
-		infos[i], err = b.nodes[i].InspectLock(ctx, key)
-		return err
+	infos, errs := eachNode(ctx, b, inspectTimeout, func(ctx context.Context, i int) (lock.LockInfo, error) {
+		return b.nodes[i].InspectLock(ctx, key)
 	})
 	view, err := b.quorumView(key, infos, errs)
 	return view, infos, err
@@ -164,13 +162,12 @@ func (b *backend) quorumView(key string, infos []lock.LockInfo, errs []error) (l
 // lock.ErrNotHeld when no quorum held the lock; a node holding it alone is
 // still cleared then.
 func (l *Locker) BreakLock(ctx context.Context, key string) (lock.LockInfo, error) {
-	infos := make([]lock.LockInfo, len(l.b.nodes))
-	errs := l.b.each(ctx, inspectTimeout, func(ctx context.Context, i int) (err error) {
-		infos[i], err = l.b.nodes[i].BreakLock(ctx, key)
+	infos, errs := eachNode(ctx, l.b, inspectTimeout, func(ctx context.Context, i int) (lock.LockInfo, error) {
+		info, err := l.b.nodes[i].BreakLock(ctx, key)
 		if errors.Is(err, lock.ErrNotHeld) {
-			err = nil // infos[i] says it was free
+			err = nil // info says it was free
 		}
-		return err
+		return info, err
 	})
 	view, err := l.b.quorumView(key, infos, errs)
 	if err != nil {
