@@ -26,6 +26,13 @@ type Leader struct {
 	// Entry is the server's own record of the leader, where it has one
 	// apart from the name: the etcd key or the ZooKeeper node.
 	Entry string
+	// Unknown is true, only from Observe, when the observer could not
+	// confirm who leads for a whole TTL (the backend is down or out of
+	// reach): whoever it showed last may have lost the term since. Err says
+	// why; the other fields are zero.
+	Unknown bool
+	// Err is the last failed read's error when Unknown is true, else nil.
+	Err error
 }
 
 // Leader returns who leads the election now, or ErrNoLeader. Errors:
@@ -51,5 +58,5 @@ func leaderOf(info lock.LockInfo) Leader {
 // The Entry is left out: for a term it changes only with the token, except
 // on Redlock, where it tells how many servers hold the lock.
 func sameTerm(a, b Leader) bool {
-	return a.Elected == b.Elected && a.Token == b.Token && a.Value == b.Value
+	return a.Elected == b.Elected && a.Unknown == b.Unknown && a.Token == b.Token && a.Value == b.Value
 }

@@ -22,14 +22,22 @@ type holderWatcher interface {
 // delivered, so no phantom leader appears, and terms only move forward: a
 // read showing an older term than one delivered is dropped.
 //
+// An observer never shows a leader through an outage: it confirms the
+// leader at least every third of the TTL, and when it has not managed to
+// before the leader's lease, as last read, could have ended (or for a TTL
+// while nobody led) — the backend is down or out of reach — it delivers a
+// Leader with Unknown set and Err saying why, once, and then the leader
+// again as soon as a read succeeds (even if nothing changed meanwhile).
+//
 // Where the backend signals every change (etcd and ZooKeeper watches,
-// memory) an idle observer costs nothing beyond its watch. Elsewhere
+// memory) an idle observer costs its watch and that confirmation. Elsewhere
 // (Redis, Redlock, SQL) it reads the leader again whenever the backend
 // hints at a change (Redis pub/sub and PostgreSQL LISTEN/NOTIFY tell of
 // proclaims, and of releases while candidates wait) and at least every poll
 // interval (WithPollInterval, 1 s by default), which bounds how
 // late a change is seen; changes closer together than that may coalesce
-// into the last of them. A failed read is retried after the poll interval.
+// into the last of them. A failed read is retried after the poll interval
+// (or the third of the TTL, if shorter).
 //
 // Errors, before anything is delivered: ErrUnsupported if the Locker
 // cannot tell who holds a lock, or the watch's error.
@@ -60,7 +68,7 @@ func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 		defer close(out)
 		defer cancel()
 		defer stop()
-		o := observer{e: e, in: in, out: out, poll: !complete}
+		o := observer{e: e, in: in, out: out, poll: !complete, confirmed: time.Now().Add(e.ttl)}
 		o.run(ctx, changes)
 	}()
 	return out, nil
@@ -73,11 +81,16 @@ type observer struct {
 	out  chan<- Leader
 	poll bool // the watch, if any, misses changes: read every poll interval too
 
-	last Leader
-	sent bool
+	last      Leader
+	sent      bool
+	highest   uint64    // the highest token delivered
+	confirmed time.Time // until when the last read vouches for what it showed
 }
 
 func (o *observer) run(ctx context.Context, changes <-chan struct{}) {
+	// Even a watch that tells every change cannot tell that the backend
+	// went away: the leader is confirmed at least every third of the TTL.
+	confirm := max(o.e.ttl/3, time.Millisecond)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -87,22 +100,40 @@ func (o *observer) run(ctx context.Context, changes <-chan struct{}) {
 		case <-changes:
 		case <-timer.C:
 		}
-		next := o.e.poll
-		if err := o.read(ctx); err == nil && !o.poll {
-			next = -1 // the watch tells every change
+		next := confirm
+		if o.poll {
+			next = min(o.e.poll, confirm)
+		}
+		if err := o.read(ctx, confirm); err != nil {
+			o.failed(ctx, err)
 		}
 		timer.Stop()
-		if next > 0 {
-			timer.Reset(next)
-		}
+		timer.Reset(next)
 	}
 }
 
-// read reads the leader and delivers it if it changed.
-func (o *observer) read(ctx context.Context) error {
-	info, err := o.in.InspectLock(ctx, o.e.name)
+// failed notes a failed read: once what the last read showed may no longer
+// hold, it delivers, once, that who leads is unknown.
+func (o *observer) failed(ctx context.Context, err error) {
+	if ctx.Err() != nil || (o.sent && o.last.Unknown) || time.Now().Before(o.confirmed) {
+		return
+	}
+	o.deliver(ctx, Leader{Unknown: true, Err: fmt.Errorf("elect: who leads %q is unknown: %w", o.e.name, err)})
+}
+
+// read reads the leader, within timeout, and delivers it if it changed.
+func (o *observer) read(ctx context.Context, timeout time.Duration) error {
+	rctx, cancel := context.WithTimeout(ctx, max(timeout, 100*time.Millisecond))
+	info, err := o.in.InspectLock(rctx, o.e.name)
+	cancel()
 	if err != nil {
 		return err
+	}
+	// A leader's term may end when its lease does, unless renewed, which
+	// the next read must see; nobody leading may change within a TTL.
+	o.confirmed = time.Now().Add(o.e.ttl)
+	if info.Held && info.TimeLeft > 0 {
+		o.confirmed = time.Now().Add(min(info.TimeLeft, o.e.ttl))
 	}
 	var l Leader
 	if info.Held {
@@ -111,7 +142,7 @@ func (o *observer) read(ctx context.Context) error {
 	switch {
 	case o.sent && sameTerm(l, o.last):
 		return nil
-	case o.sent && l.Elected && o.last.Elected && l.Token != 0 && l.Token < o.last.Token:
+	case l.Elected && l.Token != 0 && l.Token < o.highest:
 		return nil // a read older than what was delivered
 	}
 	if l.Elected && l.Since.IsZero() {
@@ -120,10 +151,16 @@ func (o *observer) read(ctx context.Context) error {
 			l.Since = o.last.Since // the same term, proclaiming
 		}
 	}
+	o.deliver(ctx, l)
+	return nil
+}
+
+// deliver sends l, unless ctx ends first.
+func (o *observer) deliver(ctx context.Context, l Leader) {
 	select {
 	case o.out <- l:
 		o.last, o.sent = l, true
+		o.highest = max(o.highest, l.Token)
 	case <-ctx.Done():
 	}
-	return nil
 }

@@ -176,6 +176,14 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 		if !behind {
 			start := time.Now()
 			token, valid, hTTL, err := m.tryAcquire(ctx, key, owner, cfg)
+			if err == nil && pastDeadline(start, valid) {
+				// The answer came after the lease's local deadline (a link
+				// slower than the TTL, an etcd cluster electing a leader):
+				// the lock may have passed on already. Give it back and
+				// count the attempt as failed.
+				m.abandon(ctx, key, owner, cfg.ttl)
+				token, hTTL, err = 0, 0, ErrNotAcquired
+			}
 			if st != nil {
 				st.attempts++
 				if err != nil && st.firstFail.IsZero() && errors.Is(err, ErrNotAcquired) {
@@ -322,6 +330,13 @@ func detach(ctx context.Context, timeout time.Duration) (context.Context, contex
 	return context.WithTimeout(context.WithoutCancel(ctx), timeout)
 }
 
+// pastDeadline reports whether a lock taken by an attempt begun at start and
+// certainly held for valid from then is already past the deadline hold would
+// give its lease.
+func pastDeadline(start time.Time, valid time.Duration) bool {
+	return !time.Now().Before(start.Add(valid - DriftMargin(valid)))
+}
+
 // hold starts a lease on a lock taken by an attempt begun at start and
 // certainly held for valid (at most the TTL) from then: it is given up at
 // start + valid - drift (the drift over valid), and renewed when two thirds
@@ -330,7 +345,7 @@ func (m *Manager) hold(key, owner string, token uint64, cfg config, start time.T
 	l := &Lease{
 		m: m, key: key, owner: owner, holder: cfg.holder, token: token, ttl: cfg.ttl, fixed: cfg.fixed,
 		done:     make(chan struct{}),
-		deadline: start.Add(valid - DriftMargin(valid)),
+		deadline: start.Add(valid - DriftMargin(valid)), // see pastDeadline
 		renewAt:  start.Add(max(valid-2*cfg.ttl/3, 0)),
 		index:    -1,
 	}

@@ -38,7 +38,10 @@ token is the guard, so have what the command writes refuse lower tokens.
 
   show      prints who leads NAME now: value, fencing token, since when
   observe   prints the leader now, then one line per change (a new term, a
-            new value, no leader) until interrupted or --changes lines
+            new value, no leader) until interrupted or --changes lines; when
+            the backend has not confirmed the leader for a TTL (--ttl) it
+            prints "leader unknown" with the reason, and the leader again
+            once it answers
 
 Exit status, as "latchkey run": the command's own; 128+N if it died of
 signal N; 75 if not elected (--wait ran out); 76 if the term was lost while
@@ -253,13 +256,18 @@ type leaderJSON struct {
 	Token   uint64 `json:"token,omitempty"`
 	Since   string `json:"since,omitempty"`
 	Entry   string `json:"entry,omitempty"`
+	Unknown bool   `json:"unknown,omitempty"` // observe: the leader could not be confirmed for a TTL
+	Error   string `json:"error,omitempty"`   // why, when unknown
 }
 
 // printLeader prints l: for observe (line) one line, else a report.
 func printLeader(w io.Writer, key string, l elect.Leader, asJSON, line bool) {
 	now := time.Now()
 	if asJSON {
-		j := leaderJSON{Name: key, Elected: l.Elected, Value: l.Value, Token: l.Token, Since: jsonTime(l.Since), Entry: l.Entry}
+		j := leaderJSON{Name: key, Elected: l.Elected, Value: l.Value, Token: l.Token, Since: jsonTime(l.Since), Entry: l.Entry, Unknown: l.Unknown}
+		if l.Err != nil {
+			j.Error = l.Err.Error()
+		}
 		if line {
 			j.At = jsonTime(now)
 			b, _ := json.Marshal(j)
@@ -271,6 +279,10 @@ func printLeader(w io.Writer, key string, l elect.Leader, asJSON, line bool) {
 	}
 	if line {
 		stamp := now.UTC().Format(time.RFC3339Nano)
+		if l.Unknown {
+			fmt.Fprintf(w, "%s leader unknown: %v\n", stamp, l.Err)
+			return
+		}
 		if !l.Elected {
 			fmt.Fprintf(w, "%s no leader\n", stamp)
 			return

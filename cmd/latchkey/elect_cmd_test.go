@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/elect"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -234,4 +235,76 @@ rmdir inside`
 	if elected == 0 {
 		t.Fatal("observe saw no leader")
 	}
+}
+
+// TestElectObserveSaysLeaderUnknownInAnOutage: with Redis stopped, "elect
+// observe" once kept its last line, the old leader, for as long as it ran,
+// while that leader had exited with a lost term. It must print that who
+// leads is unknown, with the reason, within the leader's lease, and the
+// leader again once Redis is back.
+func TestElectObserveSaysLeaderUnknownInAnOutage(t *testing.T) {
+	t.Parallel()
+	srv := testsvc.StartRedis(t)
+	url := "redis://" + srv.Addr()
+	leader := exec.Command(os.Args[0], "elect", "--key", "outage", "--ttl", "2s", "--value", "host-a", "--backend", url, "--", "sleep", "60")
+	if err := leader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = leader.Process.Kill(); _ = leader.Wait() })
+	obs := exec.Command(os.Args[0], "elect", "observe", "outage", "--json", "--backend", url)
+	out, err := obs.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = obs.Process.Kill(); _ = obs.Wait() })
+	lines := make(chan leaderJSON, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var l leaderJSON
+			if json.Unmarshal(sc.Bytes(), &l) == nil {
+				lines <- l
+			}
+		}
+		close(lines)
+	}()
+	next := func(what string, ok func(leaderJSON) bool) leaderJSON {
+		t.Helper()
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case l, open := <-lines:
+				if !open {
+					t.Fatalf("observe ended, waiting for %s", what)
+				}
+				if ok(l) {
+					return l
+				}
+			case <-deadline:
+				t.Fatalf("no %s from observe", what)
+			}
+		}
+	}
+	next("host-a as leader", func(l leaderJSON) bool { return l.Elected && l.Value == "host-a" })
+	srv.Stop()
+	l := next("word of the outage", func(l leaderJSON) bool {
+		if l.Elected {
+			t.Fatalf("observe printed a leader during the outage: %+v", l)
+		}
+		return l.Unknown
+	})
+	if l.Error == "" {
+		t.Fatalf("leader unknown without a reason: %+v", l)
+	}
+	srv.Start()
+	// host-a's latchkey lost its term in the outage and exited; a new one leads.
+	again := exec.Command(os.Args[0], "elect", "--key", "outage", "--ttl", "2s", "--value", "host-b", "--backend", url, "--", "sleep", "60")
+	if err := again.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = again.Process.Kill(); _ = again.Wait() })
+	next("host-b as leader after the outage", func(l leaderJSON) bool { return l.Elected && l.Value == "host-b" })
 }

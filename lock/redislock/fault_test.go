@@ -245,3 +245,42 @@ func TestPausedHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAcquireNeverReturnsAnExpiredLease: when the answer to an acquisition
+// arrives after the lease's local deadline (a link so slow that the round
+// trip outlasts the TTL; an etcd cluster electing a leader behaves the same),
+// the lock may already have passed on. Acquire must not hand out that lease,
+// already past its deadline: it gives the lock back and reports it not
+// acquired, or, when it may wait, tries again.
+func TestAcquireNeverReturnsAnExpiredLease(t *testing.T) {
+	t.Parallel()
+	srv := testsvc.StartRedis(t)
+	proxy := testsvc.NewProxy(t, srv.Addr())
+	l := newLocker(t, newClient(t, proxy.Addr()))
+	admin := newClient(t, srv.Addr())
+	if err := admin.Ping(ctxT(t)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	proxy.SetLatency(700 * time.Millisecond) // a round trip of 1.4 s, over the 1 s TTL
+	lease, err := l.Acquire(ctxT(t), "slow", lock.WithTTL(faultTTL), lock.WithWait(0))
+	if err == nil {
+		select {
+		case <-lease.Done():
+			t.Fatalf("Acquire returned a lease already lost (%v), past its deadline %v", lease.Err(), lease.Deadline())
+		default:
+			t.Fatalf("Acquire returned a lease at %v, past its deadline %v", time.Now(), lease.Deadline())
+		}
+	}
+	if !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("Acquire over a link slower than the TTL: %v, want ErrNotAcquired", err)
+	}
+	proxy.SetLatency(0)
+	// It gave the lock back (or it expired): the key is free again.
+	lease, err = l.Acquire(ctxT(t), "slow", lock.WithTTL(faultTTL), lock.WithWait(5*time.Second))
+	if err != nil {
+		t.Fatalf("Acquire once the link is fast again: %v", err)
+	}
+	if err := lease.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
