@@ -244,7 +244,7 @@ func holdingPermits(ctx context.Context, addr, name string, n int, d time.Durati
 func deleteSemaphoreKeys(ctx context.Context, addr, prefix string) {
 	c := newGoRedis(addr)
 	defer c.Close()
-	iter := c.Scan(ctx, 0, redislock.DefaultSemaphorePrefix+"{"+prefix+"*", 1000).Iterator()
+	iter := c.Scan(ctx, 0, redislock.DefaultPrefix+"{"+prefix+"*", 1000).Iterator()
 	for iter.Next(ctx) {
 		_ = c.Del(ctx, iter.Val()).Err()
 	}

@@ -123,8 +123,12 @@ func electCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		opts = append(opts, elect.WithWait(time.Duration(wait)))
 	}
 	t, err := e.Campaign(ctx, *value, opts...)
+	var mode *lock.ModeError
 	switch {
 	case err == nil:
+	case errors.As(err, &mode):
+		fmt.Fprintf(stderr, "%s: %v; not running the command\n", name, mode)
+		return exitNotAcquired
 	case errors.Is(err, lock.ErrNotAcquired):
 		fmt.Fprintf(stderr, "%s: someone else leads; not running the command\n", name)
 		return exitNotAcquired

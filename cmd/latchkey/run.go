@@ -68,8 +68,13 @@ each under one permit, with the same lease, token and statuses.
 Without --backend (or $LATCHKEY_BACKEND) the lock is a SQLite file on this
 host: it excludes only commands on this host, not the same job on others.
 
+One name is one resource: on Redis and SQLite, a run with --permits, with
+--shared or --exclusive, or without either, and "latchkey elect", do not get
+in while KEY is held in another of these modes; they fail at once (exit 75)
+saying how KEY is held.
+
 Exit status: the command's own; 128+N if it died of signal N; 75 if the lock
-was not acquired (held elsewhere and --wait ran out); 76 if the lease was lost
+was not acquired (held elsewhere and --wait ran out, or held in another mode); 76 if the lease was lost
 while the command ran; 69 if the backend failed; 127 if the command could not
 be started; 2 for usage errors; 130 if interrupted while waiting.
 
@@ -157,7 +162,11 @@ func openFailed(err error, stderr io.Writer) int {
 // was held elsewhere and what naming what was waited for, and returns the
 // exit status.
 func acquireFailed(ctx context.Context, err error, held, what string, stderr io.Writer) int {
+	var mode *lock.ModeError
 	switch {
+	case errors.As(err, &mode):
+		fmt.Fprintf(stderr, "latchkey run: %v; not running the command\n", mode)
+		return exitNotAcquired
 	case errors.Is(err, lock.ErrNotAcquired):
 		fmt.Fprintf(stderr, "latchkey run: %s; not running the command\n", held)
 		return exitNotAcquired

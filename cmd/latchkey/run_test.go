@@ -320,3 +320,34 @@ func TestRunWarnsLocalLock(t *testing.T) {
 		})
 	}
 }
+
+// TestRunOneNameOneResource: two hosts mid-migration run one job with
+// different flags; on the default SQLite file a plain run holds K, and runs
+// of K with --permits, --shared and --exclusive are each refused at once
+// (exit 75), saying K is held as a lock; none runs its command. ("latchkey
+// elect --key K" is the lock's own mode: it waits as any contender.)
+func TestRunOneNameOneResource(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	url := sqliteURL(dir)
+	holder, out := runProc(t, dir, "--key", "K", "--backend", url, "--", "sh", "-c", "touch started; sleep 30")
+	waitFile(t, filepath.Join(dir, "started"))
+	ran := filepath.Join(dir, "ran")
+	for _, args := range [][]string{
+		{"run", "--key", "K", "--permits", "1", "--wait", "0"},
+		{"run", "--key", "K", "--shared", "--wait", "5s"},
+		{"run", "--key", "K", "--exclusive"},
+	} {
+		full := append(append(args, "--backend", url, "--"), "touch", ran)
+		code, _, stderr := latchkey(t, full...)
+		if code != exitNotAcquired || !strings.Contains(stderr, `"K" is held as a lock`) {
+			t.Errorf("%q while a plain run holds K: exit %d, %s; want %d saying K is held as a lock", args, code, stderr, exitNotAcquired)
+		}
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("a command ran while K was held in another mode")
+	}
+	_ = holder.Process.Signal(syscall.SIGTERM)
+	exitCode(t, holder)
+	_ = out
+}

@@ -1,12 +1,18 @@
 -- Take the lock and issue the next fencing token, in one step: SET NX PX
 -- takes it, next_token (token.lua) issues the token.
--- KEYS[1] lock, KEYS[2] fencing counter, KEYS[3] waiters flag (one hash tag)
+-- KEYS[1] lock, KEYS[2] fencing counter, KEYS[3] waiters flag, KEYS[4..7]
+-- the name's read-write writer and readers and semaphore lease ends and
+-- holders, which must not hold it (one hash tag)
 -- ARGV[1] owner, ARGV[2] lease ms, ARGV[3] counter retention ms,
 -- ARGV[4] waiters-flag lifetime ms. An owner's first 16 bytes are its
 -- Locker's (lock.Manager's), the same for all its leases.
 -- Returns the token (> 0) when taken; else minus the holder's remaining lease
 -- in ms, at least 1 (a lease in its last millisecond is not "unknown"), or 0
--- when that is unknown.
+-- when that is unknown; or other_mode's error (modes.lua).
+local other = other_mode(false, KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+if other then
+	return other
+end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 	return next_token(KEYS[2], ARGV[3])
 end

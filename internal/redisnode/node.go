@@ -13,6 +13,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,6 +27,9 @@ import (
 var (
 	//go:embed token.lua
 	tokenLua string
+
+	//go:embed modes.lua
+	modesLua string
 
 	//go:embed acquire.lua
 	acquireLua    string
@@ -43,10 +48,26 @@ var (
 	releaseHandoverScript = withToken(releaseHandoverLua)
 )
 
+// scriptError is the error of an acquisition script: a *lock.ModeError for
+// other_mode's refusal (modes.lua), else err as redislock's.
+func scriptError(err error, name string) error {
+	held, ok := strings.CutPrefix(err.Error(), "MODE ")
+	if !ok {
+		return fmt.Errorf("redislock: %w", err)
+	}
+	e := &lock.ModeError{Key: name, HeldAs: held}
+	if n, ok := strings.CutPrefix(held, lock.ModeSemaphore+" "); ok {
+		e.HeldAs = lock.ModeSemaphore
+		e.Permits, _ = strconv.Atoi(n)
+	}
+	return e
+}
+
 // withToken returns the script body preceded by token.lua's next_token, the
-// one rule every script that issues a fencing token follows.
+// one rule every script that issues a fencing token follows, and modes.lua's
+// other_mode, which every such script asks first.
 func withToken(body string) *redis.Script {
-	return redis.NewScript(tokenLua + body)
+	return redis.NewScript(tokenLua + modesLua + body)
 }
 
 // waitersFlagTTLArg is millis(waitersFlagTTL), boxed once.
@@ -65,13 +86,32 @@ func ttlArg(ttl time.Duration) any {
 }
 
 // lockKeys returns the keys of key's lock, its fencing counter and its
-// waiters flag (LockKey and its companions), built in one allocation.
-func lockKeys(prefix, key string) [3]string {
+// waiters flag (LockKey and its companions), then those of the name's other
+// modes an acquisition checks (acquire.lua): the read-write writer and
+// readers (RWKeys) and the semaphore's lease ends and holders, built in one
+// allocation.
+func lockKeys(prefix, key string) [7]string {
 	lk := LockKey(prefix, key)
-	const fence, waiters = ":fence", ":waiters"
-	all := lk + fence + lk + waiters
-	n := len(lk)
-	return [3]string{all[:n], all[:n+len(fence)], all[n+len(fence):]}
+	suffixes := [...]string{"", ":fence", ":waiters", ":rw:writer", ":rw:readers", semSuffix, semSuffix + ":holders"}
+	size := 0
+	for _, s := range suffixes {
+		size += len(lk) + len(s)
+	}
+	var b strings.Builder
+	b.Grow(size)
+	var ends [len(suffixes)]int
+	for i, s := range suffixes {
+		b.WriteString(lk)
+		b.WriteString(s)
+		ends[i] = b.Len()
+	}
+	all := b.String()
+	var ks [7]string
+	start := 0
+	for i, end := range ends {
+		ks[i], start = all[start:end], end
+	}
+	return ks
 }
 
 // waitersFlagTTL is how long a failed attempt marks a key as waited for, so
@@ -158,7 +198,7 @@ func (b *Node) TryAcquire(ctx context.Context, key, owner string, ttl time.Durat
 	ks := lockKeys(b.prefix, key)
 	n, err := b.exec.Run(ctx, nil, acquireScript, ks[:], owner, ttlArg(ttl), b.retentionArg, waitersFlagTTLArg).Int64()
 	if err != nil {
-		return 0, 0, fmt.Errorf("redislock: %w", err)
+		return 0, 0, scriptError(err, key)
 	}
 	if n <= 0 {
 		return 0, time.Duration(-n) * time.Millisecond, lock.ErrNotAcquired
@@ -284,7 +324,7 @@ func (b *Node) release(ctx context.Context, key, owner, id string, ordered func(
 // ReleaseHandover implements lock.HandoverReleaser.
 func (b *Node) ReleaseHandover(ctx context.Context, key, owner, next string, ttl time.Duration) (uint64, error) {
 	ks := lockKeys(b.prefix, key)
-	v, err := b.exec.Run(ctx, nil, releaseHandoverScript, ks[:], owner, next, ttlArg(ttl), b.retentionArg, b.channel, anonymous).Int64()
+	v, err := b.exec.Run(ctx, nil, releaseHandoverScript, ks[:3], owner, next, ttlArg(ttl), b.retentionArg, b.channel, anonymous).Int64()
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("redislock: %w", err)

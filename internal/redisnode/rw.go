@@ -104,10 +104,12 @@ func (rw *RW) TryAcquire(ctx context.Context, name, owner string, mode rwlock.Mo
 	if intent {
 		in = "1"
 	}
-	n, err := b.exec.Run(ctx, nil, rwAcquireScript, RWKeys(b.prefix, name),
+	lk := lockKeys(b.prefix, name)
+	keys := append(RWKeys(b.prefix, name), lk[0], lk[5], lk[6])
+	n, err := b.exec.Run(ctx, nil, rwAcquireScript, keys,
 		owner, modeArg(mode), millis(ttl), in, millis(rwlock.IntentTTL), b.retention, millis(waitersFlagTTL), rw.readersKept()).Int64()
 	if err != nil {
-		return 0, 0, fmt.Errorf("redislock: %w", err)
+		return 0, 0, scriptError(err, name)
 	}
 	if n <= 0 {
 		return 0, time.Duration(-n) * time.Millisecond, lock.ErrNotAcquired

@@ -1,8 +1,9 @@
 -- One attempt at a read-write lock, and the next fencing token, in one step.
 -- KEYS[1] writer (its owner), KEYS[2] writer's token, KEYS[3] readers (zset:
 -- "<token> <owner>" -> lease end ms), KEYS[4] waiting writers' intents
--- (zset: owner -> end ms), KEYS[5] fencing counter, KEYS[6] waiters flag
--- (one hash tag)
+-- (zset: owner -> end ms), KEYS[5] fencing counter, KEYS[6] waiters flag,
+-- KEYS[7..9] the name's lock and semaphore lease ends and holders, which
+-- must not hold it (one hash tag)
 -- ARGV[1] owner, ARGV[2] "r" or "w", ARGV[3] lease ms, ARGV[4] "1" if a
 -- waiting writer records its intent on failure, ARGV[5] intent ms,
 -- ARGV[6] counter retention ms, ARGV[7] waiters-flag lifetime ms, ARGV[8]
@@ -10,7 +11,12 @@
 -- longest lease, so no live reader's entry goes with them)
 -- Returns the token (> 0) when taken; else minus how long the holders that
 -- keep the owner out have left in ms, at least 1, or 0 when that is
--- unknown (a reader kept out by a writer's intent).
+-- unknown (a reader kept out by a writer's intent); or other_mode's error
+-- (modes.lua).
+local other = other_mode(KEYS[7], false, false, KEYS[8], KEYS[9])
+if other then
+	return other
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 

@@ -3,12 +3,18 @@
 -- time, ms) and a hash of N, the permits used, and each holder's
 -- "count token taken-at-ms"; holders whose lease ended are dropped first.
 -- KEYS[1] lease ends, KEYS[2] holders, KEYS[3] fencing counter, KEYS[4]
--- waiters flag (one hash tag)
+-- waiters flag, KEYS[5..7] the name's lock and read-write writer and
+-- readers, which must not hold it (one hash tag)
 -- ARGV[1] owner, ARGV[2] N, ARGV[3] count, ARGV[4] lease ms, ARGV[5] counter
 -- retention ms, ARGV[6] waiters-flag lifetime ms
 -- Returns the token (> 0) when taken; else minus the ms until the earliest
 -- holder's lease ends (at least 1), or 0 when nobody holds; or the error
--- "MISMATCH <N>" when the holders took their permits with another N.
+-- "MISMATCH <N>" when the holders took their permits with another N, or
+-- other_mode's (modes.lua).
+local other = other_mode(KEYS[5], KEYS[6], KEYS[7], false, false)
+if other then
+	return other
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 

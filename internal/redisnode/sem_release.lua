@@ -2,7 +2,8 @@
 -- when someone has been waiting lately, publish the release.
 -- KEYS[1] lease ends, KEYS[2] holders, KEYS[3] waiters flag (one hash tag)
 -- ARGV[1] owner, ARGV[2] release channel, ARGV[3] the releasing Locker's id
--- (16 bytes), which prefixes the message.
+-- (16 bytes), which prefixes the message, ARGV[4] the name's lock key, which
+-- the message names, as a lock's and a read-write lock's releases do.
 -- Returns 1 if the permits were held, 0 if not (an ended lease is dropped).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -22,6 +23,6 @@ if ends <= now then
 	return 0
 end
 if redis.call('EXISTS', KEYS[3]) == 1 then
-	redis.call('PUBLISH', ARGV[2], ARGV[3] .. KEYS[1])
+	redis.call('PUBLISH', ARGV[2], ARGV[3] .. ARGV[4])
 end
 return 1

@@ -35,16 +35,15 @@ var (
 	semInspectScript = redis.NewScript(semInspectLua)
 )
 
-// DefaultSemaphorePrefix starts every Redis key and the release channel of
-// a Semaphores unless WithPrefix says otherwise.
-const DefaultSemaphorePrefix = "latchkey:sem:"
+// semSuffix follows a name's lock key (LockKey) in its semaphore's keys.
+const semSuffix = ":sem"
 
 // Semaphores is the semaphore backend on one Redis server or Cluster: a
 // lock.Backend for the keys semaphore.Key makes. A name's permits are two
-// keys with one hash tag: a sorted set of the holders' lease ends (server
-// time, ms) and a hash of N, the permits used and each holder's count, token
-// and start; beside them the fencing counter and the waiters flag, as a
-// lock's. Every operation is one script; renewals of many permits go in one
+// keys beside its lock's, with its hash tag: a sorted set of the holders'
+// lease ends (server time, ms) and a hash of N, the permits used and each
+// holder's count, token and start; beside them the fencing counter and the
+// waiters flag, as a lock's. Every operation is one script; renewals of many permits go in one
 // pipeline; releases of waited-for names are published on one channel, to
 // which one subscription per Semaphores listens.
 type Semaphores struct {
@@ -61,11 +60,10 @@ var (
 )
 
 // NewSemaphores returns the semaphore backend on client, with the options of
-// New; the prefix defaults to DefaultSemaphorePrefix. It returns an error
-// wrapping lock.ErrInvalid for a nil client or a bad option and touches no
-// server.
+// New. It returns an error wrapping lock.ErrInvalid for a nil client or a bad
+// option and touches no server.
 func NewSemaphores(client Client, opts ...Option) (*Semaphores, error) {
-	n, err := New(client, append([]Option{WithPrefix(DefaultSemaphorePrefix)}, opts...)...)
+	n, err := New(client, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -76,17 +74,21 @@ func NewSemaphores(client Client, opts ...Option) (*Semaphores, error) {
 func (s *Semaphores) Close() error { return s.n.Close() }
 
 // keys returns the Redis keys of name's semaphore: lease ends, holders,
-// fencing counter, waiters flag.
+// fencing counter, waiters flag; then those of the name's other modes an
+// acquisition checks (sem_acquire.lua): its lock and read-write writer and
+// readers.
 func (s *Semaphores) keys(name string) []string {
-	z := LockKey(s.n.prefix, name)
-	return []string{z, z + ":holders", z + ":fence", z + ":waiters"}
+	lk := LockKey(s.n.prefix, name)
+	z := lk + semSuffix
+	return []string{z, z + ":holders", z + ":fence", z + ":waiters", lk, lk + ":rw:writer", lk + ":rw:readers"}
 }
 
-// Keys returns the Redis keys of name's semaphore, for an operator: the
-// sorted set of lease ends and the hash of holders.
-func (s *Semaphores) Keys(name string) (ends, holders string) {
-	k := s.keys(name)
-	return k[0], k[1]
+// SemaphoreKeys returns the Redis keys of name's semaphore under prefix, for
+// an operator: the sorted set of lease ends and the hash of holders.
+// Deleting both revokes every permit of the name.
+func SemaphoreKeys(prefix, name string) (ends, holders string) {
+	ends = LockKey(prefix, name) + semSuffix
+	return ends, ends + ":holders"
 }
 
 var errPermitNotHeld = lockerr.NotHeld("redislock: the permit expired or was revoked")
@@ -104,7 +106,7 @@ func (s *Semaphores) TryAcquire(ctx context.Context, key, owner string, ttl time
 			h, _ := strconv.Atoi(held)
 			return 0, 0, &semaphore.MismatchError{Name: r.Name, Asked: r.Permits, Holders: h}
 		}
-		return 0, 0, fmt.Errorf("redislock: %w", err)
+		return 0, 0, scriptError(err, r.Name)
 	}
 	if n <= 0 {
 		return 0, time.Duration(-n) * time.Millisecond, lock.ErrNotAcquired
@@ -159,7 +161,7 @@ func (s *Semaphores) release(ctx context.Context, key, owner, id string, ordered
 		return err
 	}
 	k := s.keys(r.Name)
-	n, err := s.n.exec.Run(ctx, ordered, semReleaseScript, []string{k[0], k[1], k[3]}, owner, s.n.channel, id).Int64()
+	n, err := s.n.exec.Run(ctx, ordered, semReleaseScript, []string{k[0], k[1], k[3]}, owner, s.n.channel, id, k[4]).Int64()
 	if err != nil {
 		return fmt.Errorf("redislock: %w", err)
 	}
@@ -188,7 +190,7 @@ func (s *Semaphores) Shared(key string) bool {
 // InspectSemaphore implements semaphore.Inspector with one script that
 // changes nothing. Waiting means an attempt failed within the last 10 s.
 func (s *Semaphores) InspectSemaphore(ctx context.Context, name string) (semaphore.Info, error) {
-	v, err := semInspectScript.Run(ctx, s.n.client, s.keys(name)).Slice()
+	v, err := semInspectScript.Run(ctx, s.n.client, s.keys(name)[:4]).Slice()
 	if err != nil {
 		return semaphore.Info{}, fmt.Errorf("redislock: %w", err)
 	}

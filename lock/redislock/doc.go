@@ -18,7 +18,12 @@
 // attempt or until the next release, that a waiter of another Locker than
 // the holder's waits for K. (A key starting with '}' or '\' gets a
 // '\' in front inside the braces.) Keys are passed to scripts as data, never
-// spliced into them.
+// spliced into them. The name's read-write lock (NewRW) and semaphore
+// (NewSemaphores) live beside these keys, "<prefix>{K}:rw:..." and
+// "<prefix>{K}:sem...", and every acquisition script checks the other
+// modes' keys first: one name is one resource, and an acquisition while
+// another mode holds it fails at once with a *lock.ModeError ("K is held as
+// a semaphore of 3 permits"), costing the common case one EXISTS.
 //
 // # Round trips and commands
 //
@@ -30,13 +35,15 @@
 // WithBatching), and all leases due for renewal at once are renewed in one
 // pipeline.
 //
-// An uncontended acquire and release pair costs Redis seven commands, those
+// An uncontended acquire and release pair costs Redis eight commands, those
 // the scripts run included:
 //
-//   - EVALSHA of the acquire script; SET NX PX of the lock key, which takes
-//     the lock with its lease; TIME, and a SET PX GET of the fencing counter
-//     that stores the clock and answers the last token (below), which two
-//     issues within one microsecond follow with a second SET.
+//   - EVALSHA of the acquire script; EXISTS of the name's read-write lock
+//     and semaphore keys, which must be absent; SET NX PX of the lock key,
+//     which takes the lock with its lease; TIME, and a SET PX GET of the
+//     fencing counter that stores the clock and answers the last token
+//     (below), which two issues within one microsecond follow with a second
+//     SET.
 //   - EVALSHA of the release script; GET of the lock key, which checks that
 //     the lease is still the releaser's; DEL of the lock key and the waiters
 //     mark together, whose count tells whether anyone waited (then, and
@@ -48,7 +55,7 @@
 // PEXPIRE. A release with a waiter of its own Locker behind it runs another
 // script, which takes the lock for that waiter with the next token in the
 // same step, unless the waiters mark is set: six commands and one round
-// trip per hand-off, instead of a release and an attempt, seven commands and
+// trip per hand-off, instead of a release and an attempt, eight commands and
 // two round trips. The scripts need Redis 6.2 or later (SET ... GET).
 //
 // # Fencing tokens: the exact guarantee

@@ -7,9 +7,10 @@ import (
 
 // NewRW returns a read-write Locker (package rwlock) that keeps its locks
 // in client's Redis, with New's options. Each name's read-write lock lives
-// in keys of its own, beside the name's plain lock and apart from it (a
-// plain lock and a read-write lock of one name do not exclude each other),
-// all with the name's hash tag, so it works on Redis Cluster:
+// in keys of its own, beside the name's plain lock and semaphore, all with
+// the name's hash tag, so it works on Redis Cluster; one name is one
+// resource, so an acquisition while the name is held as a lock or a
+// semaphore (of the same prefix) fails at once with a *lock.ModeError:
 //
 //	<prefix>{name}:rw:writer        the writer's owner, expiring with its lease
 //	<prefix>{name}:rw:writer-token  the writer's token

@@ -5,14 +5,11 @@ import (
 	"github.com/latchkey-go/latchkey/semaphore"
 )
 
-// DefaultSemaphorePrefix starts the name of every Redis key NewSemaphores's
-// Client writes, unless WithPrefix says otherwise.
-const DefaultSemaphorePrefix = redisnode.DefaultSemaphorePrefix
-
 // NewSemaphores returns a semaphore.Client whose permits live in client's
-// Redis (one server or a Cluster), with the options of New; WithPrefix
-// defaults to "latchkey:sem:" ([DefaultSemaphorePrefix]). Clients that share
-// permits need the same prefix.
+// Redis (one server or a Cluster), with the options of New. Clients that
+// share permits need the same prefix, and a name's permits exclude its lock
+// and read-write lock of the same prefix: an acquisition while the name is
+// held in another mode fails with a *lock.ModeError.
 //
 // A name's permits are one sorted set of its holders' lease ends, by the
 // server's clock, and one hash of N, the permits used and each holder's

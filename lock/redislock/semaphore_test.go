@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/modetest"
 	"github.com/latchkey-go/latchkey/internal/redisnode"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/rwlock"
 	"github.com/latchkey-go/latchkey/semaphore"
 	"github.com/latchkey-go/latchkey/semaphore/semaphoretest"
 )
@@ -39,8 +41,8 @@ func TestSemaphoreConformance(t *testing.T) {
 					return c
 				},
 				Revoke: func(t *testing.T, name string) {
-					z := redisnode.LockKey(prefix, name)
-					if err := admin.Del(ctxT(t), z, z+":holders").Err(); err != nil {
+					ends, holders := redisnode.SemaphoreKeys(prefix, name)
+					if err := admin.Del(ctxT(t), ends, holders).Err(); err != nil {
 						t.Errorf("revoke: %v", err)
 					}
 				},
@@ -80,4 +82,34 @@ func TestSemaphoreBadInputTouchesNoServer(t *testing.T) {
 	if _, err := s.Acquire(ctx); errors.Is(err, lock.ErrInvalid) || err == nil {
 		t.Fatalf("Acquire against no server = %v, want a connection error", err)
 	}
+}
+
+// TestOneNameOneResource: on one Redis, a lock, an election, a read-write
+// lock and a semaphore of one name exclude each other; an acquisition in one
+// mode while another holds the name is refused, naming that mode.
+func TestOneNameOneResource(t *testing.T) {
+	addr := testsvc.RedisAddr(t)
+	prefix := testsvc.KeyPrefix(t)
+	admin := newClient(t, addr)
+	t.Cleanup(func() { deletePrefix(t, admin, DefaultPrefix+"{"+prefix) })
+	modetest.Run(t, modetest.Harness{
+		Lock: func(t *testing.T) lock.Locker { return newLocker(t, newClient(t, addr)) },
+		RW: func(t *testing.T) *rwlock.Locker {
+			l, err := NewRW(newClient(t, addr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l.Close() })
+			return l
+		},
+		Semaphore: func(t *testing.T) *semaphore.Client {
+			c, err := NewSemaphores(newClient(t, addr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		},
+		Key: func(t *testing.T) string { return prefix + t.Name() },
+	})
 }

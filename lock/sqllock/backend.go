@@ -16,7 +16,7 @@ import (
 
 // backend implements lock.Backend and lock.BatchRenewer on a lease table.
 type backend struct {
-	db      sqlconn.Querier
+	db      sqlconn.DB
 	dialect Dialect
 	q       queries
 }
@@ -42,13 +42,18 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 		return uint64(token.Int64), 0, nil
 	}
 	if b.dialect == SQLite {
-		// Held: ask how long the holder has left, to time the next attempt.
+		// Held, by a lock or another mode (see modes.go): ask which, and
+		// how long a holding lock has left, to time the next attempt.
 		// (SQLite runs in-process, so the second statement costs no round trip.)
 		// A lease in its last millisecond is reported as 1 ms, not unknown.
-		if ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.holder, key), &left); err != nil || !ok {
+		var held sql.NullInt64
+		var rw, permits int64
+		if ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.holder, key), &held, &rw, &permits); err != nil || !ok {
 			left = 0
+		} else if err := modeError(key, lock.ModeLock, 0, rw, permits); err != nil {
+			return 0, 0, err
 		} else {
-			left = max(left, 1)
+			left = max(held.Int64, 1)
 		}
 	}
 	return 0, time.Duration(max(left, 0)) * time.Millisecond, lock.ErrNotAcquired

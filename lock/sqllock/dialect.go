@@ -86,7 +86,18 @@ FROM unnest($1::text[], $2::text[], $3::bigint[]) AS v(key, owner, ttl)
 WHERE l.key = v.key AND l.owner = v.owner AND l.expires_at > {now_ms}
 RETURNING l.key`)
 	case SQLite:
-		q.acquire = fill(acquire + ", 0")
+		// The insert only where no other mode holds the key (modes.go);
+		// the SELECT's WHERE also keeps the upsert apart from its ON.
+		q.acquire = fill(`INSERT INTO {table} AS l (key, owner, expires_at, token)
+SELECT $1, $2, {now_ms} + $3, {now_us}
+WHERE NOT ` + rwLive + ` AND ` + semPermits + ` = 0
+ON CONFLICT (key) DO UPDATE
+SET owner = excluded.owner, expires_at = excluded.expires_at, token = {greatest}(l.token + 1, excluded.token)
+WHERE l.owner IS NULL OR l.expires_at <= {now_ms}
+RETURNING token, 0`)
+		// The holder's time left, and whether other modes hold the key.
+		q.holder = fill(`SELECT (SELECT expires_at - {now_ms} FROM {table} WHERE key = $1 AND owner IS NOT NULL), ` +
+			rwLive + `, ` + semPermits)
 		q.release = fill(`UPDATE {table} SET owner = NULL, expires_at = 0
 WHERE key = $1 AND owner = $2 AND expires_at > {now_ms}
 RETURNING key`)

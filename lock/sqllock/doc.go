@@ -41,4 +41,13 @@
 // one connection (db.SetMaxOpenConns(1)): SQLite lets one writer in at a time
 // and its busy handler is not fair, so a process's own connections could
 // starve its renewals; one connection queues them in order instead.
+//
+// One name, one resource: on SQLite a lock, a read-write lock (NewRW) and a
+// semaphore (NewSemaphores) of one name in the default tables exclude each
+// other. Each acquisition checks the other modes' tables in its own
+// transaction, after its first write has taken SQLite's one write lock, and
+// an acquisition while another mode holds the name fails at once with a
+// *lock.ModeError. Every SQLite constructor creates the tables of all three.
+// On PostgreSQL and MySQL the modes of one name are not checked against each
+// other yet: use distinct names for distinct modes there.
 package sqllock

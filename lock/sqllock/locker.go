@@ -84,6 +84,9 @@ func newLocker(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.Pool
 	if err := d.Check(ctx, db, lock.ErrInvalid); err != nil {
 		return nil, fmt.Errorf("sqllock: %w", err)
 	}
+	if err := migrateFamily(ctx, db, d); err != nil {
+		return nil, err
+	}
 	if err := migrate(ctx, db, d, o.table, q.migrate); err != nil {
 		return nil, fmt.Errorf("sqllock: creating table %s: %w", o.table, err)
 	}

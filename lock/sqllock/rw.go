@@ -160,6 +160,7 @@ type rwBackend struct {
 	dialect  Dialect
 	q        rwQueries
 	listener *listener // nil unless PostgreSQL through pgx
+	modes    string    // modeQuery's: "" where modes are not checked
 }
 
 var (
@@ -181,10 +182,13 @@ func newRW(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.Pool, op
 	if err := d.Check(ctx, db, lock.ErrInvalid); err != nil {
 		return nil, fmt.Errorf("sqllock: %w", err)
 	}
+	if err := migrateFamily(ctx, db, d); err != nil {
+		return nil, err
+	}
 	if err := migrate(ctx, db, d, o.table, q.migrate); err != nil {
 		return nil, fmt.Errorf("sqllock: creating table %s: %w", o.table, err)
 	}
-	b := &rwBackend{db: db, pool: pool, dialect: d, q: q}
+	b := &rwBackend{db: db, pool: pool, dialect: d, q: q, modes: modeQuery(d)}
 	if pool == nil {
 		return rwlock.New(b)
 	}
@@ -220,6 +224,10 @@ func (b *rwBackend) TryAcquire(ctx context.Context, name, owner string, mode rwl
 	}
 	if !m.blocks(mode) {
 		token, ok, err := b.take(ctx, name, owner, mode, ttl, &m)
+		var me *lock.ModeError
+		if errors.As(err, &me) {
+			return 0, 0, me
+		}
 		if err != nil {
 			return 0, 0, fmt.Errorf("sqllock: %w", err)
 		}
@@ -324,6 +332,9 @@ func (b *rwBackend) take(ctx context.Context, name, owner string, mode rwlock.Mo
 	got, err := sqlconn.ScanOne(tx.QueryRow(ctx, b.q.takeIfFree, name, modeCode(mode)), &t)
 	if err != nil || !got {
 		return 0, false, err
+	}
+	if err := otherMode(ctx, tx, b.modes, name, lock.ModeReadWrite); err != nil {
+		return 0, false, err // rolled back
 	}
 	if _, err := tx.Exec(ctx, b.q.hold, name, owner, modeCode(mode), ttl.Milliseconds(), t); err != nil {
 		return 0, false, err

@@ -74,10 +74,13 @@ func newSemaphores(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.
 	if err := d.Check(ctx, db, lock.ErrInvalid); err != nil {
 		return nil, fmt.Errorf("sqllock: %w", err)
 	}
+	if err := migrateFamily(ctx, db, d); err != nil {
+		return nil, err
+	}
 	if err := migrate(ctx, db, d, o.table, q.migrate); err != nil {
 		return nil, fmt.Errorf("sqllock: creating the semaphore tables: %w", err)
 	}
-	b := &semBackend{db: db, dialect: d, q: q}
+	b := &semBackend{db: db, dialect: d, q: q, modes: modeQuery(d)}
 	var lb lock.Backend = b
 	switch {
 	case pool != nil:
@@ -244,6 +247,7 @@ type semBackend struct {
 	db      sqlconn.DB
 	dialect Dialect
 	q       semQueries
+	modes   string // modeQuery's: "" where modes are not checked
 }
 
 // semBatchBackend adds batch renewal (PostgreSQL, SQLite).
@@ -344,6 +348,14 @@ func (b *semBackend) tryAcquire(ctx context.Context, r semaphore.Request, owner 
 				return err
 			}
 		} else if _, err := sqlconn.ScanOne(tx.QueryRow(ctx, b.q.ensure, r.Name, r.Permits), &permits, &token); err != nil {
+			return err
+		}
+		if err := otherMode(ctx, tx, b.modes, r.Name, lock.ModeSemaphore); err != nil {
+			var me *lock.ModeError
+			if errors.As(err, &me) {
+				a.err = me
+				return nil
+			}
 			return err
 		}
 		var holders, used, firstEnds, ended int64

@@ -1,0 +1,140 @@
+// Package modetest checks that one name is one resource on a backend: a
+// lock, an election's term, a read-write lock and a semaphore of one name
+// exclude each other, and an acquisition in one mode while another mode
+// holds the name is refused at once with a *lock.ModeError naming that mode.
+// Every backend that offers more than one mode runs it against a real
+// server.
+package modetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/latchkey-go/latchkey/elect"
+	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/rwlock"
+	"github.com/latchkey-go/latchkey/semaphore"
+)
+
+// Harness opens one backend's primitives; each call is a new client, as
+// another process would have. Key returns a name unique to the test.
+type Harness struct {
+	Lock      func(t *testing.T) lock.Locker
+	RW        func(t *testing.T) *rwlock.Locker
+	Semaphore func(t *testing.T) *semaphore.Client
+	Key       func(t *testing.T) string
+}
+
+// permits is N of the semaphores the suite takes; ttl the leases.
+const (
+	permits = 3
+	ttl     = 2 * time.Second
+)
+
+// A holder is one way to hold a name, in one mode.
+type holder struct {
+	name string
+	mode string // lock.ModeLock, ModeReadWrite or ModeSemaphore
+	take func(t *testing.T, h Harness, key string, wait time.Duration) (release func(), err error)
+}
+
+var holders = []holder{
+	{"lock", lock.ModeLock, func(t *testing.T, h Harness, key string, wait time.Duration) (func(), error) {
+		l, err := h.Lock(t).Acquire(ctxT(t), key, lock.WithTTL(ttl), lock.WithWait(wait))
+		return leaseRelease(t, l), err
+	}},
+	{"election", lock.ModeLock, func(t *testing.T, h Harness, key string, wait time.Duration) (func(), error) {
+		e, err := elect.New(h.Lock(t), key, elect.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		term, err := e.Campaign(ctxT(t), "host-a", elect.WithWait(wait))
+		if err != nil {
+			return func() {}, err
+		}
+		return func() { _ = term.Resign(ctxT(t)) }, nil
+	}},
+	{"reader", lock.ModeReadWrite, func(t *testing.T, h Harness, key string, wait time.Duration) (func(), error) {
+		l, err := h.RW(t).RLock(ctxT(t), key, lock.WithTTL(ttl), lock.WithWait(wait))
+		return leaseRelease(t, l), err
+	}},
+	{"writer", lock.ModeReadWrite, func(t *testing.T, h Harness, key string, wait time.Duration) (func(), error) {
+		l, err := h.RW(t).Lock(ctxT(t), key, lock.WithTTL(ttl), lock.WithWait(wait))
+		return leaseRelease(t, l), err
+	}},
+	{"semaphore", lock.ModeSemaphore, func(t *testing.T, h Harness, key string, wait time.Duration) (func(), error) {
+		s, err := h.Semaphore(t).Semaphore(key, permits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.Acquire(ctxT(t), lock.WithTTL(ttl), lock.WithWait(wait))
+		if err != nil {
+			return func() {}, err
+		}
+		return leaseRelease(t, p.Lease), nil
+	}},
+}
+
+func leaseRelease(t *testing.T, l *lock.Lease) func() {
+	return func() {
+		if l != nil {
+			if err := l.Release(ctxT(t)); err != nil {
+				t.Errorf("Release: %v", err)
+			}
+		}
+	}
+}
+
+// Run checks every ordered pair of holders of different modes: while the
+// first holds a name, the second is refused at once, trying once and
+// waiting alike, with a *lock.ModeError naming the first's mode; once the
+// first lets go, the second gets in.
+func Run(t *testing.T, h Harness) {
+	for _, a := range holders {
+		for _, b := range holders {
+			if a.mode == b.mode {
+				continue // the same resource: ordinary contention
+			}
+			t.Run(a.name+" then "+b.name, func(t *testing.T) {
+				t.Parallel()
+				key := h.Key(t)
+				release, err := a.take(t, h, key, 0)
+				if err != nil {
+					t.Fatalf("%s: %v", a.name, err)
+				}
+				// A waiting attempt that waited would end in ErrNotAcquired.
+				for _, wait := range []time.Duration{0, 5 * time.Second} {
+					other, err := b.take(t, h, key, wait)
+					if err == nil {
+						other()
+						t.Fatalf("%s got in while %s held the name", b.name, a.name)
+					}
+					var me *lock.ModeError
+					if !errors.Is(err, lock.ErrOtherMode) || !errors.As(err, &me) {
+						t.Fatalf("%s (wait %v) while %s holds: %v, want a *lock.ModeError", b.name, wait, a.name, err)
+					}
+					if me.HeldAs != a.mode || me.Key != key {
+						t.Fatalf("the refusal says %q is held as %q, want %q as %q: %v", me.Key, me.HeldAs, key, a.mode, err)
+					}
+					if a.mode == lock.ModeSemaphore && me.Permits != 0 && me.Permits != permits {
+						t.Fatalf("the refusal says %d permits, want %d: %v", me.Permits, permits, err)
+					}
+				}
+				release()
+				other, err := b.take(t, h, key, 5*time.Second)
+				if err != nil {
+					t.Fatalf("%s after %s let go: %v", b.name, a.name, err)
+				}
+				other()
+			})
+		}
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
