@@ -68,7 +68,7 @@ each under one permit, with the same lease, token and statuses.
 Without --backend (or $LATCHKEY_BACKEND) the lock is a SQLite file on this
 host: it excludes only commands on this host, not the same job on others.
 
-One name is one resource: on Redis and SQLite, a run with --permits, with
+One name is one resource: on Redis, SQLite and etcd, a run with --permits, with
 --shared or --exclusive, or without either, and "latchkey elect", do not get
 in while KEY is held in another of these modes; they fail at once (exit 75)
 saying how KEY is held.

@@ -202,6 +202,7 @@ const (
 // A request is what the attempts of one TryAcquire or TryAcquirePartial
 // call ask for.
 type request struct {
+	name  string        // the lock's key
 	pfx   string        // the lock's queue: <prefix><name>/
 	ttl   time.Duration // the lock's TTL
 	secs  int64         // ttl as a lease TTL (ttlSeconds)
@@ -210,7 +211,7 @@ type request struct {
 }
 
 func (b *backend) request(name string, ttl time.Duration, need leaseNeed) request {
-	return request{pfx: b.prefix + name + "/", ttl: ttl, secs: ttlSeconds(ttl), need: need, reuse: true}
+	return request{name: name, pfx: b.prefix + name + "/", ttl: ttl, secs: ttlSeconds(ttl), need: need, reuse: true}
 }
 
 // A place is where an attempt found a contender's key in its lock's queue;
@@ -292,7 +293,7 @@ func (b *backend) attempt(ctx context.Context, c *contender, r request) (place, 
 	if r.needsRefresh(valid) {
 		valid, ka = r.ttl, b.startRefresh(ctx, c.lease)
 	}
-	at, err := b.enqueue(ctx, c, r.pfx)
+	at, err := b.enqueue(ctx, c, r.name, r.pfx)
 	kaErr := ka.confirm(c, start, r.ttl)
 	switch {
 	case err != nil:
@@ -354,7 +355,7 @@ func (r request) needsRefresh(valid time.Duration) bool {
 // stands. A key not queued yet (c.rev == 0) is put, unless it exists, in the
 // transaction that reads the head, and c.rev becomes its create revision; a
 // queued key is only compared with the head, which costs no raft write.
-func (b *backend) enqueue(ctx context.Context, c *contender, pfx string) (place, error) {
+func (b *backend) enqueue(ctx context.Context, c *contender, name, pfx string) (place, error) {
 	if c.rev != 0 {
 		g, err := b.c.Get(ctx, pfx, clientv3.WithFirstCreate()...)
 		if err != nil {
@@ -362,12 +363,19 @@ func (b *backend) enqueue(ctx context.Context, c *contender, pfx string) (place,
 		}
 		return c.placeIn(g.Kvs), nil
 	}
+	modes := modeOps(b.prefix, name, lock.ModeLock)
 	resp, err := b.c.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0)).
-		Then(clientv3.OpPut(c.key, c.label, clientv3.WithLease(c.lease)), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
-		Else(clientv3.OpGet(c.key), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
+		Then(append([]clientv3.Op{clientv3.OpPut(c.key, c.label, clientv3.WithLease(c.lease)), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)}, modes...)...).
+		Else(append([]clientv3.Op{clientv3.OpGet(c.key), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)}, modes...)...).
 		Commit()
 	if err != nil {
+		return 0, err
+	}
+	if err := modeOf(name, lock.ModeLock, resp.Responses); err != nil {
+		if resp.Succeeded {
+			c.rev = resp.Header.Revision // the key to withdraw
+		}
 		return 0, err
 	}
 	if resp.Succeeded {

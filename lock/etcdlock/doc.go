@@ -14,6 +14,14 @@
 // value is the holder label (lock.WithHolder), empty without one, as the
 // Mutex and etcdctl leave theirs.
 //
+// One name is one resource: the transaction that queues a contender also
+// counts the keys of the name's read-write lock (NewRW, <prefix>k/read/ and
+// <prefix>k/write/) and semaphore (NewSemaphores, under
+// DefaultSemaphorePrefix), and each of those counts the others', so a lock,
+// a read-write lock and a semaphore of one name exclude each other: an
+// acquisition that finds another mode's key withdraws its own and fails
+// with a *lock.ModeError.
+//
 // # Elections
 //
 // etcd's concurrency.Election uses this layout too (its proposal is the

@@ -148,9 +148,15 @@ func (b *rwBackend) create(ctx context.Context, name, owner string, mode rwlock.
 	}
 	key := b.dir(name) + kind + fmt.Sprintf("%x", int64(g.ID))
 	r, err := b.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, owner, clientv3.WithLease(g.ID))).Commit()
+		Then(append([]clientv3.Op{clientv3.OpPut(key, owner, clientv3.WithLease(g.ID))}, modeOps(b.prefix, name, lock.ModeReadWrite)...)...).Commit()
 	if err == nil && !r.Succeeded {
 		err = errors.New("key exists")
+	}
+	if err == nil {
+		if me := modeOf(name, lock.ModeReadWrite, r.Responses); me != nil {
+			b.revoke(ctx, g.ID) // deletes the key put
+			return nil, me
+		}
 	}
 	if err != nil {
 		b.revoke(ctx, g.ID)

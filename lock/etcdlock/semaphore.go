@@ -218,10 +218,10 @@ func (b *semBackend) attemptLocked(ctx context.Context, p *permit, r semaphore.R
 			p.until = start.Add(p.granted)
 		}
 		p.key = prefix + fmt.Sprintf("%x", int64(p.lease))
-		resp, err := b.c.Txn(ctx).Then(
+		resp, err := b.c.Txn(ctx).Then(append([]clientv3.Op{
 			clientv3.OpPut(p.key, value(r, owner), clientv3.WithLease(p.lease)),
 			clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
-		).Commit()
+		}, modeOps("", r.Name, lock.ModeSemaphore)...)...).Commit()
 		if reused {
 			rf := <-refreshed
 			if rf.err != nil && err == nil {
@@ -239,6 +239,9 @@ func (b *semBackend) attemptLocked(ctx context.Context, p *permit, r semaphore.R
 		}
 		p.rev = resp.Responses[0].GetResponsePut().Header.Revision
 		kvs, rev = resp.Responses[1].GetResponseRange().Kvs, resp.Header.Revision
+		if me := modeOf(r.Name, lock.ModeSemaphore, resp.Responses); me != nil {
+			return 0, me // TryAcquire withdraws the key put
+		}
 	} else {
 		g, err := b.c.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 		if err != nil {

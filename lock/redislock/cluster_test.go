@@ -15,8 +15,6 @@ import (
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/locktest"
-	"github.com/latchkey-go/latchkey/rwlock"
-	"github.com/latchkey-go/latchkey/semaphore"
 )
 
 // startCluster starts a 3-master Redis Cluster of private servers, each with
@@ -109,31 +107,5 @@ func TestConformanceCluster(t *testing.T) {
 // sees them all.
 func TestOneNameOneResourceCluster(t *testing.T) {
 	nodes := startCluster(t)
-	modetest.Run(t, modetest.Harness{
-		Lock: func(t *testing.T) lock.Locker {
-			l, err := New(newClusterClient(t, nodes))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = l.Close() })
-			return l
-		},
-		RW: func(t *testing.T) *rwlock.Locker {
-			l, err := NewRW(newClusterClient(t, nodes))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = l.Close() })
-			return l
-		},
-		Semaphore: func(t *testing.T) *semaphore.Client {
-			c, err := NewSemaphores(newClusterClient(t, nodes))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = c.Close() })
-			return c
-		},
-		Key: func(t *testing.T) string { return t.Name() },
-	})
+	modetest.Run(t, modeHarness(func(t *testing.T) Client { return newClusterClient(t, nodes) }, func(t *testing.T) string { return t.Name() }))
 }

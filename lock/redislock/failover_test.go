@@ -61,32 +61,8 @@ var primitives = []primitive{
 		defer second.Release(ctxT(t))
 		return second.Token()
 	}},
-	{"read-write writer", func(t *testing.T, c Client, key string) uint64 {
-		l, err := NewRW(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		lease, err := l.Lock(ctxT(t), key, lock.WithTTL(faultTTL), lock.WithWait(0))
-		if err != nil {
-			t.Fatalf("rw Lock: %v", err)
-		}
-		defer lease.Release(ctxT(t))
-		return lease.Token()
-	}},
-	{"read-write reader", func(t *testing.T, c Client, key string) uint64 {
-		l, err := NewRW(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		lease, err := l.RLock(ctxT(t), key, lock.WithTTL(faultTTL), lock.WithWait(0))
-		if err != nil {
-			t.Fatalf("rw RLock: %v", err)
-		}
-		defer lease.Release(ctxT(t))
-		return lease.Token()
-	}},
+	{"read-write writer", func(t *testing.T, c Client, key string) uint64 { return takeRW(t, c, key, false) }},
+	{"read-write reader", func(t *testing.T, c Client, key string) uint64 { return takeRW(t, c, key, true) }},
 	{"semaphore", func(t *testing.T, c Client, key string) uint64 {
 		sc, err := NewSemaphores(c)
 		if err != nil {
@@ -116,6 +92,26 @@ var primitives = []primitive{
 		defer term.Resign(ctxT(t))
 		return term.Token()
 	}},
+}
+
+// takeRW takes and releases key's read-write lock on c, shared or not, and
+// returns the token.
+func takeRW(t *testing.T, c Client, key string, shared bool) uint64 {
+	l, err := NewRW(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	take := l.Lock
+	if shared {
+		take = l.RLock
+	}
+	lease, err := take(ctxT(t), key, lock.WithTTL(faultTTL), lock.WithWait(0))
+	if err != nil {
+		t.Fatalf("read-write lock (shared %v): %v", shared, err)
+	}
+	defer lease.Release(ctxT(t))
+	return lease.Token()
 }
 
 // waitReplicated blocks until master's writes so far reached one replica.

@@ -92,10 +92,15 @@ func TestOneNameOneResource(t *testing.T) {
 	prefix := testsvc.KeyPrefix(t)
 	admin := newClient(t, addr)
 	t.Cleanup(func() { deletePrefix(t, admin, DefaultPrefix+"{"+prefix) })
-	modetest.Run(t, modetest.Harness{
-		Lock: func(t *testing.T) lock.Locker { return newLocker(t, newClient(t, addr)) },
+	modetest.Run(t, modeHarness(func(t *testing.T) Client { return newClient(t, addr) }, func(t *testing.T) string { return prefix + t.Name() }))
+}
+
+// modeHarness opens each primitive on a client of its own from client.
+func modeHarness(client func(t *testing.T) Client, key func(t *testing.T) string) modetest.Harness {
+	return modetest.Harness{
+		Lock: func(t *testing.T) lock.Locker { return newLocker(t, client(t)) },
 		RW: func(t *testing.T) *rwlock.Locker {
-			l, err := NewRW(newClient(t, addr))
+			l, err := NewRW(client(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,13 +108,13 @@ func TestOneNameOneResource(t *testing.T) {
 			return l
 		},
 		Semaphore: func(t *testing.T) *semaphore.Client {
-			c, err := NewSemaphores(newClient(t, addr))
+			c, err := NewSemaphores(client(t))
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = c.Close() })
 			return c
 		},
-		Key: func(t *testing.T) string { return prefix + t.Name() },
-	})
+		Key: key,
+	}
 }
