@@ -25,6 +25,12 @@ type Harness struct {
 	RW        func(t *testing.T) *rwlock.Locker
 	Semaphore func(t *testing.T) *semaphore.Client
 	Key       func(t *testing.T) string
+	// LockQueuesWithRW is true where a lock and a read-write lock of one
+	// name share one queue, a lock counting as a writer (ZooKeeper, in
+	// kazoo's layout): between those two modes a try-once attempt is not
+	// acquired and a waiting one gets in once the other lets go, as any
+	// contender; the semaphore is still refused.
+	LockQueuesWithRW bool
 }
 
 // permits is N of the semaphores the suite takes; ttl the leases.
@@ -97,6 +103,13 @@ func Run(t *testing.T, h Harness) {
 			if a.mode == b.mode {
 				continue // the same resource: ordinary contention
 			}
+			if h.LockQueuesWithRW && a.mode != lock.ModeSemaphore && b.mode != lock.ModeSemaphore {
+				t.Run(a.name+" then "+b.name, func(t *testing.T) {
+					t.Parallel()
+					contend(t, h, a, b)
+				})
+				continue
+			}
 			t.Run(a.name+" then "+b.name, func(t *testing.T) {
 				t.Parallel()
 				key := h.Key(t)
@@ -115,7 +128,11 @@ func Run(t *testing.T, h Harness) {
 					if !errors.Is(err, lock.ErrOtherMode) || !errors.As(err, &me) {
 						t.Fatalf("%s (wait %v) while %s holds: %v, want a *lock.ModeError", b.name, wait, a.name, err)
 					}
-					if me.HeldAs != a.mode || me.Key != key {
+					heldAs := me.HeldAs
+					if h.LockQueuesWithRW && heldAs != lock.ModeSemaphore && a.mode != lock.ModeSemaphore {
+						heldAs = a.mode // one queue: a writer's node is a lock's
+					}
+					if heldAs != a.mode || me.Key != key {
 						t.Fatalf("the refusal says %q is held as %q, want %q as %q: %v", me.Key, me.HeldAs, key, a.mode, err)
 					}
 					if a.mode == lock.ModeSemaphore && me.Permits != 0 && me.Permits != permits {
@@ -130,6 +147,32 @@ func Run(t *testing.T, h Harness) {
 				other()
 			})
 		}
+	}
+}
+
+// contend checks two holders that share a queue: while a holds the name,
+// b's try-once attempt is not acquired; a waiting b gets in once a lets go.
+func contend(t *testing.T, h Harness, a, b holder) {
+	key := h.Key(t)
+	release, err := a.take(t, h, key, 0)
+	if err != nil {
+		t.Fatalf("%s: %v", a.name, err)
+	}
+	if other, err := b.take(t, h, key, 0); !errors.Is(err, lock.ErrNotAcquired) {
+		other()
+		t.Fatalf("%s while %s holds: %v, want lock.ErrNotAcquired", b.name, a.name, err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		other, err := b.take(t, h, key, 10*time.Second)
+		if err == nil {
+			other()
+		}
+		got <- err
+	}()
+	release()
+	if err := <-got; err != nil {
+		t.Fatalf("%s waiting for %s to let go: %v", b.name, a.name, err)
 	}
 }
 

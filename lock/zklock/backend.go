@@ -283,6 +283,11 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 		if err != nil {
 			return 0, 0, err
 		}
+		if err := heldAsSemaphore(key, children); err != nil {
+			b.withdraw(ctx, c)
+			b.owners.Forget(owner, c)
+			return 0, 0, err
+		}
 		name := c.node[len(dir)+1:]
 		found, pred := position(children, name)
 		if !found {

@@ -15,6 +15,12 @@
 // Curator stores the client's IP there and kazoo its identifier; neither
 // orders the queue by it.
 //
+// One name is one resource: a lock and a read-write lock (NewRW) of one name
+// are one queue, as kazoo's Lock and WriteLock are; a semaphore's permits
+// (NewSemaphores) are children of the same node outside the queue, and a
+// contender that finds permits beside its node, or a semaphore that finds
+// contenders beside its permits, withdraws with a *lock.ModeError.
+//
 // # Node names and other clients
 //
 // ZooKeeper appends a 10-digit sequence number, taken from one counter per

@@ -99,6 +99,9 @@ func (rw *rwBackend) TryAcquire(ctx context.Context, name, owner string, mode rw
 			ch, _, err := b.conn.Children(dir)
 			return ch, err
 		})
+		if err == nil {
+			err = heldAsSemaphore(name, children)
+		}
 		if err != nil {
 			rw.drop(ctx, owner, n)
 			return 0, 0, err

@@ -234,6 +234,9 @@ func (s *semBackend) takeLocked(ctx context.Context, dir string, r semaphore.Req
 			}
 		}()
 	}
+	if err := heldAsQueue(r.Name, n.kids); err != nil {
+		return 0, err
+	}
 	stored, numeric := strconv.Atoi(strings.TrimSpace(string(n.data)))
 	switch {
 	case numeric != nil || stored != r.Permits:
@@ -263,6 +266,19 @@ func (s *semBackend) takeLocked(ctx context.Context, dir string, r semaphore.Req
 	}
 	if _, err := call(ctx, b, func() ([]zk.MultiResponse, error) { return b.conn.Multi(ops...) }); err != nil {
 		return 0, fmt.Errorf("zklock: create the permit nodes under %s: %w", dir, err)
+	}
+	// Now that our permits exist, contenders of another mode beside them
+	// mean the name is held otherwise (modes.go).
+	kids, err := call(ctx, b, func() ([]string, error) {
+		kids, _, err := b.conn.Children(dir)
+		return kids, err
+	})
+	if err == nil {
+		err = heldAsQueue(r.Name, kids)
+	}
+	if err != nil {
+		s.deleteNodes(p.nodes)
+		return 0, err
 	}
 	st, err := call(ctx, b, func() (*zk.Stat, error) {
 		_, st, err := b.conn.Exists(p.nodes[0])
