@@ -68,10 +68,11 @@ each under one permit, with the same lease, token and statuses.
 Without --backend (or $LATCHKEY_BACKEND) the lock is a SQLite file on this
 host: it excludes only commands on this host, not the same job on others.
 
-One name is one resource: on Redis, SQLite and etcd, a run with --permits, with
---shared or --exclusive, or without either, and "latchkey elect", do not get
-in while KEY is held in another of these modes; they fail at once (exit 75)
-saying how KEY is held.
+One name is one resource: on Redis, SQLite, PostgreSQL, MySQL and etcd,
+runs with --permits, with --shared or --exclusive, or with neither (and
+"latchkey elect") do not get in while KEY is held in another of these modes;
+they fail at once (exit 75) saying how KEY is held. On ZooKeeper --permits is
+refused likewise, and the others queue together.
 
 Exit status: the command's own; 128+N if it died of signal N; 75 if the lock
 was not acquired (held elsewhere and --wait ran out, or held in another mode); 76 if the lease was lost

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -40,6 +41,9 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	}
 	if ok && token.Valid {
 		return uint64(token.Int64), 0, nil
+	}
+	if b.dialect == Postgres && left > lock.MaxTTL.Milliseconds() {
+		return b.takeOver(ctx, key, owner, ttl)
 	}
 	if b.dialect == SQLite {
 		// Held, by a lock or another mode (see modes.go): ask which, and
@@ -76,7 +80,23 @@ func (b *backend) tryAcquireMySQL(ctx context.Context, key, owner string, ttl ti
 	} else {
 		left = max(left, 1)
 	}
+	if left > lock.MaxTTL.Milliseconds() {
+		return b.takeOver(ctx, key, owner, ttl)
+	}
 	return 0, time.Duration(left) * time.Millisecond, lock.ErrNotAcquired
+}
+
+// takeOver is TryAcquire of a key whose row another mode marked (no lease
+// is longer than lock.MaxTTL): see modes.go.
+func (b *backend) takeOver(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
+	token, err := newMarks(b.dialect).takeOver(ctx, b.db, key, owner, ttl)
+	switch {
+	case err == nil:
+		return token, 0, nil
+	case errors.Is(err, lock.ErrNotAcquired), errors.Is(err, lock.ErrOtherMode):
+		return 0, 0, err
+	}
+	return 0, 0, fmt.Errorf("sqllock: %w", err)
 }
 
 func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {

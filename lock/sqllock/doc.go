@@ -42,12 +42,14 @@
 // and its busy handler is not fair, so a process's own connections could
 // starve its renewals; one connection queues them in order instead.
 //
-// One name, one resource: on SQLite a lock, a read-write lock (NewRW) and a
-// semaphore (NewSemaphores) of one name in the default tables exclude each
-// other. Each acquisition checks the other modes' tables in its own
-// transaction, after its first write has taken SQLite's one write lock, and
-// an acquisition while another mode holds the name fails at once with a
-// *lock.ModeError. Every SQLite constructor creates the tables of all three.
-// On PostgreSQL and MySQL the modes of one name are not checked against each
-// other yet: use distinct names for distinct modes there.
+// One name, one resource: a lock, a read-write lock (NewRW; not on MySQL) and
+// a semaphore (NewSemaphores) of one name exclude each other
+// (with the default tables: a lock in a table of its own is apart), and an
+// acquisition while another mode holds the name fails at once with a
+// *lock.ModeError. SQLite checks the other modes' tables under its one write
+// lock; on PostgreSQL and MySQL a read-write lock or a semaphore marks the
+// name's row of the lock table as its mode's, which a lock's acquisition
+// finds not free, and a lock takes over a mark only once that mode has no
+// live holder (see modes.go). Every constructor creates the tables of all
+// the modes.
 package sqllock

@@ -31,22 +31,23 @@ func newInspectQueries(d Dialect, table string) inspectQueries {
 		// LIKE compares them exactly; the arguments are listArgs'.
 		return inspectQueries{
 			one: fill("SELECT owner, token, expires_at - {now_ms} FROM {table}\n" +
-				"WHERE `key` = ? AND owner IS NOT NULL AND expires_at > {now_ms}"),
+				"WHERE `key` = ? AND owner IS NOT NULL AND expires_at > {now_ms} AND expires_at <> " + markExpiry),
 			list: fill("SELECT `key`, owner, token, expires_at - {now_ms} FROM {table}\n" +
 				"WHERE `key` LIKE ? ESCAPE '|' AND `key` > ?\n" +
-				"\tAND owner IS NOT NULL AND expires_at > {now_ms}\n" +
+				"\tAND owner IS NOT NULL AND expires_at > {now_ms} AND expires_at <> " + markExpiry + "\n" +
 				"ORDER BY `key` LIMIT ?"),
 		}
 	}
 	return inspectQueries{
+		// A row another mode marked (modes.go) is no lock's.
 		one: fill(`SELECT owner, token, expires_at - {now_ms} FROM {table}
-WHERE key = $1 AND owner IS NOT NULL AND expires_at > {now_ms}`),
+WHERE key = $1 AND owner IS NOT NULL AND expires_at > {now_ms} AND expires_at <> ` + markExpiry),
 		// LIKE finds the rows by the key's index where it can; the exact
 		// comparison after it keeps SQLite's case-blind LIKE from matching
 		// more.
 		list: fill(`SELECT key, owner, token, expires_at - {now_ms} FROM {table}
 WHERE key LIKE $1 ESCAPE '\' AND substr(key, 1, length($2)) = $2 AND key > $3
-	AND owner IS NOT NULL AND expires_at > {now_ms}
+	AND owner IS NOT NULL AND expires_at > {now_ms} AND expires_at <> ` + markExpiry + `
 ORDER BY key LIMIT $4`),
 	}
 }

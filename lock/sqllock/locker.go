@@ -87,7 +87,7 @@ func newLocker(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.Pool
 	if err := migrateFamily(ctx, db, d); err != nil {
 		return nil, err
 	}
-	if err := migrate(ctx, db, d, o.table, q.migrate); err != nil {
+	if err := migrate(ctx, db, d, q.migrate); err != nil {
 		return nil, fmt.Errorf("sqllock: creating table %s: %w", o.table, err)
 	}
 	b := &backend{db: db, dialect: d, q: q}

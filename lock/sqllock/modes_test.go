@@ -1,10 +1,12 @@
 package sqllock_test
 
 import (
+	"database/sql"
 	"path/filepath"
 	"testing"
 
 	"github.com/latchkey-go/latchkey/internal/modetest"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/sqllock"
 	"github.com/latchkey-go/latchkey/rwlock"
@@ -44,6 +46,80 @@ func TestOneNameOneResourceSQLite(t *testing.T) {
 				t.Fatal(err)
 			}
 			return c
+		},
+		Key: func(t *testing.T) string { return t.Name() },
+	})
+}
+
+// TestOneNameOneResourcePostgres: the same on PostgreSQL, through pgx and
+// through database/sql, where the modes meet on the name's row of the lock
+// table.
+func TestOneNameOneResourcePostgres(t *testing.T) {
+	url := testsvc.PostgresURL(t)
+	prefix := testsvc.KeyPrefix(t)
+	for _, driver := range []string{"pgx", "database/sql"} {
+		t.Run(driver, func(t *testing.T) {
+			stdDB := func(t *testing.T) *sql.DB {
+				db, err := sql.Open("pgx", url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = db.Close() })
+				return db
+			}
+			h := modetest.Harness{Key: func(t *testing.T) string { return prefix + t.Name() }}
+			if driver == "pgx" {
+				h.Lock = func(t *testing.T) lock.Locker {
+					return must[*sqllock.Locker](t)(sqllock.NewPgx(t.Context(), openPgx(t, url)))
+				}
+				h.RW = func(t *testing.T) *rwlock.Locker {
+					return must[*rwlock.Locker](t)(sqllock.NewPgxRW(t.Context(), openPgx(t, url)))
+				}
+				h.Semaphore = func(t *testing.T) *semaphore.Client {
+					return must[*semaphore.Client](t)(sqllock.NewPgxSemaphores(t.Context(), openPgx(t, url)))
+				}
+			} else {
+				h.Lock = func(t *testing.T) lock.Locker {
+					return must[*sqllock.Locker](t)(sqllock.New(t.Context(), stdDB(t), sqllock.Postgres))
+				}
+				h.RW = func(t *testing.T) *rwlock.Locker {
+					return must[*rwlock.Locker](t)(sqllock.NewRW(t.Context(), stdDB(t), sqllock.Postgres))
+				}
+				h.Semaphore = func(t *testing.T) *semaphore.Client {
+					return must[*semaphore.Client](t)(sqllock.NewSemaphores(t.Context(), stdDB(t), sqllock.Postgres))
+				}
+			}
+			modetest.Run(t, h)
+		})
+	}
+}
+
+// must returns a function that fails t on a constructor's error and returns
+// its value.
+func must[T any](t *testing.T) func(v T, err error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// TestOneNameOneResourceMySQL: the same on MariaDB (or MySQL), which has
+// locks and semaphores.
+func TestOneNameOneResourceMySQL(t *testing.T) {
+	dsn := testsvc.MySQL(t, "interpolateParams", "true")
+	// The tables once, before the parallel subtests.
+	if _, err := sqllock.New(t.Context(), openMySQL(t, dsn), sqllock.MySQL); err != nil {
+		t.Fatal(err)
+	}
+	modetest.Run(t, modetest.Harness{
+		Lock: func(t *testing.T) lock.Locker {
+			return must[*sqllock.Locker](t)(sqllock.New(t.Context(), openMySQL(t, dsn), sqllock.MySQL))
+		},
+		Semaphore: func(t *testing.T) *semaphore.Client {
+			return must[*semaphore.Client](t)(sqllock.NewSemaphores(t.Context(), openMySQL(t, dsn), sqllock.MySQL))
 		},
 		Key: func(t *testing.T) string { return t.Name() },
 	})

@@ -99,7 +99,8 @@ func newRWQueries(d Dialect, table string) (rwQueries, error) {
 		return rwQueries{}, err
 	}
 	fill := func(q string) string {
-		return d.Fill(q, "{table}", table, "{holders}", table+"_holders", "{channel}", table+channelSuffix)
+		return d.Fill(q, "{table}", table, "{holders}", table+"_holders", "{channel}", table+channelSuffix,
+			"{locks}", DefaultTable, "{rw_mark}", rwMark)
 	}
 	return rwQueries{
 		migrate: []string{
@@ -134,6 +135,7 @@ ON CONFLICT (name, owner) DO UPDATE SET mode = excluded.mode, expires_at = exclu
 	WHERE name = $1 AND NOT EXISTS (
 		SELECT 1 FROM {holders} WHERE name = $1 AND expires_at > {now_ms}
 		AND (mode = 'w' OR (mode = 'i' AND $3::text = 'r') OR (mode = 'r' AND $3::text = 'w')))
+	AND EXISTS (SELECT 1 FROM {locks} WHERE key = $1 AND owner = '{rw_mark}') -- claimed (modes.go)
 	RETURNING token
 )
 INSERT INTO {holders} AS x (name, owner, mode, expires_at, token)
@@ -161,6 +163,7 @@ type rwBackend struct {
 	q        rwQueries
 	listener *listener // nil unless PostgreSQL through pgx
 	modes    string    // modeQuery's: "" where modes are not checked
+	marks    marks     // PostgreSQL's marks (modes.go)
 }
 
 var (
@@ -185,10 +188,10 @@ func newRW(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.Pool, op
 	if err := migrateFamily(ctx, db, d); err != nil {
 		return nil, err
 	}
-	if err := migrate(ctx, db, d, o.table, q.migrate); err != nil {
+	if err := migrate(ctx, db, d, q.migrate); err != nil {
 		return nil, fmt.Errorf("sqllock: creating table %s: %w", o.table, err)
 	}
-	b := &rwBackend{db: db, pool: pool, dialect: d, q: q, modes: modeQuery(d)}
+	b := &rwBackend{db: db, pool: pool, dialect: d, q: q, modes: modeQuery(d), marks: newMarks(Postgres)}
 	if pool == nil {
 		return rwlock.New(b)
 	}
@@ -247,7 +250,21 @@ func (b *rwBackend) TryAcquire(ctx context.Context, name, owner string, mode rwl
 // head and takeIf, sent together (one round trip through pgx); only a
 // refused attempt reads the holds, to tell how long they have left.
 func (b *rwBackend) tryAcquirePostgres(ctx context.Context, name, owner string, mode rwlock.Mode, ttl time.Duration, intent bool) (uint64, time.Duration, error) {
-	token, ok, err := b.takeIf(ctx, name, owner, modeCode(mode), ttl.Milliseconds())
+	token, ok, claimed, err := b.takeIf(ctx, name, owner, modeCode(mode), ttl.Milliseconds())
+	if err == nil && !claimed {
+		// The name's lock row is not ours to mark: a lock holds it, or
+		// another mode marked it (modes.go).
+		err = b.marks.remarkFor(ctx, b.db, name, rwMark)
+		var me *lock.ModeError
+		switch {
+		case errors.As(err, &me):
+			return 0, 0, me
+		case errors.Is(err, lock.ErrNotAcquired):
+			return 0, 0, err
+		case err == nil:
+			token, ok, _, err = b.takeIf(ctx, name, owner, modeCode(mode), ttl.Milliseconds())
+		}
+	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("sqllock: %w", err)
 	}
@@ -269,12 +286,18 @@ func (b *rwBackend) tryAcquirePostgres(ctx context.Context, name, owner string, 
 	return 0, m.left, lock.ErrNotAcquired
 }
 
-// takeIf runs head then takeIf in one transaction: through pgx both in one
-// batch, which PostgreSQL runs as one implicit transaction (the row lock
-// head takes lasts until takeIf is done), one round trip.
-func (b *rwBackend) takeIf(ctx context.Context, name, owner, mode string, ms int64) (token int64, ok bool, err error) {
+// takeIf runs the claim of the name's lock row (modes.go), head, then takeIf
+// in one transaction: through pgx all three in one batch, which PostgreSQL
+// runs as one implicit transaction (the row locks the claim and head take
+// last until takeIf is done), one round trip. claimed is false when the
+// lock row was not the read-write lock's to mark; takeIf then takes nothing.
+func (b *rwBackend) takeIf(ctx context.Context, name, owner, mode string, ms int64) (token int64, ok, claimed bool, err error) {
 	if b.pool == nil {
 		err = sqlconn.InTx(ctx, b.db, nil, func(tx sqlconn.Tx) error {
+			var err error
+			if claimed, err = b.marks.claimIn(ctx, tx, name, rwMark); err != nil {
+				return err
+			}
 			var last int64
 			if err := tx.QueryRow(ctx, b.q.head, name).Scan(&last); err != nil {
 				return err
@@ -282,9 +305,10 @@ func (b *rwBackend) takeIf(ctx context.Context, name, owner, mode string, ms int
 			ok, err = sqlconn.ScanOne(tx.QueryRow(ctx, b.q.takeIf, name, owner, mode, ms), &token)
 			return err
 		})
-		return token, ok && err == nil, err
+		return token, ok && err == nil, claimed, err
 	}
 	var batch pgx.Batch
+	batch.Queue(b.marks.claim, name, rwMark)
 	batch.Queue(b.q.head, name)
 	batch.Queue(b.q.takeIf, name, owner, mode, ms)
 	br := b.pool.SendBatch(ctx, &batch)
@@ -293,18 +317,25 @@ func (b *rwBackend) takeIf(ctx context.Context, name, owner, mode string, ms int
 			err = cerr
 		}
 	}()
+	var one int64
+	switch err := br.QueryRow().Scan(&one); {
+	case err == nil:
+		claimed = true
+	case !errors.Is(err, pgx.ErrNoRows):
+		return 0, false, false, err
+	}
 	var last int64
 	if err := br.QueryRow().Scan(&last); err != nil {
-		return 0, false, err
+		return 0, false, claimed, err
 	}
 	err = br.QueryRow().Scan(&token)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, false, nil
+		return 0, false, claimed, nil
 	}
 	if err != nil {
-		return 0, false, err
+		return 0, false, claimed, err
 	}
-	return token, true, nil
+	return token, true, claimed, nil
 }
 
 // take takes name in one transaction (SQLite's), whose first statement

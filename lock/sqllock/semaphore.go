@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -77,7 +78,7 @@ func newSemaphores(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.
 	if err := migrateFamily(ctx, db, d); err != nil {
 		return nil, err
 	}
-	if err := migrate(ctx, db, d, o.table, q.migrate); err != nil {
+	if err := migrate(ctx, db, d, q.migrate); err != nil {
 		return nil, fmt.Errorf("sqllock: creating the semaphore tables: %w", err)
 	}
 	b := &semBackend{db: db, dialect: d, q: q, modes: modeQuery(d)}
@@ -93,12 +94,13 @@ func newSemaphores(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.
 
 // migrate runs the idempotent statements that create a Locker's tables
 // (and, for semaphores on PostgreSQL, the acquisition's function). On
-// PostgreSQL they run in one transaction under an advisory lock on the
-// table's name: concurrent CREATE TABLE IF NOT EXISTS or CREATE OR REPLACE
-// FUNCTION of one object collide there (a unique violation in the
-// catalog). SQLite's single writer and MySQL's metadata locks serialise
-// them already.
-func migrate(ctx context.Context, db sqlconn.DB, d Dialect, table string, stmts []string) error {
+// PostgreSQL they run in one transaction under one advisory lock for all of
+// latchkey's migrations: concurrent CREATE TABLE IF NOT EXISTS or CREATE OR
+// REPLACE FUNCTION of one object collide there (a unique violation, or a
+// tuple concurrently updated, in the catalog), and every constructor also
+// creates the tables of the other modes (modes.go). SQLite's single writer
+// and MySQL's metadata locks serialise them already.
+func migrate(ctx context.Context, db sqlconn.DB, d Dialect, stmts []string) error {
 	if d != Postgres {
 		for _, stmt := range stmts {
 			if _, err := db.Exec(ctx, stmt); err != nil {
@@ -108,7 +110,7 @@ func migrate(ctx context.Context, db sqlconn.DB, d Dialect, table string, stmts 
 		return nil
 	}
 	return sqlconn.InTx(ctx, db, nil, func(tx sqlconn.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, table); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('latchkey migrations'))`); err != nil {
 			return err
 		}
 		for _, stmt := range stmts {
@@ -145,7 +147,8 @@ type semQueries struct {
 
 func newSemQueries(d Dialect, table string) semQueries {
 	fill := func(q string) string {
-		return d.Fill(q, "{table}", table, "{holders}", table+holdersSuffix, "{channel}", table+channelSuffix)
+		return d.Fill(q, "{table}", table, "{holders}", table+holdersSuffix, "{channel}", table+channelSuffix,
+			"{locks}", DefaultTable, "{sem_mark}", semMark, "{never}", markExpiry)
 	}
 	text, owner := "TEXT", "TEXT"
 	if d == MySQL {
@@ -187,23 +190,32 @@ RETURNING permits, token`)
 		// in a function. Each statement of a READ COMMITTED function sees
 		// what was committed before it began, so after the upsert has
 		// locked the name's row the count sees every earlier holder.
-		q.migrate = append(q.migrate, fill(`CREATE OR REPLACE FUNCTION {table}_acquire_v1(
+		// It first marks the name's row of the lock table as a
+		// semaphore's (modes.go); other_mode says when that row was not
+		// its to mark.
+		q.migrate = append(q.migrate, fill(`CREATE OR REPLACE FUNCTION {table}_acquire_v2(
 	p_name TEXT, p_permits INTEGER, p_count INTEGER, p_owner TEXT, p_ttl BIGINT,
-	OUT token BIGINT, OUT holder_ms BIGINT, OUT held_with INTEGER)
+	OUT token BIGINT, OUT holder_ms BIGINT, OUT held_with INTEGER, OUT other_mode BOOLEAN)
 LANGUAGE plpgsql AS $$
 DECLARE
 	s_permits INTEGER;
 	n_holders BIGINT;
 	n_used    BIGINT;
 	first_end BIGINT;
+	claimed   INTEGER;
 BEGIN
+	token := NULL; holder_ms := 0; held_with := 0; other_mode := false;
+	`+strings.NewReplacer("{name}", "p_name", "{mark}", "'{sem_mark}'").Replace(claimSQL)+` INTO claimed;
+	IF claimed IS NULL THEN
+		other_mode := true;
+		RETURN;
+	END IF;
 	INSERT INTO {table} AS s (name, permits, token) VALUES (p_name, p_permits, 0)
 	ON CONFLICT (name) DO UPDATE SET token = s.token
 	RETURNING s.permits INTO s_permits;
 	DELETE FROM {holders} WHERE name = p_name AND expires_at <= {now_ms};
 	SELECT COUNT(*), COALESCE(SUM(h.permits), 0), COALESCE(MIN(h.expires_at) - {now_ms}, 0)
 	INTO n_holders, n_used, first_end FROM {holders} AS h WHERE h.name = p_name;
-	token := NULL; holder_ms := 0; held_with := 0;
 	IF n_holders > 0 AND s_permits <> p_permits THEN
 		held_with := s_permits;
 		RETURN;
@@ -218,7 +230,7 @@ BEGIN
 	VALUES (p_name, p_owner, p_count, token, {now_ms} + p_ttl);
 END
 $$`))
-		q.acquireFn = fill(`SELECT token, holder_ms, held_with FROM {table}_acquire_v1($1, $2, $3, $4, $5)`)
+		q.acquireFn = fill(`SELECT token, holder_ms, held_with, other_mode FROM {table}_acquire_v2($1, $2, $3, $4, $5)`)
 	}
 	switch d {
 	case Postgres:
@@ -276,6 +288,7 @@ type acquired struct {
 	token     uint64
 	holderTTL time.Duration
 	err       error
+	other     bool // the name's lock row was not ours to mark (modes.go)
 }
 
 func (b *semBackend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
@@ -287,8 +300,25 @@ func (b *semBackend) TryAcquire(ctx context.Context, key, owner string, ttl time
 		return b.acquireInOne(ctx, r, owner, ttl)
 	}
 	var a acquired
+	remarked := false
 	for try := 1; ; try++ {
 		err = b.tryAcquire(ctx, r, owner, ttl, &a)
+		if err == nil && a.other && !remarked {
+			// The name's lock row was not ours to mark: a lock holds it,
+			// or another mode marked it (modes.go).
+			remarked = true
+			if err = newMarks(b.dialect).remarkFor(ctx, b.db, r.Name, semMark); err == nil {
+				continue
+			}
+			var me *lock.ModeError
+			if errors.As(err, &me) || errors.Is(err, lock.ErrNotAcquired) {
+				return 0, 0, err
+			}
+			break
+		}
+		if err == nil && a.other {
+			return 0, 0, lock.ErrNotAcquired
+		}
 		if !errors.Is(err, sqldialect.ErrRetry) || try == maxTxTries || ctx.Err() != nil {
 			break
 		}
@@ -308,9 +338,28 @@ func (b *semBackend) acquireInOne(ctx context.Context, r semaphore.Request, owne
 	var (
 		token            sql.NullInt64
 		holderMs, heldBy int64
+		other            bool
 	)
-	if _, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.acquireFn, r.Name, r.Permits, r.Count, owner, ttl.Milliseconds()), &token, &holderMs, &heldBy); err != nil {
-		return 0, 0, fmt.Errorf("sqllock: %w", err)
+	for try := 0; ; try++ {
+		if _, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.acquireFn, r.Name, r.Permits, r.Count, owner, ttl.Milliseconds()), &token, &holderMs, &heldBy, &other); err != nil {
+			return 0, 0, fmt.Errorf("sqllock: %w", err)
+		}
+		if !other {
+			break
+		}
+		// The name's lock row was not ours to mark: a lock holds it, or
+		// another mode marked it (modes.go).
+		err := newMarks(Postgres).remarkFor(ctx, b.db, r.Name, semMark)
+		if err != nil || try > 0 {
+			if err == nil {
+				err = lock.ErrNotAcquired
+			}
+			var me *lock.ModeError
+			if errors.As(err, &me) || errors.Is(err, lock.ErrNotAcquired) {
+				return 0, 0, err
+			}
+			return 0, 0, fmt.Errorf("sqllock: %w", err)
+		}
 	}
 	switch {
 	case token.Valid:
@@ -341,6 +390,15 @@ func (b *semBackend) tryAcquire(ctx context.Context, r semaphore.Request, owner 
 		*a = acquired{}
 		var permits, token int64
 		if b.dialect == MySQL {
+			// The name's lock row first (modes.go), then the semaphore's.
+			claimed, err := newMarks(MySQL).claimIn(ctx, tx, r.Name, semMark)
+			if err != nil {
+				return err
+			}
+			if !claimed {
+				a.other = true
+				return nil
+			}
 			if _, err := tx.Exec(ctx, b.q.ensure, r.Name, r.Permits); err != nil {
 				return err
 			}

@@ -20,6 +20,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
+	"github.com/latchkey-go/latchkey/internal/backendurl"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/locktest"
@@ -31,6 +32,9 @@ func sqliteDSN(path string) string {
 	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
 }
 
+// openSQLite opens path as lock/lockurl does: parallel subtests that open
+// one new file race to put it in WAL mode, and the loser's first connection
+// fails at once (backendurl.SQLiteReady).
 func openSQLite(t testing.TB, path string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("sqlite", sqliteDSN(path))
@@ -38,6 +42,9 @@ func openSQLite(t testing.TB, path string) *sql.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
+	if err := backendurl.SQLiteReady(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
 	return db
 }
 
