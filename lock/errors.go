@@ -53,6 +53,7 @@ type ModeError struct {
 	Permits int    // a semaphore's N, when HeldAs is ModeSemaphore and the backend said it
 }
 
+// Error says how the key is held and what to do.
 func (e *ModeError) Error() string {
 	held := "a " + e.HeldAs
 	if e.HeldAs == ModeSemaphore && e.Permits > 0 {

@@ -1,17 +1,20 @@
 -- Take the lock and issue the next fencing token, in one step: SET NX PX
 -- takes it, next_token (token.lua) issues the token.
--- KEYS[1] lock, KEYS[2] fencing counter, KEYS[3] waiters flag, KEYS[4..7]
--- the name's read-write writer and readers and semaphore lease ends and
--- holders, which must not hold it (one hash tag)
+-- KEYS[1] lock, KEYS[2] fencing counter, KEYS[3] waiters flag (one hash tag)
 -- ARGV[1] owner, ARGV[2] lease ms, ARGV[3] counter retention ms,
 -- ARGV[4] waiters-flag lifetime ms. An owner's first 16 bytes are its
 -- Locker's (lock.Manager's), the same for all its leases.
 -- Returns the token (> 0) when taken; else minus the holder's remaining lease
 -- in ms, at least 1 (a lease in its last millisecond is not "unknown"), or 0
 -- when that is unknown; or other_mode's error (modes.lua).
-local other = other_mode(false, KEYS[4], KEYS[5], KEYS[6], KEYS[7])
-if other then
-	return other
+-- The name's other modes first, in one EXISTS of keys named after the lock's
+-- (with its hash tag: see lockKeys), so the hot path sends three keys.
+local lk = KEYS[1]
+if redis.call('EXISTS', lk .. ':rw:writer', lk .. ':rw:readers', lk .. ':sem') > 0 then
+	local other = other_mode(false, lk .. ':rw:writer', lk .. ':rw:readers', lk .. ':sem', lk .. ':sem:holders')
+	if other then
+		return other
+	end
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 	return next_token(KEYS[2], ARGV[3])

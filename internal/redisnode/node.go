@@ -86,32 +86,16 @@ func ttlArg(ttl time.Duration) any {
 }
 
 // lockKeys returns the keys of key's lock, its fencing counter and its
-// waiters flag (LockKey and its companions), then those of the name's other
-// modes an acquisition checks (acquire.lua): the read-write writer and
-// readers (RWKeys) and the semaphore's lease ends and holders, built in one
-// allocation.
-func lockKeys(prefix, key string) [7]string {
+// waiters flag (LockKey and its companions), built in one allocation. The
+// name's other modes' keys are the lock's followed by ":rw:writer",
+// ":rw:readers" (RWKeys), semSuffix and semSuffix+":holders"
+// (SemaphoreKeys); acquire.lua names them itself, in the lock's hash slot.
+func lockKeys(prefix, key string) [3]string {
 	lk := LockKey(prefix, key)
-	suffixes := [...]string{"", ":fence", ":waiters", ":rw:writer", ":rw:readers", semSuffix, semSuffix + ":holders"}
-	size := 0
-	for _, s := range suffixes {
-		size += len(lk) + len(s)
-	}
-	var b strings.Builder
-	b.Grow(size)
-	var ends [len(suffixes)]int
-	for i, s := range suffixes {
-		b.WriteString(lk)
-		b.WriteString(s)
-		ends[i] = b.Len()
-	}
-	all := b.String()
-	var ks [7]string
-	start := 0
-	for i, end := range ends {
-		ks[i], start = all[start:end], end
-	}
-	return ks
+	const fence, waiters = ":fence", ":waiters"
+	all := lk + fence + lk + waiters
+	n := len(lk)
+	return [3]string{all[:n], all[:n+len(fence)], all[n+len(fence):]}
 }
 
 // waitersFlagTTL is how long a failed attempt marks a key as waited for, so
@@ -324,7 +308,7 @@ func (b *Node) release(ctx context.Context, key, owner, id string, ordered func(
 // ReleaseHandover implements lock.HandoverReleaser.
 func (b *Node) ReleaseHandover(ctx context.Context, key, owner, next string, ttl time.Duration) (uint64, error) {
 	ks := lockKeys(b.prefix, key)
-	v, err := b.exec.Run(ctx, nil, releaseHandoverScript, ks[:3], owner, next, ttlArg(ttl), b.retentionArg, b.channel, anonymous).Int64()
+	v, err := b.exec.Run(ctx, nil, releaseHandoverScript, ks[:], owner, next, ttlArg(ttl), b.retentionArg, b.channel, anonymous).Int64()
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("redislock: %w", err)

@@ -104,8 +104,9 @@ func (rw *RW) TryAcquire(ctx context.Context, name, owner string, mode rwlock.Mo
 	if intent {
 		in = "1"
 	}
-	lk := lockKeys(b.prefix, name)
-	keys := append(RWKeys(b.prefix, name), lk[0], lk[5], lk[6])
+	lk := LockKey(b.prefix, name)
+	ends, holders := SemaphoreKeys(b.prefix, name)
+	keys := append(RWKeys(b.prefix, name), lk, ends, holders)
 	n, err := b.exec.Run(ctx, nil, rwAcquireScript, keys,
 		owner, modeArg(mode), millis(ttl), in, millis(rwlock.IntentTTL), b.retention, millis(waitersFlagTTL), rw.readersKept()).Int64()
 	if err != nil {
