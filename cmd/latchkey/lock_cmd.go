@@ -70,7 +70,7 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		f.fs.BoolVar(&f.rw, "rw", false, "show KEY's read-write lock (latchkey run --shared/--exclusive): writer, readers, waiting writers")
 	case "break":
 		f.fs.BoolVar(&f.yes, "yes", false, "break without asking")
-		f.fs.StringVar(&f.as, "as", os.Getenv("USER"), "who asks for the break, for the log ($USER)")
+		f.fs.StringVar(&f.as, "as", defaultAsker(), "who asks for the break, for the log ($USER, else the host name)")
 	default:
 		fmt.Fprintf(stderr, "latchkey lock: unknown subcommand %q (ls, show or break)\n", sub)
 		return exitUsage
@@ -173,9 +173,21 @@ func lockLs(ctx context.Context, l lock.Locker, f *lockFlagSet, name string, std
 	}
 	_ = tw.Flush()
 	if page.Cursor != "" {
-		fmt.Fprintf(stdout, "more: latchkey lock ls --prefix %s --limit %d --cursor %s\n", strconv.Quote(f.prefix), f.limit, page.Cursor)
+		fmt.Fprintf(stdout, "more: latchkey lock ls --prefix %s --limit %d --cursor %s%s\n", strconv.Quote(f.prefix), f.limit, page.Cursor, backendArg(f.fs, f.backend))
 	}
 	return exitOK
+}
+
+// backendArg is the --backend a follow-up command needs to reach the same
+// backend: none when it came from $LATCHKEY_BACKEND or the default, which
+// the next command reads the same way; else the URL given, its password
+// masked (a secret never goes to the terminal: type it in, or use the
+// environment).
+func backendArg(fs *flag.FlagSet, backend string) string {
+	if !flagSet(fs, "backend") {
+		return ""
+	}
+	return " --backend " + strconv.Quote(lockurl.Redact(backend))
 }
 
 func lockShow(ctx context.Context, l lock.Locker, key string, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
@@ -310,4 +322,16 @@ func waitersText(in lock.LockInfo) string {
 func keyText(k string) string {
 	q := strconv.Quote(k)
 	return q[1 : len(q)-1]
+}
+
+// defaultAsker is who a break is logged as without --as: the user, or,
+// where $USER is unset (cron, a container), the host.
+func defaultAsker() string {
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return "host " + h
+	}
+	return "unknown"
 }

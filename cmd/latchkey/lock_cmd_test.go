@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +56,20 @@ func TestLockCommands(t *testing.T) {
 	code, out, _ = runLock(t, "ls", "--backend", url, "--prefix", "payments:", "--limit", "1", "--cursor", page.Cursor)
 	if code != exitOK || !strings.Contains(out, "payments:queue:us") || strings.Contains(out, "queue:eu") {
 		t.Fatalf("second page: %d %q", code, out)
+	}
+	// The paging hint is a whole command: pasted as shown it reaches the
+	// same backend, not the default SQLite file.
+	code, out, _ = runLock(t, "ls", "--backend", url, "--prefix", "payments:", "--limit", "1")
+	hint, ok := strings.CutPrefix(out[strings.Index(out, "more: "):], "more: latchkey lock ")
+	if code != exitOK || !ok || !strings.Contains(hint, "--backend "+strconv.Quote(url)) {
+		t.Fatalf("paging hint %q lacks --backend %s", out, url)
+	}
+	args, err := splitQuoted(strings.TrimSpace(hint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ = runLock(t, args...); code != exitOK || !strings.Contains(out, "payments:queue:us") {
+		t.Fatalf("the pasted hint %q: %d %q", hint, code, out)
 	}
 	code, out, _ = runLock(t, "ls", "--backend", url)
 	if code != exitOK || !strings.Contains(out, "KEY") || !strings.Contains(out, `"worker-7 pid 4242"`) || strings.Contains(out, "more:") {
@@ -110,4 +127,68 @@ func TestLockCommands(t *testing.T) {
 		t.Fatalf("after the break: %v, token %v vs %d", err, next, stuck.Token())
 	}
 	_ = next.Release(context.Background())
+}
+
+// splitQuoted splits a command line of words and Go-quoted strings.
+func splitQuoted(line string) ([]string, error) {
+	var out []string
+	for line = strings.TrimSpace(line); line != ""; line = strings.TrimSpace(line) {
+		if line[0] == '"' {
+			q, err := strconv.QuotedPrefix(line)
+			if err != nil {
+				return nil, err
+			}
+			w, _ := strconv.Unquote(q)
+			out, line = append(out, w), line[len(q):]
+			continue
+		}
+		w, rest, _ := strings.Cut(line, " ")
+		out, line = append(out, w), rest
+	}
+	return out, nil
+}
+
+// TestQuietClients: with Redis down, "latchkey lock ls" prints latchkey's
+// one line, not go-redis's own log lines ("redis: … pool.go:…: failed to
+// dial after 5 attempts", four of them before latchkey's message).
+func TestQuietClients(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "lock", "ls", "--backend", "redis://127.0.0.1:1")
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != exitUnavailable {
+		t.Fatalf("exit %d, want %d: %s", code, exitUnavailable, out)
+	}
+	if lines := strings.Split(strings.TrimSpace(string(out)), "\n"); len(lines) != 1 || strings.Contains(string(out), "pool.go") {
+		t.Fatalf("want latchkey's one line, got %d:\n%s", len(lines), out)
+	}
+}
+
+// TestBreakWithoutUser: in cron or a container $USER is often unset, and
+// "lock break --yes" once failed there unless --as was given; it now logs
+// the host as who asked.
+func TestBreakWithoutUser(t *testing.T) {
+	t.Setenv("USER", "")
+	url := "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "locks.db"))
+	l, err := lockurl.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	stuck, err := l.Acquire(t.Context(), "nightly", lock.WithTTL(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runLock(t, "break", "--backend", url, "--yes", "nightly")
+	if code != exitOK {
+		t.Fatalf("break --yes without $USER: exit %d: %s %s", code, out, errs)
+	}
+	host, _ := os.Hostname()
+	if !strings.Contains(out+errs, "host "+host) {
+		t.Fatalf("the break does not say the host asked: %s %s", out, errs)
+	}
+	select {
+	case <-stuck.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the broken holder's Done never closed")
+	}
 }

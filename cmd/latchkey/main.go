@@ -50,6 +50,7 @@ func main() { os.Exit(cliMain(os.Args[1:])) }
 // child process. Ctrl-C and SIGTERM cancel the context: every command then
 // stops its child processes, removes its temporary files and returns.
 func cliMain(args []string) int {
+	quietClients()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return run(ctx, args, os.Stdout, os.Stderr)

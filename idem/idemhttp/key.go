@@ -3,6 +3,7 @@ package idemhttp
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // MaxKeyLen is the longest client key accepted, in bytes after unquoting, as
@@ -53,7 +54,7 @@ func ParseKey(v string) (string, error) {
 	} else {
 		for i := 0; i < len(v); i++ {
 			if !bareKeyChar(v[i]) {
-				return "", fmt.Errorf("%w: byte %q at %d", ErrKeyMalformed, v[i], i)
+				return "", badChar(v, i)
 			}
 		}
 		key = v
@@ -117,8 +118,20 @@ func checkKey(k string) error {
 	}
 	for i := 0; i < len(k); i++ {
 		if k[i] < 0x20 || k[i] > 0x7e {
-			return fmt.Errorf("%w: byte %q at %d", ErrKeyMalformed, k[i], i)
+			return badChar(k, i)
 		}
 	}
 	return nil
+}
+
+// badChar is the error of a key whose byte i is not allowed, naming the
+// character a client sent (an "Ж", not its first byte) and its position in
+// characters, or the byte where it is no UTF-8.
+func badChar(s string, i int) error {
+	pos := utf8.RuneCountInString(s[:i])
+	r, size := utf8.DecodeRuneInString(s[i:])
+	if r == utf8.RuneError && size <= 1 {
+		return fmt.Errorf("%w: byte 0x%02x at position %d is not UTF-8", ErrKeyMalformed, s[i], pos)
+	}
+	return fmt.Errorf("%w: character %q (U+%04X) at position %d", ErrKeyMalformed, r, r, pos)
 }
