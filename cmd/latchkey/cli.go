@@ -104,6 +104,26 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code
 	}
 }
 
+// parseNamed is parseFlags for a subcommand that takes names (lock show
+// KEY, semaphore show NAME): flags may stand before or after the names,
+// "latchkey lock show KEY --json" as "latchkey lock show --json KEY"; a
+// "--" ends the flags. It returns the names in their order.
+func parseNamed(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (names []string, code int, ok bool) {
+	for {
+		if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+			return nil, code, false
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(names, rest...), exitOK, true
+		}
+		if len(rest) == 0 {
+			return names, exitOK, true
+		}
+		names, args = append(names, rest[0]), rest[1:]
+	}
+}
+
 func versionCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
 	fs.Usage = func() {

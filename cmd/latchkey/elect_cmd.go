@@ -196,24 +196,20 @@ func electWatch(ctx context.Context, sub string, args []string, stdout, stderr i
 	if sub == "observe" {
 		fs.IntVar(&changes, "changes", 0, "exit after printing this many lines (0: until interrupted)")
 	}
-	// The name may come before the flags: latchkey elect show NAME --json.
-	var key string
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		key, args = args[0], args[1:]
-	}
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	names, code, ok := parseNamed(fs, args, stdout, stderr)
+	if !ok {
 		return code
 	}
+	var key string
 	switch {
-	case key == "" && fs.NArg() == 1:
-		key = fs.Arg(0)
-	case key == "" || fs.NArg() != 0:
-		fmt.Fprintf(stderr, "%s: give exactly one NAME\n", name)
+	case len(names) != 1:
+		fmt.Fprintf(stderr, "%s: give exactly one NAME (got %d)\n", name, len(names))
 		return exitUsage
 	case changes < 0:
 		fmt.Fprintf(stderr, "%s: --changes must not be negative\n", name)
 		return exitUsage
 	}
+	key = names[0]
 	locker, e, code := openElection(ctx, name, *backend, key, stderr)
 	if e == nil {
 		return code

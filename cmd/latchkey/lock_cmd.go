@@ -76,23 +76,24 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	f.fs.Usage = func() { fmt.Fprint(f.fs.Output(), lockUsage); f.fs.PrintDefaults() }
-	if code, ok := parseFlags(f.fs, rest, stdout, stderr); !ok {
+	names, code, ok := parseNamed(f.fs, rest, stdout, stderr)
+	if !ok {
 		return code
 	}
 	name := "latchkey lock " + sub
 	var key string
 	switch {
-	case sub == "ls" && f.fs.NArg() > 0:
+	case sub == "ls" && len(names) > 0:
 		fmt.Fprintf(stderr, "%s: takes no arguments (use --prefix)\n", name)
 		return exitUsage
 	case sub == "ls" && (f.limit < 1 || f.limit > lock.MaxListLimit):
 		fmt.Fprintf(stderr, "%s: --limit must be 1 to %d\n", name, lock.MaxListLimit)
 		return exitUsage
-	case sub != "ls" && f.fs.NArg() != 1:
-		fmt.Fprintf(stderr, "%s: give exactly one KEY\n", name)
+	case sub != "ls" && len(names) != 1:
+		fmt.Fprintf(stderr, "%s: give exactly one KEY (got %d)\n", name, len(names))
 		return exitUsage
 	case sub != "ls":
-		key = f.fs.Arg(0)
+		key = names[0]
 		if err := lock.CheckKey(key); err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", name, err)
 			return exitUsage

@@ -192,3 +192,36 @@ func TestBreakWithoutUser(t *testing.T) {
 		t.Fatal("the broken holder's Done never closed")
 	}
 }
+
+// TestFlagsAfterNames: "lock show KEY --backend URL --json", "lock break KEY
+// --yes", "semaphore show NAME --json" and "elect show NAME --json" once
+// failed with "give exactly one KEY" although their usage lines put the
+// flags after the name; flags now stand before or after names.
+func TestFlagsAfterNames(t *testing.T) {
+	url := "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "locks.db"))
+	l, err := lockurl.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Acquire(t.Context(), "k", lock.WithTTL(3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"lock", "show", "k", "--backend", url, "--json"},
+		{"lock", "show", "--backend=" + url, "k", "--json"},
+		{"semaphore", "show", "jobs", "--backend", url, "--json"},
+		{"elect", "show", "k", "--json", "--backend", url},
+		{"lock", "break", "k", "--yes", "--as", "ana", "--backend", url},
+	} {
+		var out, errb bytes.Buffer
+		// A free semaphore is "not found" (1): the flags were still read.
+		if code := run(t.Context(), args, &out, &errb); code != exitOK && (args[0] != "semaphore" || code != exitNotFound) {
+			t.Errorf("%q: exit %d: %s %s", args, code, out.String(), errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run(t.Context(), []string{"lock", "show", "k", "other", "--backend", url}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "exactly one KEY (got 2)") {
+		t.Errorf("two keys: exit %d: %s", code, errb.String())
+	}
+}

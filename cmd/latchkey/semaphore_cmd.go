@@ -51,14 +51,15 @@ func semaphoreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "latchkey semaphore: unknown subcommand %q (show)\n", args[0])
 		return exitUsage
 	}
-	if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
+	names, code, ok := parseNamed(fs, args[1:], stdout, stderr)
+	if !ok {
 		return code
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintf(stderr, "%s: give exactly one NAME\n", name)
+	if len(names) != 1 {
+		fmt.Fprintf(stderr, "%s: give exactly one NAME (got %d)\n", name, len(names))
 		return exitUsage
 	}
-	sem := fs.Arg(0)
+	sem := names[0]
 	if err := semaphore.CheckName(sem); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitUsage
