@@ -60,7 +60,7 @@ func electCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet("elect", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), electUsage); fs.PrintDefaults() }
 	key := fs.String("key", "", "the election's name (required)")
-	value := fs.String("value", defaultElectValue(), "who leads, as others see it: at most "+strconv.Itoa(elect.MaxValueLen)+" bytes, no secrets")
+	value := fs.String("value", defaultHolder(), "who leads, as others see it: at most "+strconv.Itoa(elect.MaxValueLen)+" bytes, no secrets")
 	ttl := fs.Duration("ttl", lock.DefaultTTL, "term lease length: a dead leader is replaced after at most this long; renewed every ttl/3")
 	wait := waitForever
 	fs.Var(&wait, "wait", "how long to wait to be elected, a `duration`: 0 tries once, forever waits until interrupted")
@@ -151,9 +151,9 @@ func electCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return code
 }
 
-// defaultElectValue is a candidate's value without --value: host name and
-// pid.
-func defaultElectValue() string {
+// defaultHolder is who holds a lock or leads without --holder or --value:
+// the host name and pid.
+func defaultHolder() string {
 	host, err := os.Hostname()
 	if err != nil {
 		host = "unknown-host"

@@ -91,6 +91,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	wait := waitForever
 	fs.Var(&wait, "wait", "how long to wait for a held lock, a `duration`: 0 tries once, forever waits until interrupted")
 	grace := fs.Duration("grace", 10*time.Second, "after a lost lease, time between SIGTERM and SIGKILL")
+	holder := fs.String("holder", defaultHolder(), "who holds the lock, as lock ls and show print it: at most "+strconv.Itoa(lock.MaxHolderLen)+" bytes, no secrets")
 	backend := fs.String("backend", defaultRunBackend(),
 		"lock backend URL: sqlite:///path, postgres://..., redis://host:port, ... ($"+envBackend+")")
 	rw := addRWFlags(fs)
@@ -122,7 +123,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "latchkey run: no --backend: the lock is a SQLite file on this host and excludes only commands on this host")
 	}
 
-	opts := []lock.Option{lock.WithTTL(*ttl)}
+	opts := []lock.Option{lock.WithTTL(*ttl), lock.WithHolder(*holder)}
 	if wait != waitForever {
 		opts = append(opts, lock.WithWait(time.Duration(wait)))
 	}

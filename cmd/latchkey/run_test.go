@@ -351,3 +351,29 @@ func TestRunOneNameOneResource(t *testing.T) {
 	exitCode(t, holder)
 	_ = out
 }
+
+// TestRunHolderLabel: every "latchkey run" once showed as "(no label)" in
+// lock ls; --holder labels it (default: host name and pid).
+func TestRunHolderLabel(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	url := sqliteURL(dir)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--holder", "nightly report on db-2"}, `"nightly report on db-2"`},
+		{nil, " pid "},
+	} {
+		key := "label" + strconv.Itoa(len(tc.args))
+		args := append(append([]string{"--key", key, "--backend", url}, tc.args...), "--", "sh", "-c", "touch "+key+"; sleep 30")
+		cmd, _ := runProc(t, dir, args...)
+		waitFile(t, filepath.Join(dir, key))
+		code, out, errs := latchkey(t, "lock", "show", key, "--backend", url)
+		if code != exitOK || !strings.Contains(out, tc.want) {
+			t.Errorf("lock show of a run with %q: exit %d, %s %s; want the holder %s", tc.args, code, out, errs, tc.want)
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		exitCode(t, cmd)
+	}
+}
