@@ -96,8 +96,18 @@ func otherMode(ctx context.Context, tx sqlconn.Querier, query, name, own string)
 	return modeError(name, own, locks, rw, permits)
 }
 
-// migrateFamily creates the tables of every mode.
+// migrateFamily creates the tables of every mode. On SQLite it first looks
+// whether they exist, a read that takes no write lock: five CREATE TABLE IF
+// NOT EXISTS per constructor, opened beside busy holders, held up their
+// renewals (a semaphore's, with a 1 s lease, past its deadline).
 func migrateFamily(ctx context.Context, db sqlconn.DB, d Dialect) error {
+	if d == SQLite {
+		var n int64
+		names := []any{DefaultTable, DefaultRWTable, DefaultRWTable + "_holders", DefaultSemaphoreTable, DefaultSemaphoreTable + holdersSuffix}
+		if _, err := sqlconn.ScanOne(db.QueryRow(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN ($1, $2, $3, $4, $5)`, names...), &n); err == nil && n == int64(len(names)) {
+			return nil
+		}
+	}
 	stmts, err := familyMigrations(d)
 	if err != nil {
 		return fmt.Errorf("%w: sqllock: %w", lock.ErrInvalid, err)
