@@ -20,6 +20,7 @@ type backend struct {
 	db      sqlconn.DB
 	dialect Dialect
 	q       queries
+	marks   marks // the other modes' marks (modes.go; PostgreSQL, MySQL)
 }
 
 var (
@@ -89,7 +90,7 @@ func (b *backend) tryAcquireMySQL(ctx context.Context, key, owner string, ttl ti
 // takeOver is TryAcquire of a key whose row another mode marked (no lease
 // is longer than lock.MaxTTL): see modes.go.
 func (b *backend) takeOver(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
-	token, err := newMarks(b.dialect).takeOver(ctx, b.db, key, owner, ttl)
+	token, err := b.marks.takeOver(ctx, b.db, key, owner, ttl)
 	switch {
 	case err == nil:
 		return token, 0, nil

@@ -32,7 +32,7 @@ const (
 	rwLive   = `EXISTS (SELECT 1 FROM ` + DefaultRWTable + `_holders WHERE name = $1 AND mode IN ('r', 'w') AND expires_at > {now_ms})`
 	// semPermits is N of the semaphore whose permits hold name, else 0.
 	semPermits = `(SELECT COALESCE(MAX(s.permits), 0) FROM ` + DefaultSemaphoreTable + ` AS s WHERE s.name = $1
-		AND EXISTS (SELECT 1 FROM ` + DefaultSemaphoreTable + holdersSuffix + ` AS h WHERE h.name = $1 AND h.expires_at > {now_ms}))`
+		AND EXISTS (SELECT 1 FROM ` + DefaultSemaphoreTable + holdersSuffix + ` AS h WHERE h.name = s.name AND h.expires_at > {now_ms}))`
 )
 
 // heldSQL reads how name $1 is held in each mode: by a live lock (1 or 0),
@@ -177,9 +177,9 @@ func newMarks(d Dialect) marks {
 	}
 	m := marks{
 		d: d,
-		semLive: fill(`SELECT COALESCE(MAX(s.permits), 0) FROM {sems} AS s WHERE s.name = $1
-	AND EXISTS (SELECT 1 FROM {sem_holders} AS h WHERE h.name = s.name AND h.expires_at > {now_ms})`),
-		rwLive: fill(`SELECT COUNT(*) FROM {rw_holders} WHERE name = $1 AND mode IN ('r', 'w') AND expires_at > {now_ms}`),
+		// The conditions SQLite's check reads (one $1 each, for MySQL's ?).
+		semLive: fill(`SELECT ` + semPermits),
+		rwLive:  fill(`SELECT CASE WHEN ` + rwLive + ` THEN 1 ELSE 0 END`),
 	}
 	if d == MySQL {
 		m.claim = fill(claimMySQL)

@@ -163,7 +163,7 @@ type rwBackend struct {
 	q        rwQueries
 	listener *listener // nil unless PostgreSQL through pgx
 	modes    string    // modeQuery's: "" where modes are not checked
-	marks    marks     // PostgreSQL's marks (modes.go)
+	marks    marks     // the other modes' marks (modes.go; PostgreSQL)
 }
 
 var (
@@ -191,7 +191,7 @@ func newRW(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.Pool, op
 	if err := migrate(ctx, db, d, q.migrate); err != nil {
 		return nil, fmt.Errorf("sqllock: creating table %s: %w", o.table, err)
 	}
-	b := &rwBackend{db: db, pool: pool, dialect: d, q: q, modes: modeQuery(d), marks: newMarks(Postgres)}
+	b := &rwBackend{db: db, pool: pool, dialect: d, q: q, modes: modeQuery(d), marks: newMarks(d)}
 	if pool == nil {
 		return rwlock.New(b)
 	}

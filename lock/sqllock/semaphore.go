@@ -81,7 +81,7 @@ func newSemaphores(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.
 	if err := migrate(ctx, db, d, q.migrate); err != nil {
 		return nil, fmt.Errorf("sqllock: creating the semaphore tables: %w", err)
 	}
-	b := &semBackend{db: db, dialect: d, q: q, modes: modeQuery(d)}
+	b := &semBackend{db: db, dialect: d, q: q, modes: modeQuery(d), marks: newMarks(d)}
 	var lb lock.Backend = b
 	switch {
 	case pool != nil:
@@ -260,6 +260,7 @@ type semBackend struct {
 	dialect Dialect
 	q       semQueries
 	modes   string // modeQuery's: "" where modes are not checked
+	marks   marks  // the other modes' marks (modes.go; PostgreSQL, MySQL)
 }
 
 // semBatchBackend adds batch renewal (PostgreSQL, SQLite).
@@ -307,7 +308,7 @@ func (b *semBackend) TryAcquire(ctx context.Context, key, owner string, ttl time
 			// The name's lock row was not ours to mark: a lock holds it,
 			// or another mode marked it (modes.go).
 			remarked = true
-			if err = newMarks(b.dialect).remarkFor(ctx, b.db, r.Name, semMark); err == nil {
+			if err = b.marks.remarkFor(ctx, b.db, r.Name, semMark); err == nil {
 				continue
 			}
 			var me *lock.ModeError
@@ -349,7 +350,7 @@ func (b *semBackend) acquireInOne(ctx context.Context, r semaphore.Request, owne
 		}
 		// The name's lock row was not ours to mark: a lock holds it, or
 		// another mode marked it (modes.go).
-		err := newMarks(Postgres).remarkFor(ctx, b.db, r.Name, semMark)
+		err := b.marks.remarkFor(ctx, b.db, r.Name, semMark)
 		if err != nil || try > 0 {
 			if err == nil {
 				err = lock.ErrNotAcquired
@@ -391,7 +392,7 @@ func (b *semBackend) tryAcquire(ctx context.Context, r semaphore.Request, owner 
 		var permits, token int64
 		if b.dialect == MySQL {
 			// The name's lock row first (modes.go), then the semaphore's.
-			claimed, err := newMarks(MySQL).claimIn(ctx, tx, r.Name, semMark)
+			claimed, err := b.marks.claimIn(ctx, tx, r.Name, semMark)
 			if err != nil {
 				return err
 			}
