@@ -251,9 +251,14 @@ func TestElectLeaderPaused(t *testing.T) {
 			pidA := readPid(t, filepath.Join(dir, "pid.a"))
 			bproc, _ := candidate(t, f, b, url, dir, key, "b")
 			time.Sleep(300 * time.Millisecond)
-			_ = a.Process.Signal(syscall.SIGSTOP)
-			signalGroupOf(pidA, syscall.SIGSTOP)
 			resumed := false
+			pauseOutsideWrite(t, url, func() {
+				_ = a.Process.Signal(syscall.SIGSTOP)
+				signalGroupOf(pidA, syscall.SIGSTOP)
+			}, func() {
+				signalGroupOf(pidA, syscall.SIGCONT)
+				_ = a.Process.Signal(syscall.SIGCONT)
+			})
 			resume := func() {
 				if !resumed {
 					resumed = true

@@ -40,7 +40,11 @@
 // and several processes on one machine can share the file. Give each process
 // one connection (db.SetMaxOpenConns(1)): SQLite lets one writer in at a time
 // and its busy handler is not fair, so a process's own connections could
-// starve its renewals; one connection queues them in order instead.
+// starve its renewals; one connection queues them in order instead. The
+// write lock belongs to a process: one frozen inside a write transaction
+// (SIGSTOP, a paused VM) holds it until it resumes or dies, and every other
+// process's acquisitions and renewals wait that long; where holders may be
+// paused, use a server.
 //
 // One name, one resource: a lock, a read-write lock (NewRW; not on MySQL) and
 // a semaphore (NewSemaphores) of one name exclude each other

@@ -58,6 +58,12 @@ func openRW(ctx context.Context, config string) (*rwlock.Locker, func(), error) 
 			return nil, nil, err
 		}
 		db.SetMaxOpenConns(16)
+		if kind == "sqlite" {
+			// One connection per process, as the package doc says: with
+			// sixteen, forty waiting readers' polls beat a writer's
+			// release to SQLite's unfair busy handler for over 5 s.
+			db.SetMaxOpenConns(1)
+		}
 		l, err := sqllock.NewRW(ctx, db, sqllock.Detect, table)
 		if err != nil {
 			_ = db.Close()
