@@ -49,6 +49,21 @@ type PartialAcquirer interface {
 	TryAcquirePartial(ctx context.Context, key, owner string, ttl time.Duration) (token uint64, valid, holderTTL time.Duration, err error)
 }
 
+// A PartialRenewer is a Backend whose renewal can vouch for the lease for
+// less than the TTL from when it was sent: where the server that answers is
+// not the one that expires the lease (a ZooKeeper follower, whose answer
+// proves only that the leader heard from the session a moment earlier).
+// The Manager calls RenewPartial instead of Renew for renewals and
+// extensions.
+type PartialRenewer interface {
+	// RenewPartial is Renew that also returns valid: how long, counted
+	// from when the call began, the lease is certainly held, at most ttl.
+	// The Manager moves the lease's deadline to the call's start + valid -
+	// drift, never earlier than it was, and renews again after the lesser
+	// of a third of the TTL and half of valid.
+	RenewPartial(ctx context.Context, key, owner string, ttl time.Duration) (valid time.Duration, err error)
+}
+
 // ReleaseWatcher is implemented by backends that can tell waiters that a key
 // may have been released (pub/sub, LISTEN/NOTIFY, watches), so they need not
 // poll. Signals may be spurious; a missed signal costs only latency, because

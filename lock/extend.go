@@ -44,7 +44,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	m.mu.Unlock()
 
 	sent := time.Now()
-	err := m.backend.Renew(ctx, l.key, owner, ttl)
+	valid, err := m.renewOne(ctx, l.key, owner, ttl)
 
 	m.mu.Lock()
 	switch {
@@ -56,7 +56,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		}
 		return notHeldError{lerr}
 	case err == nil:
-		l.deadline = sent.Add(ttl - DriftMargin(ttl))
+		l.deadline = sent.Add(valid - DriftMargin(valid))
 		heap.Fix(&m.heap, l.index)
 		m.kickLocked() // the deadline may have come closer
 		m.mu.Unlock()

@@ -24,6 +24,7 @@ type Manager struct {
 	ownerID string          // the first half of every owner id it makes (newOwner)
 	batch   BatchRenewer    // backend's, or nil
 	partial PartialAcquirer // backend's, or nil
+	renewer PartialRenewer  // backend's, or nil
 	handoff HandoffReleaser // backend's, or nil
 	// handover is the backend's HandoverReleaser, or nil.
 	handover HandoverReleaser
@@ -55,6 +56,7 @@ func NewManager(b Backend) (*Manager, error) {
 	m := &Manager{backend: b, ownerID: newOwnerID()}
 	m.batch, _ = b.(BatchRenewer)
 	m.partial, _ = b.(PartialAcquirer)
+	m.renewer, _ = b.(PartialRenewer)
 	m.handoff, _ = b.(HandoffReleaser)
 	m.handover, _ = b.(HandoverReleaser)
 	_, serverQueue := b.(OwnerWatcher)
@@ -504,7 +506,7 @@ func (m *Manager) renew(due []*Lease) {
 			} else {
 				err = errors.New("lock: backend returned too few renewal results")
 			}
-			m.renewed(l, sent, err)
+			m.renewed(l, sent, l.ttl, err)
 		}
 		return
 	}
@@ -515,14 +517,35 @@ func (m *Manager) renew(due []*Lease) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			m.renewed(l, sent, m.backend.Renew(ctx, l.key, l.owner, l.ttl))
+			valid, err := m.renewOne(ctx, l.key, l.owner, l.ttl)
+			m.renewed(l, sent, valid, err)
 		}()
 	}
 	wg.Wait()
 }
 
-// renewed applies the outcome of a renewal sent at sent.
-func (m *Manager) renewed(l *Lease, sent time.Time, err error) {
+// renewOne renews one lease and returns, on success, how long from the
+// call's start it is certainly held: the TTL unless the backend is a
+// PartialRenewer.
+func (m *Manager) renewOne(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
+	if m.renewer == nil {
+		return ttl, m.backend.Renew(ctx, key, owner, ttl)
+	}
+	valid, err := m.renewer.RenewPartial(ctx, key, owner, ttl)
+	return min(max(valid, 0), ttl), err
+}
+
+// confirmed moves l's deadline after a renewal sent at sent that vouches for
+// valid (at most l's TTL): to sent + valid - drift, never earlier.
+func (l *Lease) confirmed(sent time.Time, valid time.Duration) {
+	if d := sent.Add(valid - DriftMargin(valid)); d.After(l.deadline) {
+		l.deadline = d
+	}
+}
+
+// renewed applies the outcome of a renewal sent at sent that vouched for
+// valid.
+func (m *Manager) renewed(l *Lease, sent time.Time, valid time.Duration, err error) {
 	m.mu.Lock()
 	if l.err != nil || !l.renewing { // released or lost meanwhile
 		m.mu.Unlock()
@@ -534,8 +557,8 @@ func (m *Manager) renewed(l *Lease, sent time.Time, err error) {
 	switch {
 	case err == nil:
 		l.renewErr = nil
-		l.deadline = sent.Add(l.ttl - DriftMargin(l.ttl))
-		l.renewAt = sent.Add(l.ttl / 3)
+		l.confirmed(sent, valid)
+		l.renewAt = sent.Add(min(l.ttl/3, valid/2))
 	case errors.Is(err, ErrNotHeld):
 		lost = leaseLost("renewal refused", err)
 	default:

@@ -69,6 +69,15 @@ type Backend interface {
 	Withdraw(ctx context.Context, name, owner string) error
 }
 
+// A Bounded is a Backend whose holds are certain for less than their TTL
+// from the call that confirmed them, as a lock.PartialRenewer's leases are
+// (ZooKeeper behind a follower).
+type Bounded interface {
+	// Certain returns how long from sent a hold of ttl that a call sent
+	// then confirmed is certainly held, at most ttl.
+	Certain(sent time.Time, ttl time.Duration) time.Duration
+}
+
 // A ReleaseWatcher is a Backend that can tell waiters that a name may have
 // become free for them (pub/sub, LISTEN/NOTIFY, watches), so they need not
 // poll. Without one, waiters poll every few milliseconds.
@@ -95,12 +104,11 @@ func New(b Backend) (*Locker, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: rwlock: nil backend", lock.ErrInvalid)
 	}
-	watcher, _ := b.(ReleaseWatcher)
-	r, err := lock.NewManager(&view{b: b, watcher: watcher, mode: Read})
+	r, err := lock.NewManager(newView(b, Read))
 	if err != nil {
 		return nil, err
 	}
-	w, err := lock.NewManager(&view{b: b, watcher: watcher, mode: Write})
+	w, err := lock.NewManager(newView(b, Write))
 	if err != nil {
 		return nil, err
 	}

@@ -39,9 +39,47 @@ type waiting struct {
 }
 
 var (
-	_ lock.Backend      = (*view)(nil)
-	_ lock.OwnerWatcher = (*view)(nil)
+	_ lock.Backend         = (*view)(nil)
+	_ lock.OwnerWatcher    = (*view)(nil)
+	_ lock.PartialAcquirer = boundedView{}
+	_ lock.PartialRenewer  = boundedView{}
+	_ lock.OwnerWatcher    = boundedView{}
 )
+
+// newView returns mode's view of b: a lock.PartialAcquirer and
+// lock.PartialRenewer too when b is Bounded.
+func newView(b Backend, mode Mode) lock.Backend {
+	watcher, _ := b.(ReleaseWatcher)
+	v := &view{b: b, watcher: watcher, mode: mode}
+	if bounded, ok := b.(Bounded); ok {
+		return boundedView{v, bounded}
+	}
+	return v
+}
+
+// A boundedView is the view of a Bounded backend, whose acquisitions and
+// renewals vouch for what Certain says.
+type boundedView struct {
+	*view
+	bounded Bounded
+}
+
+func (v boundedView) TryAcquirePartial(ctx context.Context, name, owner string, ttl time.Duration) (uint64, time.Duration, time.Duration, error) {
+	sent := time.Now()
+	token, left, err := v.TryAcquire(ctx, name, owner, ttl)
+	if err != nil {
+		return 0, 0, left, err
+	}
+	return token, v.bounded.Certain(sent, ttl), 0, nil
+}
+
+func (v boundedView) RenewPartial(ctx context.Context, name, owner string, ttl time.Duration) (time.Duration, error) {
+	sent := time.Now()
+	if err := v.Renew(ctx, name, owner, ttl); err != nil {
+		return 0, err
+	}
+	return v.bounded.Certain(sent, ttl), nil
+}
 
 // withdrawTimeout bounds the withdrawal of a writer's intent when it stops
 // waiting; a withdrawal that fails leaves the intent to end after IntentTTL.

@@ -20,6 +20,10 @@ import (
 type ZooKeeperEnsemble struct {
 	// Servers are the members in id order: Servers[i] has myid i+1.
 	Servers []*ZooKeeperServer
+
+	// links[i][j] are the proxies server i reaches server j's quorum and
+	// election ports through (StartZooKeeperEnsembleLinked), else nil.
+	links [][][2]*Proxy
 }
 
 // zkEnsembleLimits are the ticks (500 ms each) a follower has to connect to
@@ -35,6 +39,52 @@ const zkEnsembleLimits = "initLimit=20\nsyncLimit=4\n"
 // missing. Each server logs to zookeeper.log in its own directory; the log is
 // shown when a server fails to start.
 func StartZooKeeperEnsemble(t testing.TB, n int, extra ...string) *ZooKeeperEnsemble {
+	t.Helper()
+	return startZooKeeperEnsemble(t, n, false, extra)
+}
+
+// StartZooKeeperEnsembleLinked is StartZooKeeperEnsemble with every link
+// between two servers (quorum and election, each direction) through a Proxy
+// of its own, so that Partition can cut the ensemble in two: each server's
+// zoo.cfg names the others at their proxies' addresses.
+func StartZooKeeperEnsembleLinked(t testing.TB, n int, extra ...string) *ZooKeeperEnsemble {
+	t.Helper()
+	return startZooKeeperEnsemble(t, n, true, extra)
+}
+
+// Partition cuts the links between the servers of side (indexes in Servers)
+// and the others, both ways, as a partition that drops frames silently
+// does: the connections stay open and carry nothing (Proxy.Blackhole), so
+// each side learns of the cut only by its own timeouts. Clients' links to
+// the servers are not touched. Heal ends it. It needs
+// StartZooKeeperEnsembleLinked.
+func (e *ZooKeeperEnsemble) Partition(side ...int) { e.blackhole(side, true) }
+
+// Heal ends a Partition: the links carry frames again (what was dropped
+// stays lost, so the servers reconnect as they would after a real one).
+func (e *ZooKeeperEnsemble) Heal() { e.blackhole(nil, false) }
+
+func (e *ZooKeeperEnsemble) blackhole(side []int, on bool) {
+	if e.links == nil {
+		panic("testsvc: Partition needs StartZooKeeperEnsembleLinked")
+	}
+	in := map[int]bool{}
+	for _, i := range side {
+		in[i] = true
+	}
+	for i := range e.links {
+		for j, pair := range e.links[i] {
+			if i == j {
+				continue
+			}
+			cut := on && in[i] != in[j]
+			pair[0].Blackhole(cut)
+			pair[1].Blackhole(cut)
+		}
+	}
+}
+
+func startZooKeeperEnsemble(t testing.TB, n int, linked bool, extra []string) *ZooKeeperEnsemble {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("testsvc: StartZooKeeperEnsemble(%d): need at least one server", n)
@@ -67,8 +117,6 @@ func StartZooKeeperEnsemble(t testing.TB, n int, extra ...string) *ZooKeeperEnse
 		procs[i] = s.process
 	}
 	prepare := func() {
-		var lines strings.Builder
-		lines.WriteString(zkEnsembleLimits)
 		for i, s := range e.Servers {
 			s.port = FreePort(t)
 			reservePort(s.port)
@@ -76,7 +124,34 @@ func StartZooKeeperEnsemble(t testing.TB, n int, extra ...string) *ZooKeeperEnse
 				quorum[k] = FreePort(t)
 				reservePort(quorum[k])
 			}
-			fmt.Fprintf(&lines, "server.%d=127.0.0.1:%d:%d\n", i+1, quorum[2*i], quorum[2*i+1])
+		}
+		if linked {
+			e.links = make([][][2]*Proxy, n)
+			for i := range n {
+				e.links[i] = make([][2]*Proxy, n)
+				for j := range n {
+					if i != j {
+						e.links[i][j] = [2]*Proxy{
+							NewProxy(t, "127.0.0.1:"+strconv.Itoa(quorum[2*j])),
+							NewProxy(t, "127.0.0.1:"+strconv.Itoa(quorum[2*j+1])),
+						}
+					}
+				}
+			}
+		}
+		// members returns server i's view of the ensemble: itself at its
+		// own ports, the others at theirs or at i's proxies to them.
+		members := func(i int) string {
+			var lines strings.Builder
+			lines.WriteString(zkEnsembleLimits)
+			for j := range n {
+				q, el := "127.0.0.1:"+strconv.Itoa(quorum[2*j]), "127.0.0.1:"+strconv.Itoa(quorum[2*j+1])
+				if linked && i != j {
+					q, el = e.links[i][j][0].Addr(), e.links[i][j][1].Addr()
+				}
+				fmt.Fprintf(&lines, "server.%d=%s:%s\n", j+1, q, strings.TrimPrefix(el, "127.0.0.1:"))
+			}
+			return lines.String()
 		}
 		for i, s := range e.Servers {
 			if err := os.MkdirAll(s.dataDir(), 0o755); err != nil {
@@ -85,7 +160,7 @@ func StartZooKeeperEnsemble(t testing.TB, n int, extra ...string) *ZooKeeperEnse
 			if err := os.WriteFile(filepath.Join(s.dataDir(), "myid"), []byte(strconv.Itoa(i+1)+"\n"), 0o644); err != nil {
 				t.Fatalf("testsvc: write myid: %v", err)
 			}
-			s.writeConfig(append([]string{lines.String()}, extra...))
+			s.writeConfig(append([]string{members(i)}, extra...))
 		}
 	}
 	reset := func() {

@@ -38,23 +38,37 @@ type backend struct {
 
 	owners contend.Registry[*contender] // by Manager owner
 
+	horizon  *horizon      // when the leader last heard of the session (horizon.go)
+	tickTime time.Duration // WithTickTime's, or 0
+	stop     chan struct{} // closed by close: ends the heartbeat
+
 	mu      sync.Mutex
 	orphans map[string]string // GUID -> lock dir of nodes to delete; guarded by mu
 	closed  bool              // guarded by mu
-	sweeps  sync.WaitGroup    // background sweeps after a reconnect
+	sweeps  sync.WaitGroup    // background sweeps after a reconnect, and the heartbeat
 }
 
 var (
-	_ lock.Backend      = (*backend)(nil)
-	_ lock.OwnerWatcher = (*backend)(nil)
+	_ lock.Backend         = (*backend)(nil)
+	_ lock.OwnerWatcher    = (*backend)(nil)
+	_ lock.PartialAcquirer = (*backend)(nil)
+	_ lock.PartialRenewer  = (*backend)(nil)
 )
 
-func newBackend(conn *zk.Conn, log *sessionLog, o options) *backend {
-	return &backend{
+// newBackend returns the backend of a connected session and starts its
+// heartbeat.
+func newBackend(conn *zk.Conn, log *sessionLog, h *horizon, o options) *backend {
+	b := &backend{
 		conn: conn, log: log, prefix: o.prefix, names: o.names,
-		acl:     zk.WorldACL(zk.PermAll),
-		orphans: map[string]string{},
+		acl:      zk.WorldACL(zk.PermAll),
+		orphans:  map[string]string{},
+		horizon:  h,
+		tickTime: o.tick,
+		stop:     make(chan struct{}),
 	}
+	b.sweeps.Add(1)
+	go b.heartbeat(b.stop)
+	return b
 }
 
 func (b *backend) sessionTimeout() time.Duration {
@@ -67,6 +81,7 @@ func (b *backend) close() {
 	b.closed = true
 	b.mu.Unlock()
 	if !already {
+		close(b.stop)
 		b.conn.Close()
 	}
 	b.sweeps.Wait()
@@ -135,7 +150,11 @@ func call[T any](ctx context.Context, b *backend, f func() (T, error)) (T, error
 	}
 	ch := make(chan result, 1)
 	go func() {
+		sent := time.Now()
 		v, err := f()
+		if answered(err) {
+			b.horizon.touched(sent, b.gap())
+		}
 		ch <- result{v, err}
 	}()
 	select {
@@ -144,6 +163,13 @@ func call[T any](ctx context.Context, b *backend, f func() (T, error)) (T, error
 	case <-ctx.Done():
 		return zero, ctx.Err()
 	}
+}
+
+// answered reports whether a call's error, nil included, is the server's
+// answer: the request reached it.
+func answered(err error) bool {
+	return err == nil || errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNodeExists) ||
+		errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNotEmpty)
 }
 
 // dir returns the znode of lock key, or an error wrapping lock.ErrInvalid
@@ -494,12 +520,37 @@ func (b *backend) sweep(ctx context.Context) {
 	}
 }
 
-// Renew implements lock.Backend. ZooKeeper's session keeps the node alive,
-// so renewal is a check: the session is connected and our node still exists
-// with our czxid. A successful Exists also proves the server heard from the
-// session at or after the renewal was sent, which is what the Manager's local
-// deadline is counted from.
+// Renew implements lock.Backend; the Manager calls RenewPartial.
 func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
+	_, err := b.RenewPartial(ctx, key, owner, ttl)
+	return err
+}
+
+// RenewPartial implements lock.PartialRenewer. ZooKeeper's session keeps the
+// node alive, so renewal is a check: the session is connected and our node
+// still exists with our czxid. The answer may come from a follower cut off
+// from the leader, so it vouches for the lease only up to the session's
+// horizon (horizon.go), not for ttl from now.
+func (b *backend) RenewPartial(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
+	sent := time.Now()
+	if err := b.renew(ctx, owner, ttl); err != nil {
+		return 0, err
+	}
+	return b.horizon.valid(sent, ttl, b.sessionTimeout()), nil
+}
+
+// TryAcquirePartial implements lock.PartialAcquirer: TryAcquire, certain up
+// to the session's horizon (horizon.go).
+func (b *backend) TryAcquirePartial(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, time.Duration, error) {
+	sent := time.Now()
+	token, holderTTL, err := b.TryAcquire(ctx, key, owner, ttl)
+	if err != nil {
+		return 0, 0, holderTTL, err
+	}
+	return token, b.horizon.valid(sent, ttl, b.sessionTimeout()), 0, nil
+}
+
+func (b *backend) renew(ctx context.Context, owner string, ttl time.Duration) error {
 	c := b.owners.Get(owner)
 	if c == nil {
 		return lockerr.NotHeld("zklock: no node for this owner")

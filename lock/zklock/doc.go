@@ -87,13 +87,33 @@
 // that to be safe the local deadline must come before the server can expire
 // the session, so Acquire refuses a TTL longer than the session timeout the
 // server granted (Locker.SessionTimeout) with an error wrapping
-// lock.ErrInvalid. A successful check proves the server heard from the
-// session at or after the moment it was sent, the moment the Manager counts
-// the deadline from, and the server expires the session no earlier than one
-// session timeout after that. Choose the session timeout (WithSessionTimeout,
-// 30 s by default, clamped by the server's min/maxSessionTimeout) at least as
-// long as the longest TTL you use; a shorter TTL only makes the holder give
-// up sooner while disconnected.
+// lock.ErrInvalid.
+//
+// In an ensemble the server that answers a check (a follower, say) is not
+// the one that expires sessions: only the leader does, one session timeout
+// after it last heard of the session, and it hears of a session on a
+// follower only from the follower's answers to its pings, every half tick.
+// A follower cut off from the leader keeps answering for up to syncLimit
+// ticks while the leader counts down. So a check does not vouch for the
+// lease for TTL from when it was sent, but only up to the session's
+// horizon: the last moment the leader is proven to have heard of the
+// session, plus the session timeout, less the drift margin. The leader
+// heard of it at the handshake (it creates or revalidates the session),
+// and of every request sent at least three quarters of a tick before a
+// Sync it answered; a heartbeat Syncs every quarter tick, so while the
+// leader can be reached the horizon trails the clock by about a tick and a
+// half, and from a follower cut off from it, it stops: every lease of the
+// session ends before the leader can expire the session and hand the lock
+// to someone else. The tick is the servers' tickTime, 2 s unless
+// WithTickTime says otherwise (a longer tick than assumed breaks the
+// bound; a server never grants a session shorter than two ticks, so the
+// Locker assumes at most half the granted timeout). A lease is renewed
+// every TTL/3, or more often when its horizon is nearer than that would
+// allow. Choose the session timeout (WithSessionTimeout, 30 s by default,
+// clamped by the server's min/maxSessionTimeout) at least a tick and a half
+// longer than the longest TTL you use; a TTL closer to it is renewed more
+// often, and a shorter TTL only makes the holder give up sooner while
+// disconnected.
 //
 // What the TTL does not do: it does not make the server free the lock after
 // TTL. A lease with lock.WithFixedTTL ends locally after its TTL, and the

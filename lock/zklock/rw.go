@@ -60,6 +60,7 @@ var (
 	_ rwlock.Backend        = (*rwBackend)(nil)
 	_ rwlock.ReleaseWatcher = (*rwBackend)(nil)
 	_ rwlock.Inspector      = (*rwBackend)(nil)
+	_ rwlock.Bounded        = (*rwBackend)(nil)
 )
 
 // Close ends the session: the server deletes every node of this Locker.
@@ -226,6 +227,12 @@ func (rw *rwBackend) drop(ctx context.Context, owner string, n *rwNode) {
 	if err := rw.b.deleteNode(rctx, n.path, n.version); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		rw.b.orphan(n.dir, n.guid)
 	}
+}
+
+// Certain implements rwlock.Bounded: a hold is certain up to the session's
+// horizon (horizon.go).
+func (rw *rwBackend) Certain(sent time.Time, ttl time.Duration) time.Duration {
+	return rw.b.horizon.valid(sent, ttl, rw.b.sessionTimeout())
 }
 
 // Renew checks, as New's Locker does, that the session is connected and

@@ -70,6 +70,7 @@ type semBackend struct {
 
 var (
 	_ lock.Backend        = (*semBackend)(nil)
+	_ lock.PartialRenewer = (*semBackend)(nil)
 	_ lock.OwnerWatcher   = (*semBackend)(nil)
 	_ lock.SharedBackend  = (*semBackend)(nil)
 	_ semaphore.Inspector = (*semBackend)(nil)
@@ -308,6 +309,27 @@ func (s *semBackend) deleteNodes(nodes []string) {
 }
 
 var errZKPermitNotHeld = lockerr.NotHeld("zklock: the permit's node is gone (session expired or deleted)")
+
+// TryAcquirePartial implements lock.PartialAcquirer: TryAcquire, certain up
+// to the session's horizon (horizon.go).
+func (s *semBackend) TryAcquirePartial(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, time.Duration, error) {
+	sent := time.Now()
+	token, left, err := s.TryAcquire(ctx, key, owner, ttl)
+	if err != nil {
+		return 0, 0, left, err
+	}
+	return token, s.b.horizon.valid(sent, ttl, s.b.sessionTimeout()), 0, nil
+}
+
+// RenewPartial implements lock.PartialRenewer: Renew, certain up to the
+// session's horizon.
+func (s *semBackend) RenewPartial(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
+	sent := time.Now()
+	if err := s.Renew(ctx, key, owner, ttl); err != nil {
+		return 0, err
+	}
+	return s.b.horizon.valid(sent, ttl, s.b.sessionTimeout()), nil
+}
 
 // Renew implements lock.Backend, as the Locker's renewal: the session is
 // connected and the first permit node is still ours.

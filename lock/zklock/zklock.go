@@ -44,6 +44,7 @@ type Option func(*options)
 type options struct {
 	prefix  string
 	session time.Duration
+	tick    time.Duration
 	names   NodeNames
 }
 
@@ -71,6 +72,17 @@ func WithPrefix(prefix string) Option {
 // Acquire accepts (see the package doc).
 func WithSessionTimeout(d time.Duration) Option {
 	return func(o *options) { o.session = d }
+}
+
+// WithTickTime tells a Locker the servers' tickTime, which bounds how long
+// a follower takes to tell the leader of this session's requests. A lease
+// is certain only until the leader's last news of the session plus the
+// session timeout (see the package doc), and that news is up to one and a
+// half ticks old. Default: DefaultTickTime (ZooKeeper's 2 s), at most half
+// the session timeout granted. Give the servers' tickTime if it is longer
+// than 2 s; a shorter one lets leases renewed by followers keep more margin.
+func WithTickTime(d time.Duration) Option {
+	return func(o *options) { o.tick = d }
 }
 
 // WithNodeNames sets the naming scheme of the nodes this Locker writes.
@@ -101,19 +113,31 @@ func New(ctx context.Context, servers []string, opts ...Option) (*Locker, error)
 	if o.session < time.Second/10 {
 		return nil, fmt.Errorf("%w: zklock: session timeout %v too short", lock.ErrInvalid, o.session)
 	}
+	if o.tick < 0 {
+		return nil, fmt.Errorf("%w: zklock: negative tick time %v", lock.ErrInvalid, o.tick)
+	}
 	if o.names != CuratorNames && o.names != KazooNames {
 		return nil, fmt.Errorf("%w: zklock: unknown NodeNames %d", lock.ErrInvalid, o.names)
 	}
 	log := &sessionLog{ready: make(chan struct{})}
+	h := &horizon{}
 	var b *backend
-	var bmu sync.Mutex // guards b for the event callback, which may run before New returns
+	var bmu sync.Mutex // guards b and dialed for the event callback, which may run before New returns
+	var dialed time.Time
 	onEvent := func(ev zk.Event) {
-		if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
-			bmu.Lock()
+		if ev.Type != zk.EventSession {
+			return
+		}
+		bmu.Lock()
+		defer bmu.Unlock()
+		switch ev.State {
+		case zk.StateConnected: // connected, handshake not yet sent
+			dialed = time.Now()
+		case zk.StateHasSession:
+			h.handshake(dialed)
 			if b != nil {
 				b.reconnected()
 			}
-			bmu.Unlock()
 		}
 	}
 	conn, _, err := zk.Connect(servers, o.session, zk.WithLogger(log), zk.WithLogInfo(true), zk.WithEventCallback(onEvent))
@@ -127,7 +151,7 @@ func New(ctx context.Context, servers []string, opts ...Option) (*Locker, error)
 		return nil, ctx.Err()
 	}
 	bmu.Lock()
-	b = newBackend(conn, log, o)
+	b = newBackend(conn, log, h, o)
 	bmu.Unlock()
 	m, err := lock.NewManager(b)
 	if err != nil {
