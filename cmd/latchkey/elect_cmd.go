@@ -28,8 +28,9 @@ name in $LATCHKEY_LOCK_KEY), strictly greater than every earlier leader's,
 to hand to whatever it writes. When the term ends (the lease is lost) the
 command gets SIGTERM, then SIGKILL after --grace; when the command ends, the
 leader resigns and the next candidate takes over at once. With --again the
-candidate campaigns again after each term instead of exiting. --value says
-who leads (default: host name and pid); everyone can read it.
+candidate campaigns again after each term instead of exiting. --value (or
+--holder, as for run) says who leads (default: host name and pid); everyone
+can read it.
 
 If latchkey dies, even of SIGKILL, the command and every process it started
 die with it (on Unix). A paused latchkey (SIGSTOP, a frozen VM) cannot stop
@@ -60,7 +61,8 @@ func electCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet("elect", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), electUsage); fs.PrintDefaults() }
 	key := fs.String("key", "", "the election's name (required)")
-	value := fs.String("value", defaultHolder(), "who leads, as others see it: at most "+strconv.Itoa(elect.MaxValueLen)+" bytes, no secrets")
+	value := fs.String("value", defaultHolder(), "who leads, as others see it (and lock ls and show print): at most "+strconv.Itoa(elect.MaxValueLen)+" bytes, no secrets")
+	fs.StringVar(value, "holder", *value, "the same as --value, the name run gives it")
 	ttl := fs.Duration("ttl", lock.DefaultTTL, "term lease length: a dead leader is replaced after at most this long; renewed every ttl/3")
 	wait := waitForever
 	fs.Var(&wait, "wait", "how long to wait to be elected, a `duration`: 0 tries once, forever waits until interrupted")
@@ -81,6 +83,9 @@ func electCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	case *grace < 0:
 		fmt.Fprintf(stderr, "%s: --grace must not be negative\n", name)
+		return exitUsage
+	case flagSet(fs, "value") && flagSet(fs, "holder"):
+		fmt.Fprintf(stderr, "%s: --holder and --value are one setting; give one\n", name)
 		return exitUsage
 	case *again && wait != waitForever:
 		fmt.Fprintf(stderr, "%s: --again campaigns until interrupted; it takes no --wait\n", name)

@@ -308,3 +308,25 @@ func TestElectObserveSaysLeaderUnknownInAnOutage(t *testing.T) {
 	t.Cleanup(func() { _ = again.Process.Kill(); _ = again.Wait() })
 	next("host-b as leader after the outage", func(l leaderJSON) bool { return l.Elected && l.Value == "host-b" })
 }
+
+// TestElectHolder: elect takes --holder, as run does, for the value others
+// read (elect show, lock show), and refuses it beside a different --value.
+func TestElectHolder(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	url := sqliteURL(dir)
+	show := os.Args[0] + " elect show job --json --backend " + url + " > " + filepath.Join(dir, "show.json")
+	code, _, errb := latchkey(t, "elect", "--key", "job", "--holder", "batch-host-7", "--backend", url, "--", "sh", "-c", show)
+	if code != exitOK {
+		t.Fatalf("elect --holder: exit %d: %s", code, errb)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "show.json"))
+	var got leaderJSON
+	if err != nil || json.Unmarshal(b, &got) != nil || got.Value != "batch-host-7" {
+		t.Fatalf("elect show during the term: %q (%v), want the value batch-host-7", b, err)
+	}
+	code, _, errb = latchkey(t, "elect", "--key", "job", "--holder", "a", "--value", "b", "--backend", url, "--", "true")
+	if code != exitUsage || !strings.Contains(errb, "--holder and --value") {
+		t.Fatalf("--holder beside --value: exit %d, %q; want %d naming both", code, errb, exitUsage)
+	}
+}

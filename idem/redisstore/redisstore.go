@@ -261,6 +261,11 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, d time.Durat
 	if err := s.check(); err != nil {
 		return idem.Claim{}, err
 	}
+	if err := ctx.Err(); err != nil {
+		// go-redis's cluster client does not always look at a context
+		// already done before it sends: claim nothing.
+		return idem.Claim{}, err
+	}
 	claim := newClaim(fingerprint)
 	tok := claim[1:claimPrefixLen]
 	rk := s.RecordKey(key)
