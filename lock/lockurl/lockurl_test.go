@@ -166,7 +166,7 @@ func TestZooKeeper(t *testing.T) {
 	ep := testsvc.StartZooKeeper(t, "maxSessionTimeout=40000").Endpoint()
 	key := testsvc.KeyPrefix(t) + "k"
 	excludes(t, open(t, "zk://"+ep), open(t, "zk://"+ep+","+ep+"/latchkey?names=kazoo"), key)
-	a, c := open(t, "zk://"+ep+"/app?session=10s"), open(t, "zk://"+ep+"/other?session=10s")
+	a, c := open(t, "zk://"+ep+"/app?session=10s&tick=500ms"), open(t, "zk://"+ep+"/other?session=10s")
 	la, err := a.Acquire(t.Context(), key, lock.WithTTL(5*time.Second), lock.WithWait(0))
 	if err != nil {
 		t.Fatal(err)
@@ -208,6 +208,7 @@ func TestBadURLs(t *testing.T) {
 		{url: "zk://user:" + secret + "@127.0.0.1:1", invalid: true, says: "no user or password"},
 		{url: "zk://127.0.0.1:1?bogus=1", invalid: true, says: "unknown or repeated parameter"},
 		{url: "zk://127.0.0.1:1?session=soon", invalid: true, says: "session"},
+		{url: "zk://127.0.0.1:1?tick=0s", invalid: true, says: "tick: want a positive duration"},
 		{url: "zk://127.0.0.1:1/a/./b", invalid: true, says: "prefix"},
 		{url: "sqlite://", invalid: true, says: "names no file"},
 		{url: "sqlite:///", invalid: true, says: "names no file"},

@@ -14,11 +14,12 @@ import (
 // earlier deadline.
 const zkDialTimeout = 5 * time.Second
 
-// zk://host:port[,host:port...][/prefix][?session=30s&names=kazoo]: a
+// zk://host:port[,host:port...][/prefix][?session=30s&tick=2s&names=kazoo]: a
 // ZooKeeper ensemble through any of the listed servers (port 2181 when none
 // is given). The path is the parent of the lock znodes (zklock.WithPrefix;
 // none means /latchkey). session is the session timeout to ask for, which
-// bounds the TTLs Acquire accepts; names=kazoo writes kazoo's node names
+// bounds the TTLs Acquire accepts; tick is the servers' tickTime
+// (zklock.WithTickTime: give it when it is longer than 2 s); names=kazoo writes kazoo's node names
 // instead of Curator's (see zklock).
 func openZK(ctx context.Context, _ string, u *url.URL) (Locker, error) {
 	servers, opts, err := zkConfig(u)
@@ -64,12 +65,18 @@ func zkConfig(u *url.URL) ([]string, []zklock.Option, error) {
 				return nil, nil, invalidf("zk URL: session: %w", err)
 			}
 			opts = append(opts, zklock.WithSessionTimeout(d))
+		case k == "tick" && len(v) == 1:
+			d, err := time.ParseDuration(v[0])
+			if err != nil || d <= 0 {
+				return nil, nil, invalidf("zk URL: tick: want a positive duration such as 2s, got %q", v[0])
+			}
+			opts = append(opts, zklock.WithTickTime(d))
 		case k == "names" && len(v) == 1 && (v[0] == "kazoo" || v[0] == "curator"):
 			if v[0] == "kazoo" {
 				opts = append(opts, zklock.WithNodeNames(zklock.KazooNames))
 			}
 		default:
-			return nil, nil, invalidf("zk URL: unknown or repeated parameter %q (known: session=DURATION, names=curator|kazoo)", k)
+			return nil, nil, invalidf("zk URL: unknown or repeated parameter %q (known: session=DURATION, tick=DURATION, names=curator|kazoo)", k)
 		}
 	}
 	return servers, opts, nil
