@@ -10,6 +10,7 @@
 #   MariaDB     root@tcp(127.0.0.1:3306)/test (root, no password over TCP)
 #   NATS        127.0.0.1:4222 with JetStream
 #   RabbitMQ    amqp://guest:guest@127.0.0.1:5672/
+#   shells      zsh and fish, for the completion scripts' tests
 #   binaries    redis-server, redis-cli, /usr/lib/postgresql/*/bin/{initdb,pg_ctl}, etcd, etcdctl,
 #               prometheus, promtool,
 #               java + /usr/share/java/zookeeper.jar, /usr/bin/python3 with kazoo,
@@ -118,6 +119,16 @@ $race_out"
 ensure_certs() {
   if [ -s /etc/ssl/certs/ca-certificates.crt ]; then return; fi
   apt_install certs ca-certificates
+}
+
+# The shells whose completion scripts latchkey completion prints: the CLI's
+# tests load each script into its shell and ask it to complete.
+ensure_shells() {
+  local missing=()
+  command -v zsh >/dev/null 2>&1 || missing+=(zsh)
+  command -v fish >/dev/null 2>&1 || missing+=(fish)
+  if [ "${#missing[@]}" -gt 0 ]; then apt_install shells "${missing[@]}"; fi
+  say shells "bash, zsh and fish for the completion tests"
 }
 
 # ---------------------------------------------------------------- Redis
@@ -367,6 +378,7 @@ ensure_mariadb() {
 
 ensure_certs
 ensure_race
+ensure_shells
 ensure_redis
 ensure_postgres
 ensure_mariadb

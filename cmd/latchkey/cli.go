@@ -9,6 +9,8 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+	"slices"
+	"strings"
 )
 
 // version is set at release time with -ldflags "-X main.version=v1.2.3";
@@ -20,6 +22,8 @@ type command struct {
 	name    string
 	summary string // empty: hidden from help
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	subs    []string // its subcommands, if any
+	alone   bool     // with subs: it also runs without one (elect)
 }
 
 // run dispatches args to a command and returns the exit status.
@@ -66,17 +70,27 @@ Run "latchkey <command> -h" for a command's flags.
 `)
 }
 
+// helpCmd is "latchkey help [COMMAND [SUBCOMMAND]]": the command's help, as
+// "latchkey COMMAND [SUBCOMMAND] -h" prints it, on stdout.
 func helpCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || isHelpFlag(args[0]) {
 		usage(stdout)
 		return exitOK
 	}
-	for _, c := range commands() {
-		if c.name == args[0] && c.summary != "" {
-			return c.run(context.Background(), []string{"-h"}, stdout, stderr)
-		}
+	c := findCommand(args[0])
+	switch {
+	case c == nil || c.summary == "":
+		fmt.Fprintf(stderr, "latchkey help: unknown command %q\n", args[0])
+		return exitUsage
+	case len(args) == 1:
+		return c.run(context.Background(), []string{"-h"}, stdout, stderr)
+	case len(args) == 2 && slices.Contains(c.subs, args[1]):
+		return c.run(context.Background(), []string{args[1], "-h"}, stdout, stderr)
+	case len(c.subs) == 0:
+		fmt.Fprintf(stderr, "latchkey help: %s has no subcommands\n", c.name)
+	default:
+		fmt.Fprintf(stderr, "latchkey help: %s's subcommands are %s; got %q\n", c.name, strings.Join(c.subs, ", "), args[1:])
 	}
-	fmt.Fprintf(stderr, "latchkey help: unknown command %q\n", args[0])
 	return exitUsage
 }
 
@@ -88,6 +102,10 @@ func isHelpFlag(arg string) bool { return arg == "-h" || arg == "-help" || arg =
 // status 2. When ok is false the command returns code at once. The usage is
 // whatever fs.Usage writes to fs.Output().
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	if collectFlags != nil { // completion asks for the flags (completion.go)
+		collectFlags(fs)
+		return exitOK, false
+	}
 	var out bytes.Buffer
 	fs.SetOutput(&out)
 	err := fs.Parse(args)

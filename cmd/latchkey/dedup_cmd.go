@@ -83,25 +83,8 @@ func newDedupFlags(name string, out io.Writer) *dedupFlags {
 	}
 }
 
-// errFlagsReported is a flag error the flag package has already printed.
-var errFlagsReported = errors.New("bad flags")
-
-// parse reads flags given before and after the message id, and returns it.
-func (f *dedupFlags) parse(args []string) (string, error) {
-	var ids []string
-	for {
-		if err := f.fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return "", err
-			}
-			return "", errFlagsReported
-		}
-		if f.fs.NArg() == 0 {
-			break
-		}
-		ids = append(ids, f.fs.Arg(0))
-		args = f.fs.Args()[1:]
-	}
+// check checks the flags and the message ids parsed and returns the id.
+func (f *dedupFlags) check(ids []string) (string, error) {
 	switch {
 	case *f.store == "":
 		return "", errors.New("--store is required (or $" + envDedupStore + ")")
@@ -128,15 +111,15 @@ type dedupReport struct {
 func dedupSub(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) int {
 	cmd := "latchkey dedup " + sub
 	f := newDedupFlags(sub, stderr)
-	f.fs.Usage = func() { io.WriteString(stderr, dedupUsage); f.fs.PrintDefaults() }
-	id, err := f.parse(args)
+	f.fs.Usage = func() { io.WriteString(f.fs.Output(), dedupUsage); f.fs.PrintDefaults() }
+	ids, code, ok := parseNamed(f.fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	id, err := f.check(ids)
 	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return exitOK
 	case err != nil:
-		if !errors.Is(err, errFlagsReported) {
-			fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		}
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return exitUsage
 	case sub == "show" && (*f.yes || *f.force):
 		fmt.Fprintf(stderr, "%s: --yes and --force are for forget\n", cmd)

@@ -151,12 +151,9 @@ type idemReport struct {
 func idemSub(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) int {
 	cmd := "latchkey idem " + sub
 	f := newIdemFlags(sub, stderr)
-	f.fs.Usage = func() { io.WriteString(stderr, idemUsage); f.fs.PrintDefaults() }
-	if err := f.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	f.fs.Usage = func() { io.WriteString(f.fs.Output(), idemUsage); f.fs.PrintDefaults() }
+	if code, ok := parseFlags(f.fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if f.fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", cmd, f.fs.Arg(0))

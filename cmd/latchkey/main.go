@@ -29,18 +29,26 @@ const (
 // the function that runs it and returns its exit status.
 func commands() []command {
 	return []command{
-		{"demo", "run the classic duplicate failures for real, unguarded and guarded", demoCmd},
-		{"run", "run a command while holding a distributed lock (cron on many hosts)", runCmd},
-		{"elect", "run a command only while elected leader; show or observe who leads", electCmd},
-		{"gateway", "an idempotency reverse proxy in front of any HTTP service", gatewayCmd},
-		{"lock", "list, show or break the distributed locks on a backend", lockCmd},
-		{"semaphore", "show the holders of a semaphore's permits on a backend", semaphoreCmd},
-		{"idem", "show or forget the idempotency record of a request", idemCmd},
-		{"dedup", "show or forget the processed mark of a message id", dedupCmd},
-		{"version", "print the version", versionCmd},
-		{"help", "show this help", helpCmd},
-		{demo.WorkerCommand, "", workerCmd}, // the demo's child processes
-		{guardCommand, "", guardCmd},        // run's and elect's commands' guard
+		{name: "demo", summary: "run the classic duplicate failures for real, unguarded and guarded", run: demoCmd},
+		{name: "run", summary: "run a command while holding a distributed lock (cron on many hosts)", run: runCmd},
+		{name: "elect", summary: "run a command only while elected leader; show or observe who leads", run: electCmd,
+			subs: []string{"show", "observe"}, alone: true},
+		{name: "gateway", summary: "an idempotency reverse proxy in front of any HTTP service", run: gatewayCmd},
+		{name: "lock", summary: "list, show or break the distributed locks on a backend", run: lockCmd,
+			subs: []string{"ls", "show", "break"}},
+		{name: "semaphore", summary: "show the holders of a semaphore's permits on a backend", run: semaphoreCmd,
+			subs: []string{"show"}},
+		{name: "idem", summary: "show or forget the idempotency record of a request", run: idemCmd,
+			subs: []string{"show", "forget"}},
+		{name: "dedup", summary: "show or forget the processed mark of a message id", run: dedupCmd,
+			subs: []string{"show", "forget"}},
+		{name: "completion", summary: "print a shell completion script: bash, zsh or fish", run: completionCmd,
+			subs: []string{"bash", "zsh", "fish"}},
+		{name: "version", summary: "print the version", run: versionCmd},
+		{name: "help", summary: "show this help, or a command's: help COMMAND [SUBCOMMAND]", run: helpCmd},
+		{name: demo.WorkerCommand, run: workerCmd}, // the demo's child processes
+		{name: guardCommand, run: guardCmd},        // run's and elect's commands' guard
+		{name: completeCommand, run: completeCmd},  // the completion scripts' question
 	}
 }
 
