@@ -38,7 +38,7 @@ func isSpan(v any) bool { _, ok := v.(trace.Span); return ok }
 // length is the wait plus the hold; latchkey.lock.wait.duration and
 // latchkey.lock.hold.duration split it. One span per lock pair, with no
 // events on the way of a healthy lease, keeps tracing a lock pair cheap
-// (see the README's cost table).
+// (see the cost table in docs/observability.md).
 func (t *Telemetry) LockObserver(backend string, server ...attribute.KeyValue) lock.Observer {
 	base := append([]attribute.KeyValue{attrBackend.String(backend)}, server...)
 	o := &lockObserver{t: t, base: base}

@@ -43,7 +43,7 @@ func BenchmarkAcquireReleaseObserved(b *testing.B) {
 // BenchmarkObserverUnset is what observation costs a Manager nobody
 // observes: the one atomic load per Acquire that finds no Observer (Release
 // of an unobserved lease tests a plain pointer). Compare it with
-// BenchmarkAcquireRelease: the README states the ratio.
+// BenchmarkAcquireRelease: docs/performance.md states the ratio.
 func BenchmarkObserverUnset(b *testing.B) {
 	m, _ := NewManager(newFake())
 	var found int

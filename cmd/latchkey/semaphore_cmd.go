@@ -19,7 +19,7 @@ The operator's view of a semaphore (latchkey run --permits, package
 semaphore): its permit count N as its holders agreed on it, and each holder
 with its label, fencing token, permits and time left. Nothing is changed;
 a holder that is stuck is cut off by revoking its permits in the backend
-(see the README), after which its fenced writes are refused.
+(see docs/semaphores-and-rwlocks.md), after which its fenced writes are refused.
 
 A time the backend does not record shows as "unknown".
 

@@ -35,7 +35,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 }
 
 // benchRawPairs is benchPairs for raw go-redis SET NX PX and a Lua
-// compare-and-delete, the yardstick of the README's Redis lock table.
+// compare-and-delete, the yardstick of the Redis lock table in docs/performance.md.
 func benchRawPairs(b *testing.B) {
 	srv := testsvc.StartRedis(b)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})

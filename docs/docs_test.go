@@ -1,0 +1,107 @@
+// Package docs holds the guides; its test keeps them from rotting: every
+// relative link of the README and the guides names a file that exists, every
+// Go block parses, and the README stays short.
+package docs
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// pages are the Markdown files the test reads, relative to the repository.
+func pages(t *testing.T) []string {
+	t.Helper()
+	guides, err := filepath.Glob("*.md")
+	if err != nil || len(guides) == 0 {
+		t.Fatalf("no guides in docs/: %v", err)
+	}
+	out := []string{"../README.md", "../CONTRIBUTING.md", "../SECURITY.md", "../CHANGELOG.md", "../cmd/latchkey/README.md"}
+	return append(out, guides...)
+}
+
+var link = regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
+
+func TestLinksResolve(t *testing.T) {
+	for _, p := range pages(t) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(b), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(p), target)); err != nil {
+				t.Errorf("%s links to %s, which does not exist", p, target)
+			}
+		}
+	}
+}
+
+var goBlock = regexp.MustCompile("(?s)```go\n(.*?)```")
+
+// TestGoBlocksParse parses every Go block as a file, as declarations, or as
+// statements of a function body (after its imports): a block that does not
+// parse as any of them is broken. Types are not checked; the blocks taken
+// from example tests are compiled and run there.
+func TestGoBlocksParse(t *testing.T) {
+	for _, p := range pages(t) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range goBlock.FindAllStringSubmatch(string(b), -1) {
+			if err := parseBlock(m[1]); err != nil {
+				t.Errorf("%s, Go block %d does not parse: %v\n%s", p, i+1, err, m[1])
+			}
+		}
+	}
+}
+
+func parseBlock(src string) error {
+	fset := token.NewFileSet()
+	if strings.HasPrefix(strings.TrimSpace(src), "package ") {
+		_, err := parser.ParseFile(fset, "block.go", src, 0)
+		return err
+	}
+	imports, body := splitImports(src)
+	if _, err := parser.ParseFile(fset, "block.go", "package p\n"+imports+"\n"+body, 0); err == nil {
+		return nil
+	}
+	_, err := parser.ParseFile(fset, "block.go", "package p\n"+imports+"\nfunc _() {\n"+body+"\n}\n", 0)
+	return err
+}
+
+// splitImports returns a block's leading import declarations and the rest.
+func splitImports(src string) (imports, rest string) {
+	s := strings.TrimLeft(src, "\n")
+	for strings.HasPrefix(s, "import ") {
+		end := strings.Index(s, "\n")
+		if strings.HasPrefix(s, "import (") {
+			end = strings.Index(s, "\n)") + 2
+		}
+		if end < 0 {
+			end = len(s)
+		}
+		imports += s[:end] + "\n"
+		s = strings.TrimLeft(s[end:], "\n")
+	}
+	return imports, s
+}
+
+// TestREADMEShort: the README introduces; the guides explain.
+func TestREADMEShort(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n > 300 {
+		t.Fatalf("README.md has %d lines, more than 300: move the detail to a guide in docs/", n)
+	}
+}
