@@ -101,16 +101,23 @@ func confirm(r io.Reader, w io.Writer, question string) bool {
 // mayForget decides whether to go on with a forget: --yes, or a person's
 // yes on a terminal. It returns the exit status to end with otherwise.
 func mayForget(yes bool, cmd, question string, stderr io.Writer) (bool, int) {
+	return mayChange(yes, cmd, "forget", "nothing forgotten", question, stderr)
+}
+
+// mayChange decides whether to go on with a change (verb: forget, break):
+// --yes, or a person's yes on a terminal. It returns the exit status to end
+// with otherwise, saying none (nothing forgotten, nothing broken).
+func mayChange(yes bool, cmd, verb, none, question string, stderr io.Writer) (bool, int) {
 	switch {
 	case yes:
 		return true, exitOK
 	case !stdinIsTerminal():
-		fmt.Fprintf(stderr, "%s: stdin is not a terminal to confirm on; add --yes to forget without asking\n", cmd)
+		fmt.Fprintf(stderr, "%s: stdin is not a terminal to confirm on; add --yes to %s without asking\n", cmd, verb)
 		return false, exitUsage
 	case confirm(os.Stdin, stderr, question):
 		return true, exitOK
 	}
-	fmt.Fprintf(stderr, "%s: nothing forgotten\n", cmd)
+	fmt.Fprintf(stderr, "%s: %s\n", cmd, none)
 	return false, exitNotFound
 }
 

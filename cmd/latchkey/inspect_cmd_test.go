@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/latchkey-go/latchkey/dedup"
 	"github.com/latchkey-go/latchkey/dedup/bloomfilter"
@@ -254,10 +257,34 @@ func TestDedupShowAndForget(t *testing.T) {
 	if err := inbox.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
+	myDSN := testsvc.MySQL(t)
+	myDB, err := sql.Open("mysql", myDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer myDB.Close()
+	myInbox, err := sqlinbox.New(myDB, sqlinbox.WithTable("payments_inbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := myInbox.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := mysql.ParseDSN(myDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	my := url.URL{Scheme: "mysql", User: url.UserPassword(cfg.User, cfg.Passwd), Host: cfg.Addr, Path: "/" + cfg.DBName, RawQuery: "table=payments_inbox"}
+	myURL := my.String()
 	stores := map[string]struct {
 		url  string
 		mark func(id string)
 	}{
+		"mysql": {myURL, func(id string) {
+			if _, err := myInbox.Process(ctx, dedup.Message{ID: id}, func(context.Context, *sql.Tx, dedup.Message) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		"redis": {"redis://" + c.Options().Addr + "/0?prefix=" + prefix + "dedup:", func(id string) {
 			cl, err := rd.Claim(ctx, id, time.Minute)
 			if err == nil {

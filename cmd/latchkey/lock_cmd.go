@@ -218,7 +218,7 @@ func lockBreak(ctx context.Context, l lock.Locker, key string, f *lockFlagSet, n
 	}
 	if !f.yes {
 		q := fmt.Sprintf("break %q, held by %s with token %d?", key, holderText(info.Holder), info.Token)
-		if ok, code := mayForget(false, name, q, stderr); !ok {
+		if ok, code := mayChange(false, name, "break", "nothing broken", q, stderr); !ok {
 			return code
 		}
 	}
@@ -226,11 +226,35 @@ func lockBreak(ctx context.Context, l lock.Locker, key string, f *lockFlagSet, n
 	if err != nil {
 		return lockFailed(name, err, stderr)
 	}
-	printLock(broken, f.json, stdout)
-	if !f.json {
-		fmt.Fprintf(stdout, "broken by %s: the next holder's token will be above %d\n", f.as, broken.Token)
+	// The state after: free, or a waiter's already, with a higher token.
+	after, afterErr := lock.Inspect(ctx, l, key)
+	if f.json {
+		j := brokenJSON{lockJSON: toLockJSON(broken), BrokenBy: f.as}
+		if afterErr == nil {
+			a := toLockJSON(after)
+			j.After = &a
+		}
+		writeJSON(stdout, j)
+		return exitOK
 	}
+	fmt.Fprintln(stdout, "broken:")
+	printLock(broken, false, stdout)
+	fmt.Fprintf(stdout, "broken by %s: the next holder's token will be above %d\n", f.as, broken.Token)
+	if afterErr != nil {
+		fmt.Fprintf(stderr, "%s: broken, but the state after could not be read: %v\n", name, afterErr)
+		return exitOK
+	}
+	fmt.Fprintln(stdout, "now:")
+	printLock(after, false, stdout)
 	return exitOK
+}
+
+// brokenJSON is what lock break --json prints: the lock as it was, who
+// broke it, and the lock as it is after the break.
+type brokenJSON struct {
+	lockJSON
+	BrokenBy string    `json:"broken_by"`
+	After    *lockJSON `json:"after,omitempty"`
 }
 
 func printLock(in lock.LockInfo, asJSON bool, w io.Writer) {

@@ -112,10 +112,16 @@ func TestLockCommands(t *testing.T) {
 	default:
 	}
 
+	if code, _, errs := runLock(t, "break", "--backend", url, "--as", "ana", "payments:queue:eu"); code != exitUsage || !strings.Contains(errs, "add --yes to break") {
+		t.Errorf("break without --yes and without a terminal: status %d, %q; want %d asking for --yes to break", code, errs, exitUsage)
+	}
 	code, out, errs = runLock(t, "break", "--backend", url, "--yes", "--as", "oncall-ana", "--json", "payments:queue:eu")
-	var broken lockJSON
-	if code != exitOK || json.Unmarshal([]byte(out), &broken) != nil || broken.Token != stuck.Token() {
+	var broken brokenJSON
+	if code != exitOK || json.Unmarshal([]byte(out), &broken) != nil || broken.Token != stuck.Token() || broken.BrokenBy != "oncall-ana" {
 		t.Fatalf("break: %d %q %q", code, out, errs)
+	}
+	if broken.After == nil || broken.After.Held {
+		t.Fatalf("break --json: the state after is %+v, want free (nobody waited)", broken.After)
 	}
 	select {
 	case <-stuck.Done():
@@ -223,5 +229,51 @@ func TestFlagsAfterNames(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run(t.Context(), []string{"lock", "show", "k", "other", "--backend", url}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "exactly one KEY (got 2)") {
 		t.Errorf("two keys: exit %d: %s", code, errb.String())
+	}
+}
+
+// TestBreakPrintsTheStateAfter: a break prints the holder it broke and the
+// lock as it is after: here a waiter's, with a higher token, where it once
+// printed only the state from before.
+func TestBreakPrintsTheStateAfter(t *testing.T) {
+	t.Parallel()
+	url := "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "locks.db"))
+	l, err := lockurl.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	stuck, err := l.Acquire(t.Context(), "nightly", lock.WithTTL(30*time.Second), lock.WithHolder("stuck-host"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *lock.Lease, 1)
+	go func() {
+		next, err := l.Acquire(t.Context(), "nightly", lock.WithTTL(30*time.Second), lock.WithHolder("next-host"), lock.WithWait(time.Minute))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- next
+	}()
+	// Whether the waiter has started waiting or not, it gets the lock
+	// only after the break.
+	code, out, errs := runLock(t, "break", "--backend", url, "--yes", "--as", "ana", "nightly")
+	next := <-got
+	if next == nil {
+		t.FailNow()
+	}
+	defer next.Release(context.Background())
+	before, after, ok := strings.Cut(out, "now:")
+	if code != exitOK || !ok || !strings.Contains(before, "stuck-host") || strings.Contains(before, "next-host") {
+		t.Fatalf("break: exit %d, %q %q; want the broken holder, then now:", code, out, errs)
+	}
+	// The waiter may take the lock before or after the break reads it
+	// again: now shows it held by the waiter, or free a moment before.
+	if strings.Contains(after, "held") && strings.Contains(after, "yes") &&
+		(!strings.Contains(after, "next-host") || !strings.Contains(after, strconv.FormatUint(next.Token(), 10))) {
+		t.Fatalf("now: %q, want the waiter next-host with token %d", after, next.Token())
+	}
+	if next.Token() <= stuck.Token() {
+		t.Fatalf("the waiter's token %d is not above the broken %d", next.Token(), stuck.Token())
 	}
 }

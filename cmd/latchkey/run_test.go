@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/internal/backendurl"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/lockurl"
 )
@@ -375,5 +376,21 @@ func TestRunHolderLabel(t *testing.T) {
 		}
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		exitCode(t, cmd)
+	}
+}
+
+// TestRunSharedWhereNoReadWriteLocks: --shared on a backend without
+// read-write locks is a usage error that says which backends have them,
+// not an unknown scheme.
+func TestRunSharedWhereNoReadWriteLocks(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ backend, says string }{
+		{testsvc.MySQLURL(t), "read-write locks need PostgreSQL or SQLite"},
+		{"redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "Redlock has no read-write locks"},
+	} {
+		code, _, errb := latchkey(t, "run", "--shared", "--key", "k", "--wait", "0", "--backend", tc.backend, "--", "true")
+		if code != exitUsage || !strings.Contains(errb, tc.says) || strings.Contains(errb, "unsupported scheme \"") {
+			t.Fatalf("run --shared on %s: exit %d, %q; want %d saying %q", tc.backend, code, errb, exitUsage, tc.says)
+		}
 	}
 }

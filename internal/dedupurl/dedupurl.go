@@ -11,6 +11,8 @@
 //	postgres://user:pass@host:5432/db        the dedup/sqlinbox table (table=T, default dedup_inbox;
 //	postgresql://...                         retention=D, default 24h, for when a mark may be purged)
 //	sqlite:///var/lib/app/inbox.db           the same in an existing SQLite file; sqlite:rel/path too
+//	mysql://user:pass@host:3306/db           the same on MySQL 8 or MariaDB 10.6+ (the driver's parameters
+//	                                         as for lock/lockurl: backendurl.MySQLDSN)
 //
 // Opening creates nothing: a SQLite file that does not exist is refused,
 // and no table is created. Errors never repeat a password given in the URL.
@@ -26,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	_ "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	"github.com/redis/go-redis/v9"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -58,6 +61,7 @@ var schemes = backendurl.Schemes[Store]{
 		"postgres":      openPostgres,
 		"postgresql":    openPostgres,
 		"sqlite":        openSQLite,
+		"mysql":         openMySQL,
 	},
 }
 
@@ -201,6 +205,22 @@ func openPostgres(ctx context.Context, raw string, _ *url.URL) (Store, error) {
 		return nil, err
 	}
 	return openInbox(ctx, "pgx", raw, p)
+}
+
+func openMySQL(ctx context.Context, raw string, _ *url.URL) (Store, error) {
+	raw, p, err := cutParams(raw, "table", "retention")
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, invalidf("%w", err)
+	}
+	dsn, err := backendurl.MySQLDSN(u)
+	if err != nil {
+		return nil, invalidf("%w", err)
+	}
+	return openInbox(ctx, "mysql", dsn, p)
 }
 
 func openSQLite(ctx context.Context, _ string, u *url.URL) (Store, error) {

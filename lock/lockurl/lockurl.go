@@ -8,6 +8,9 @@
 //	postgres://user:pass@host:5432/db       PostgreSQL through pgx (lock/sqllock), LISTEN/NOTIFY wake-ups
 //	postgresql://...                        the same
 //	mysql://user:pass@host:3306/db          MySQL 8.0 or MariaDB 10.6+ (lock/sqllock), waiters poll
+//	redis://[user:pass@]host:6379[/db]      one Redis (lock/redislock), options as go-redis's ParseURL reads them
+//	rediss://...                            the same over TLS
+//	redis-cluster://h1:6379[,h2:6379]       a Redis Cluster (lock/redislock), the same options
 //	redlock://h1:6379,h2:6379,h3:6379[/db]  Redlock over independent Redis masters (lock/redlock), majority quorum
 //	etcd://host:2379[,host:2379][/prefix]   etcd cluster (lock/etcdlock), shares locks with etcdctl lock
 //	zk://host:2181[,host:2181][/prefix]     ZooKeeper ensemble (lock/zklock), shares locks with Curator and kazoo

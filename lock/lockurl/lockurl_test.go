@@ -271,3 +271,18 @@ func TestSchemes(t *testing.T) {
 		t.Fatalf("Schemes() = %q, want %q", got, want)
 	}
 }
+
+// TestPackageDocListsEveryScheme: go doc lock/lockurl lists every scheme
+// Open accepts, so a user need not read the source to find redis://.
+func TestPackageDocListsEveryScheme(t *testing.T) {
+	src, err := os.ReadFile("lockurl.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _, _ := strings.Cut(string(src), "package lockurl")
+	for _, s := range lockurl.Schemes() {
+		if !strings.Contains(doc, "//\t"+s+"://") && !strings.Contains(doc, "//\t"+s+":") {
+			t.Errorf("the package doc does not list %s://", s)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package lockurl
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 
 	"github.com/latchkey-go/latchkey/internal/backendurl"
@@ -39,6 +40,8 @@ var rwSchemes = backendurl.Schemes[*RWLocker]{
 		"redis-cluster": openRedisRW,
 		"etcd":          openEtcdRW,
 		"zk":            openZKRW,
+		"mysql":         openMySQLRW,
+		"redlock":       noRW("Redlock"),
 	},
 }
 
@@ -50,6 +53,28 @@ func RWSchemes() []string { return rwSchemes.Names() }
 // mysql:// and redlock://). The caller must Close it. Errors are Open's.
 func OpenRW(ctx context.Context, rawURL string) (*RWLocker, error) {
 	return rwSchemes.Open(ctx, rawURL)
+}
+
+// openMySQLRW gives sqllock's own refusal of read-write locks on MySQL,
+// after checking that the URL names a database.
+func openMySQLRW(ctx context.Context, _ string, u *url.URL) (*RWLocker, error) {
+	db, err := mysqlDB(u)
+	if err != nil {
+		return nil, err
+	}
+	l, err := sqllock.NewRW(ctx, db, sqllock.MySQL)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &RWLocker{Locker: l, conns: conns{closeConn: db.Close}}, nil
+}
+
+// noRW refuses a backend without read-write locks, saying which have them.
+func noRW(name string) backendurl.Opener[*RWLocker] {
+	return func(context.Context, string, *url.URL) (*RWLocker, error) {
+		return nil, fmt.Errorf("%w: %w: %s has no read-write locks; they need PostgreSQL, SQLite, Redis, etcd or ZooKeeper", ErrUnsupported, lock.ErrInvalid, name)
+	}
 }
 
 func openMemRW(ctx context.Context, raw string, u *url.URL) (*RWLocker, error) {

@@ -13,10 +13,19 @@ import (
 // latchkey supports, naming the version it needs.
 type Dialect = sqldialect.Dialect
 
-// The dialects. Detect tells PostgreSQL (pgx's stdlib driver, lib/pq),
-// SQLite (modernc.org/sqlite qualifies) and MySQL or MariaDB
-// (github.com/go-sql-driver/mysql) apart by the *sql.DB's driver.
-const Detect, Postgres, SQLite, MySQL = sqldialect.Unknown, sqldialect.Postgres, sqldialect.SQLite, sqldialect.MySQL
+// The dialects New, NewRW and NewSemaphores take.
+const (
+	// Detect tells the others apart by the *sql.DB's driver: PostgreSQL
+	// (pgx's stdlib driver, lib/pq), SQLite (modernc.org/sqlite) and MySQL
+	// or MariaDB (github.com/go-sql-driver/mysql).
+	Detect = sqldialect.Unknown
+	// Postgres is PostgreSQL.
+	Postgres = sqldialect.Postgres
+	// SQLite is SQLite (modernc.org/sqlite, pure Go).
+	SQLite = sqldialect.SQLite
+	// MySQL is MySQL 8.0 or MariaDB 10.6 and later (not for NewRW yet).
+	MySQL = sqldialect.MySQL
+)
 
 // channelSuffix names the PostgreSQL channel releases notify, after the table.
 const channelSuffix = "_released"

@@ -1,5 +1,7 @@
 // Package sqllock is a lease lock on a SQL table, for PostgreSQL, SQLite and
-// MySQL or MariaDB.
+// MySQL or MariaDB. Pass New, NewRW or NewSemaphores the dialect: Postgres,
+// SQLite, MySQL, or Detect to tell them by the *sql.DB's driver; NewPgx and
+// its siblings take a pgx pool for PostgreSQL.
 //
 // Each key has one row holding its owner, its expiry and its fencing token.
 // Time always comes from the database's clock, never the client's, so clients
