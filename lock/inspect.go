@@ -127,6 +127,18 @@ func List(ctx context.Context, l Locker, prefix string, limit int, cursor string
 	return ls.ListLocks(ctx, prefix, limit, cursor)
 }
 
+// CheckAsker checks who, the operator a break is logged as: required, and
+// held to the rules of WithHolder. Its error wraps ErrInvalid.
+func CheckAsker(who string) error {
+	if who == "" {
+		return fmt.Errorf("%w: break: nobody named as asking", ErrInvalid)
+	}
+	if err := validateHolder(who); err != nil {
+		return fmt.Errorf("break: who asked: %w", err)
+	}
+	return nil
+}
+
 // Break deletes key's lock on l whoever holds it, so the next waiter gets
 // it, and returns the lock as it was. The broken holder learns at its next
 // renewal at the latest (its Done closes with ErrLeaseLost), and every later
@@ -141,11 +153,8 @@ func Break(ctx context.Context, l Locker, key, who string, log *slog.Logger) (Lo
 	if err := CheckKey(key); err != nil {
 		return LockInfo{}, err
 	}
-	if who == "" {
-		return LockInfo{}, fmt.Errorf("%w: break: nobody named as asking", ErrInvalid)
-	}
-	if err := validateHolder(who); err != nil {
-		return LockInfo{}, fmt.Errorf("break: who asked: %w", err)
+	if err := CheckAsker(who); err != nil {
+		return LockInfo{}, err
 	}
 	br, ok := l.(Breaker)
 	if !ok {

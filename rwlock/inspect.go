@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/latchkey-go/latchkey/lock"
@@ -85,4 +86,110 @@ func label(owner string) string {
 		return l
 	}
 	return owner
+}
+
+// A Lister is a Backend that can list the names of its read-write locks;
+// callers use Locker.List.
+type Lister interface {
+	// ListRW returns at most limit names starting with prefix whose
+	// read-write lock may be held, from where cursor (from an earlier
+	// page, "" at first) ended, and the cursor of the next page, "" when
+	// the listing is complete. It returns an error wrapping lock.ErrInvalid
+	// for a cursor it did not issue.
+	ListRW(ctx context.Context, prefix string, limit int, cursor string) (names []string, next string, err error)
+}
+
+// A Breaker is a Backend that can end any holder's hold; callers use
+// Locker.Break.
+type Breaker interface {
+	// BreakRW ends the hold on name whose fencing token is token, as its
+	// holder's release would (waking waiters), and returns the holder as
+	// it was (its Label the stored owner, as InspectRW's) and whether it
+	// was the writer. It returns an error wrapping lock.ErrNotHeld if no
+	// live holder of name has that token.
+	BreakRW(ctx context.Context, name string, token uint64) (h Holder, writer bool, err error)
+}
+
+// A Page is one page of List's answer.
+type Page struct {
+	// RWLocks are the held read-write locks, by name where the backend
+	// orders them.
+	RWLocks []Info
+	// Cursor resumes the listing; "" when it is complete. A page may be
+	// short, or empty, and still have one.
+	Cursor string
+}
+
+// List returns at most limit (1 to lock.MaxListLimit) held read-write locks
+// whose names start with prefix, and the cursor of the next page (pass ""
+// at first). Errors: one wrapping lock.ErrInvalid for a limit out of range,
+// a prefix too long or a cursor l did not issue, lock.ErrUnsupported if the
+// backend cannot list, or the backend's error.
+func (l *Locker) List(ctx context.Context, prefix string, limit int, cursor string) (Page, error) {
+	switch {
+	case limit < 1 || limit > lock.MaxListLimit:
+		return Page{}, fmt.Errorf("%w: list limit %d outside [1, %d]", lock.ErrInvalid, limit, lock.MaxListLimit)
+	case len(prefix) > lock.MaxKeyLen:
+		return Page{}, fmt.Errorf("%w: prefix is %d bytes, longer than %d", lock.ErrInvalid, len(prefix), lock.MaxKeyLen)
+	}
+	ls, ok := l.b.(Lister)
+	if !ok {
+		return Page{}, fmt.Errorf("%w: list read-write locks", ErrUnsupported)
+	}
+	names, next, err := ls.ListRW(ctx, prefix, limit, cursor)
+	if err != nil {
+		return Page{}, fmt.Errorf("rwlock: list: %w", err)
+	}
+	page := Page{Cursor: next}
+	for _, n := range names {
+		in, err := l.Inspect(ctx, n)
+		if err != nil {
+			return page, err
+		}
+		if in.Held() {
+			page.RWLocks = append(page.RWLocks, in)
+		}
+	}
+	return page, nil
+}
+
+// Break ends the hold on name whose fencing token is token, whoever holds
+// it: the writer or one reader. Waiters are woken as by a release; the
+// broken holder learns at its next renewal at the latest (Done closes with
+// lock.ErrLeaseLost), and every later token of the name is higher, so a
+// fenced resource refuses the broken holder's writes. who names the
+// operator who asked (required; the rules of lock.WithHolder apply); the
+// break is logged to log (slog.Default() if nil) at Warn with who, the name,
+// the holder's label, mode and token. It returns the holder as it was and
+// whether it was the writer. Errors: one wrapping lock.ErrInvalid for a bad
+// name or who (nothing is changed), lock.ErrNotHeld if no live holder has
+// token, lock.ErrUnsupported if the backend cannot break, or the backend's
+// error.
+func (l *Locker) Break(ctx context.Context, name string, token uint64, who string, log *slog.Logger) (Holder, bool, error) {
+	if err := lock.CheckKey(name); err != nil {
+		return Holder{}, false, err
+	}
+	if err := lock.CheckAsker(who); err != nil {
+		return Holder{}, false, err
+	}
+	br, ok := l.b.(Breaker)
+	if !ok {
+		return Holder{}, false, fmt.Errorf("%w: break a read-write lock's holder", ErrUnsupported)
+	}
+	h, writer, err := br.BreakRW(ctx, name, token)
+	if err != nil {
+		return h, writer, err
+	}
+	h.Label = label(h.Label)
+	if log == nil {
+		log = slog.Default()
+	}
+	mode := "reader"
+	if writer {
+		mode = "writer"
+	}
+	log.LogAttrs(ctx, slog.LevelWarn, "read-write lock holder broken",
+		slog.String("by", who), slog.String("name", name), slog.String("holder", h.Label),
+		slog.String("mode", mode), slog.Uint64("token", h.Token))
+	return h, writer, nil
 }

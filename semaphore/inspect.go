@@ -3,6 +3,7 @@ package semaphore
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/latchkey-go/latchkey/lock"
@@ -67,4 +68,103 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 // Inspect returns the semaphore as Client.Inspect does.
 func (s *Semaphore) Inspect(ctx context.Context) (Info, error) {
 	return s.c.Inspect(ctx, s.name)
+}
+
+// A Lister is a backend that can list the names of its semaphores; callers
+// use Client.List.
+type Lister interface {
+	// ListSemaphores returns at most limit names starting with prefix
+	// whose permits may be held, from where cursor (from an earlier page,
+	// "" at first) ended, and the cursor of the next page, "" when the
+	// listing is complete. It returns an error wrapping lock.ErrInvalid for
+	// a cursor it did not issue.
+	ListSemaphores(ctx context.Context, prefix string, limit int, cursor string) (names []string, next string, err error)
+}
+
+// A Breaker is a backend that can take back any holder's permits; callers
+// use Client.Break.
+type Breaker interface {
+	// BreakPermits takes back the permits of name's holder whose fencing
+	// token is token, as its release would (waking waiters), and returns
+	// the holder as it was. It returns an error wrapping lock.ErrNotHeld if
+	// no live holder of name has that token.
+	BreakPermits(ctx context.Context, name string, token uint64) (HolderInfo, error)
+}
+
+// A Page is one page of List's answer.
+type Page struct {
+	// Semaphores are those with permits held, by name where the backend
+	// orders them.
+	Semaphores []Info
+	// Cursor resumes the listing; "" when it is complete. A page may be
+	// short, or empty, and still have one.
+	Cursor string
+}
+
+// List returns at most limit (1 to lock.MaxListLimit) semaphores with
+// permits held whose names start with prefix, and the cursor of the next
+// page (pass "" at first). Errors: one wrapping lock.ErrInvalid for a limit
+// out of range, a prefix too long or a cursor c did not issue,
+// lock.ErrUnsupported if the backend cannot list, or the backend's error.
+func (c *Client) List(ctx context.Context, prefix string, limit int, cursor string) (Page, error) {
+	switch {
+	case limit < 1 || limit > lock.MaxListLimit:
+		return Page{}, fmt.Errorf("%w: list limit %d outside [1, %d]", lock.ErrInvalid, limit, lock.MaxListLimit)
+	case len(prefix) > MaxNameLen:
+		return Page{}, fmt.Errorf("%w: prefix is %d bytes, longer than %d", lock.ErrInvalid, len(prefix), MaxNameLen)
+	}
+	ls, ok := c.b.(Lister)
+	if !ok {
+		return Page{}, fmt.Errorf("%w: list semaphores", lock.ErrUnsupported)
+	}
+	names, next, err := ls.ListSemaphores(ctx, prefix, limit, cursor)
+	if err != nil {
+		return Page{}, fmt.Errorf("semaphore: list: %w", err)
+	}
+	page := Page{Cursor: next}
+	for _, n := range names {
+		in, err := c.Inspect(ctx, n)
+		if err != nil {
+			return page, err
+		}
+		if len(in.Holders) > 0 {
+			page.Semaphores = append(page.Semaphores, in)
+		}
+	}
+	return page, nil
+}
+
+// Break takes back the permits of name's holder whose fencing token is
+// token, whoever holds them. Waiters are woken as by a release; the broken
+// holder learns at its next renewal at the latest (Done closes with
+// lock.ErrLeaseLost), and every later token of the name is higher, so a
+// fenced resource refuses the broken holder's writes. who names the operator
+// who asked (required; the rules of lock.WithHolder apply); the break is
+// logged to log (slog.Default() if nil) at Warn with who, the name, the
+// holder's label, its permits and token. Errors: one wrapping
+// lock.ErrInvalid for a bad name or who (nothing is changed),
+// lock.ErrNotHeld if no live holder has token, lock.ErrUnsupported if the
+// backend cannot break, or the backend's error.
+func (c *Client) Break(ctx context.Context, name string, token uint64, who string, log *slog.Logger) (HolderInfo, error) {
+	if err := CheckName(name); err != nil {
+		return HolderInfo{}, err
+	}
+	if err := lock.CheckAsker(who); err != nil {
+		return HolderInfo{}, err
+	}
+	br, ok := c.b.(Breaker)
+	if !ok {
+		return HolderInfo{}, fmt.Errorf("%w: break a semaphore's holder", lock.ErrUnsupported)
+	}
+	h, err := br.BreakPermits(ctx, name, token)
+	if err != nil {
+		return h, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	log.LogAttrs(ctx, slog.LevelWarn, "semaphore permits broken",
+		slog.String("by", who), slog.String("name", name), slog.String("holder", h.Holder),
+		slog.Int("permits", h.Count), slog.Uint64("token", h.Token))
+	return h, nil
 }

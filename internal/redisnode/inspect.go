@@ -101,22 +101,42 @@ func lockInfo(key string, v []any) (lock.LockInfo, error) {
 // SCAN, a lock held throughout a listing is listed, perhaps twice; one
 // taken or let go meanwhile may or may not be.
 func (b *Node) ListLocks(ctx context.Context, prefix string, limit int, cursor string) (lock.LockPage, error) {
-	at, err := parseCursor(cursor)
+	names, next, err := b.scanKeys(ctx, prefix, "", limit, cursor)
 	if err != nil {
 		return lock.LockPage{}, err
+	}
+	page := lock.LockPage{Cursor: next}
+	infos, err := b.inspectNames(ctx, names)
+	for _, in := range infos {
+		if in.Held {
+			page.Locks = append(page.Locks, in)
+		}
+	}
+	return page, err
+}
+
+// scanKeys SCANs for at most limit Redis keys of lock keys starting with
+// prefix, with suffix after the lock key's closing brace (":rw:writer",
+// ":sem"; "" for the lock itself), from cursor, and returns them sorted
+// within each SCAN batch and the next page's cursor. A page ends at limit
+// keys, after 32 SCAN calls or after a second, whichever comes first.
+func (b *Node) scanKeys(ctx context.Context, prefix, suffix string, limit int, cursor string) ([]string, string, error) {
+	at, err := parseCursor(cursor)
+	if err != nil {
+		return nil, "", err
 	}
 	nodes, err := b.scanners(ctx)
 	if err != nil {
-		return lock.LockPage{}, err
+		return nil, "", err
 	}
 	if at.node >= len(nodes) {
-		return lock.LockPage{}, fmt.Errorf("%w: redislock: cursor names server %d of %d", lock.ErrInvalid, at.node, len(nodes))
+		return nil, "", fmt.Errorf("%w: redislock: cursor names server %d of %d", lock.ErrInvalid, at.node, len(nodes))
 	}
 	match := globEscape(b.prefix + "{")
 	if prefix != "" {
 		match = globEscape(strings.TrimSuffix(LockKey(b.prefix, prefix), "}"))
 	}
-	match += "*}"
+	match += "*}" + globEscape(suffix)
 
 	var names []string
 	begin := time.Now()
@@ -126,7 +146,7 @@ func (b *Node) ListLocks(ctx context.Context, prefix string, limit int, cursor s
 		}
 		batch, next, err := nodes[at.node].Scan(ctx, at.scan, match, int64(max(limit-len(names), 10))).Result()
 		if err != nil {
-			return lock.LockPage{}, fmt.Errorf("redislock: %w", err)
+			return nil, "", fmt.Errorf("redislock: %w", err)
 		}
 		slices.Sort(batch)
 		if at.after != "" {
@@ -148,14 +168,20 @@ func (b *Node) ListLocks(ctx context.Context, prefix string, limit int, cursor s
 			at.node++
 		}
 	}
-	page := lock.LockPage{Cursor: at.String(len(nodes))}
-	infos, err := b.inspectNames(ctx, names)
-	for _, in := range infos {
-		if in.Held {
-			page.Locks = append(page.Locks, in)
+	return names, at.String(len(nodes)), nil
+}
+
+// scanNames is scanKeys for the names (lock keys) whose key with suffix
+// exists.
+func (b *Node) scanNames(ctx context.Context, prefix, suffix string, limit int, cursor string) ([]string, string, error) {
+	keys, next, err := b.scanKeys(ctx, prefix, suffix, limit, cursor)
+	names := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if n, ok := userKey(b.prefix, strings.TrimSuffix(k, suffix)); ok {
+			names = append(names, n)
 		}
 	}
-	return page, err
+	return names, next, err
 }
 
 // inspectNames inspects the locks of Redis key names in one pipeline.

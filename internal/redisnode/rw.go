@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/rwlock"
 )
@@ -206,4 +208,46 @@ func (rw *RW) InspectRW(ctx context.Context, name string) (rwlock.Info, error) {
 		info.Readers = append(info.Readers, rwlock.Holder{Label: owner, Token: uint64(num(tok)), TimeLeft: time.Duration(num(v[i+1])) * time.Millisecond})
 	}
 	return info, nil
+}
+
+// ListRW implements rwlock.Lister with SCAN for the names' fencing
+// counters, which live as long as the tokens are kept; Locker.List keeps
+// the names held now.
+func (rw *RW) ListRW(ctx context.Context, prefix string, limit int, cursor string) ([]string, string, error) {
+	return rw.n.scanNames(ctx, prefix, ":rw:fence", limit, cursor)
+}
+
+// BreakRW implements rwlock.Breaker: the holder with token, found by the
+// inspection script, is released by rw_release.lua as its own Locker
+// would release it (compare-and-delete of its owner, waking waiters).
+func (rw *RW) BreakRW(ctx context.Context, name string, token uint64) (rwlock.Holder, bool, error) {
+	b := rw.n
+	info, err := rw.InspectRW(ctx, name)
+	if err != nil {
+		return rwlock.Holder{}, false, err
+	}
+	var (
+		h      rwlock.Holder
+		member string
+		mode   = rwlock.Write
+	)
+	switch {
+	case info.Writer != nil && info.Writer.Token == token:
+		h, member = *info.Writer, info.Writer.Label
+	default:
+		i := slices.IndexFunc(info.Readers, func(r rwlock.Holder) bool { return r.Token == token })
+		if i < 0 {
+			return rwlock.Holder{}, false, lockerr.NotHeld(fmt.Sprintf("redislock: no holder of %q has token %d", name, token))
+		}
+		h, mode = info.Readers[i], rwlock.Read
+		member = strconv.FormatUint(token, 10) + " " + h.Label
+	}
+	n, err := b.exec.Run(ctx, nil, rwReleaseScript, RWKeys(b.prefix, name), member, modeArg(mode), b.channel, rw.message(name), "0").Int64()
+	if err != nil {
+		return h, false, fmt.Errorf("redislock: %w", err)
+	}
+	if n != 1 {
+		return h, false, lockerr.NotHeld(fmt.Sprintf("redislock: the holder of %q with token %d left meanwhile", name, token))
+	}
+	return h, mode == rwlock.Write, nil
 }

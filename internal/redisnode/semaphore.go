@@ -223,3 +223,42 @@ func (s *Semaphores) InspectSemaphore(ctx context.Context, name string) (semapho
 	slices.SortFunc(info.Holders, func(a, b semaphore.HolderInfo) int { return cmp.Compare(a.Token, b.Token) })
 	return info, nil
 }
+
+// ListSemaphores implements semaphore.Lister with SCAN for the names'
+// lease-end sets, which exist while a permit is held.
+func (s *Semaphores) ListSemaphores(ctx context.Context, prefix string, limit int, cursor string) ([]string, string, error) {
+	return s.n.scanNames(ctx, prefix, semSuffix, limit, cursor)
+}
+
+// BreakPermits implements semaphore.Breaker: the holder with token, found
+// by the inspection script, gives its permits back through sem_release.lua
+// as its own Client would (compare-and-delete of its owner, waking
+// waiters).
+func (s *Semaphores) BreakPermits(ctx context.Context, name string, token uint64) (semaphore.HolderInfo, error) {
+	k := s.keys(name)
+	v, err := semInspectScript.Run(ctx, s.n.client, k[:4]).Slice()
+	if err != nil {
+		return semaphore.HolderInfo{}, fmt.Errorf("redislock: %w", err)
+	}
+	for i := 3; i+2 < len(v); i += 3 {
+		owner, _ := v[i].(string)
+		left, _ := v[i+1].(int64)
+		rec, _ := v[i+2].(string)
+		f := strings.Fields(rec)
+		if len(f) != 3 || f[1] != strconv.FormatUint(token, 10) {
+			continue
+		}
+		count, _ := strconv.Atoi(f[0])
+		_, label, _ := lock.ParseOwner(owner)
+		h := semaphore.HolderInfo{Holder: label, Token: token, Count: count, TimeLeft: time.Duration(left) * time.Millisecond}
+		n, err := s.n.exec.Run(ctx, nil, semReleaseScript, []string{k[0], k[1], k[3]}, owner, s.n.channel, anonymous, k[4]).Int64()
+		if err != nil {
+			return h, fmt.Errorf("redislock: %w", err)
+		}
+		if n != 1 {
+			break
+		}
+		return h, nil
+	}
+	return semaphore.HolderInfo{}, lockerr.NotHeld(fmt.Sprintf("redislock: no holder of semaphore %q has token %d", name, token))
+}

@@ -86,6 +86,7 @@ type rwQueries struct {
 	// releaseNotify (PostgreSQL) is release plus the NOTIFY, in one
 	// statement: $1 name, $2 owner, $3 mode, $4 key hash -> a row if released.
 	releaseNotify string
+	list          string // names with live holds: listNamesSQL's arguments
 }
 
 func newRWQueries(d Dialect, table string) (rwQueries, error) {
@@ -103,6 +104,7 @@ func newRWQueries(d Dialect, table string) (rwQueries, error) {
 			"{locks}", DefaultTable, "{rw_mark}", rwMark)
 	}
 	return rwQueries{
+		list: listNamesSQL(d, fill, " AND mode <> 'i'"),
 		migrate: []string{
 			fill(`CREATE TABLE IF NOT EXISTS {table} (
 	name  TEXT PRIMARY KEY,

@@ -143,6 +143,7 @@ type semQueries struct {
 	batch     string // a batch's renewals -> renewed owners
 	info      string // $1 name -> owner, count, token, ms left of live holders
 	last      string // $1 name -> permits, token
+	list      string // names with live holders: listNamesSQL's arguments
 }
 
 func newSemQueries(d Dialect, table string) semQueries {
@@ -155,6 +156,7 @@ func newSemQueries(d Dialect, table string) semQueries {
 		text, owner = "VARBINARY(1024)", "VARBINARY(255)"
 	}
 	q := semQueries{
+		list: listNamesSQL(d, fill, ""),
 		migrate: []string{
 			fill("CREATE TABLE IF NOT EXISTS {table} (\n\tname    " + text + " NOT NULL PRIMARY KEY,\n" +
 				"\tpermits INTEGER NOT NULL,\n\ttoken   BIGINT NOT NULL\n)"),
@@ -478,13 +480,19 @@ func (b *semBackend) Release(ctx context.Context, key, owner string) error {
 	if err != nil {
 		return err
 	}
+	return b.release(ctx, r.Name, owner)
+}
+
+// release gives back owner's permits of name.
+func (b *semBackend) release(ctx context.Context, name, owner string) error {
 	var ok bool
+	var err error
 	if b.dialect == Postgres {
 		var one any
-		ok, err = sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.release, r.Name, owner, keyHash(r.Name)), &one)
+		ok, err = sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.release, name, owner, keyHash(name)), &one)
 	} else {
 		var n int64
-		n, err = sqlconn.Affected(b.db.Exec(ctx, b.q.release, r.Name, owner))
+		n, err = sqlconn.Affected(b.db.Exec(ctx, b.q.release, name, owner))
 		ok = n > 0
 	}
 	if err != nil {
@@ -563,10 +571,17 @@ func (b watchingSemBackend) Close() error {
 
 // InspectSemaphore implements semaphore.Inspector.
 func (b *semBackend) InspectSemaphore(ctx context.Context, name string) (semaphore.Info, error) {
+	info, _, err := b.inspect(ctx, name)
+	return info, err
+}
+
+// inspect is InspectSemaphore that also returns each holder's owner.
+func (b *semBackend) inspect(ctx context.Context, name string) (semaphore.Info, []string, error) {
 	info := semaphore.Info{Name: name}
+	var owners []string
 	var permits, token int64
 	if _, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.last, name), &permits, &token); err != nil {
-		return info, fmt.Errorf("sqllock: %w", err)
+		return info, nil, fmt.Errorf("sqllock: %w", err)
 	}
 	info.LastToken = uint64(max(token, 0))
 	err := sqlconn.Each(ctx, b.db, b.q.info, []any{name}, func(scan func(...any) error) error {
@@ -583,13 +598,14 @@ func (b *semBackend) InspectSemaphore(ctx context.Context, name string) (semapho
 		info.Holders = append(info.Holders, semaphore.HolderInfo{
 			Holder: label, Token: uint64(tok), Count: count, TimeLeft: time.Duration(leftMs) * time.Millisecond,
 		})
+		owners = append(owners, owner)
 		return nil
 	})
 	if err != nil {
-		return info, fmt.Errorf("sqllock: %w", err)
+		return info, nil, fmt.Errorf("sqllock: %w", err)
 	}
 	if len(info.Holders) > 0 {
 		info.Permits = int(permits)
 	}
-	return info, nil
+	return info, owners, nil
 }

@@ -11,6 +11,7 @@ package rwlocktest
 
 import (
 	"context"
+	"log/slog"
 	"errors"
 	"strings"
 	"sync"
@@ -33,6 +34,11 @@ type Harness struct {
 	// TTL is the short lease the suite uses where renewal or expiry must
 	// happen during a test. Default: 1 s.
 	TTL time.Duration
+
+	// NoOperator says the backend cannot list read-write locks or break a
+	// holder yet: the suite then checks that List and Break say so
+	// (lock.ErrUnsupported) instead of checking what they do.
+	NoOperator bool
 }
 
 // defaultTTL is Harness.TTL's default.
@@ -77,6 +83,7 @@ func Run(t *testing.T, h Harness) {
 			{"Tokens", s.tokens},
 			{"DoWithReaders", s.doReaders},
 			{"Inspect", s.inspect},
+			{"OperatorListsAndBreaks", s.operator},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
@@ -720,3 +727,72 @@ func (s *suite) noGoroutineLeaks(t *testing.T) {
 	})
 	suitekit.WaitNoMore(t, before, eventually)
 }
+
+// operator: List finds a held name by its prefix, with its holders; Break
+// ends one reader's hold, then the writer's, each holder learning it by
+// Done, and every later token is higher than the broken ones.
+func (s *suite) operator(t *testing.T) {
+	a, b, op := s.locker(t), s.locker(t), s.locker(t)
+	n := name(t)
+	if s.h.NoOperator {
+		if _, err := op.List(ctxT(t), n, 10, ""); !errors.Is(err, lock.ErrUnsupported) {
+			t.Fatalf("List on a backend said to have no operator's view: %v, want lock.ErrUnsupported", err)
+		}
+		if _, _, err := op.Break(ctxT(t), n, 1, "ops", quiet); !errors.Is(err, lock.ErrUnsupported) {
+			t.Fatalf("Break on a backend said to have no operator's view: %v, want lock.ErrUnsupported", err)
+		}
+		return
+	}
+	r1 := take(t, a, rwlock.Read, n, lock.WithHolder("reader a"), lock.WithTTL(s.ttl))
+	r2 := take(t, b, rwlock.Read, n, lock.WithHolder("reader b"), lock.WithTTL(s.ttl))
+	page, err := op.List(ctxT(t), n, lock.MaxListLimit, "")
+	for err == nil && len(page.RWLocks) == 0 && page.Cursor != "" {
+		page, err = op.List(ctxT(t), n, lock.MaxListLimit, page.Cursor)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.RWLocks) != 1 || page.RWLocks[0].Name != n || len(page.RWLocks[0].Readers) != 2 {
+		t.Fatalf("List(%q) = %+v, want %q with its two readers", n, page.RWLocks, n)
+	}
+	if _, _, err := op.Break(ctxT(t), n, r1.Token(), "", nil); !errors.Is(err, lock.ErrInvalid) {
+		t.Fatalf("Break without who asked: %v, want lock.ErrInvalid", err)
+	}
+	if _, _, err := op.Break(ctxT(t), n, r2.Token()+1000, "ops", quiet); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Break of a token nobody holds: %v, want lock.ErrNotHeld", err)
+	}
+	h, writer, err := op.Break(ctxT(t), n, r1.Token(), "ops", quiet)
+	if err != nil || writer || h.Label != "reader a" || h.Token != r1.Token() {
+		t.Fatalf("Break of reader a = %+v, writer %v, %v", h, writer, err)
+	}
+	waitDone(t, r1, "the broken reader")
+	notDone(t, r2)
+	info, err := op.Inspect(ctxT(t), n)
+	if err != nil || len(info.Readers) != 1 || info.Readers[0].Token != r2.Token() {
+		t.Fatalf("after breaking reader a: %+v, %v; want reader b alone", info, err)
+	}
+	release(t, r2)
+	w := take(t, a, rwlock.Write, n, lock.WithHolder("writer a"), lock.WithTTL(s.ttl))
+	if _, writer, err := op.Break(ctxT(t), n, w.Token(), "ops", quiet); err != nil || !writer {
+		t.Fatalf("Break of the writer: writer %v, %v", writer, err)
+	}
+	waitDone(t, w, "the broken writer")
+	next := take(t, b, rwlock.Write, n)
+	if next.Token() <= w.Token() || next.Token() <= r1.Token() {
+		t.Fatalf("the next writer's token %d is not above the broken holders' %d and %d", next.Token(), w.Token(), r1.Token())
+	}
+	release(t, next)
+}
+
+// waitDone waits for lease's Done, within eventually.
+func waitDone(t *testing.T, lease *lock.Lease, what string) {
+	t.Helper()
+	select {
+	case <-lease.Done():
+	case <-time.After(eventually):
+		t.Fatalf("%s's Done never closed", what)
+	}
+}
+
+// quiet takes the breaks' log lines.
+var quiet = slog.New(slog.DiscardHandler)

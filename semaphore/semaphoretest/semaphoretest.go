@@ -11,6 +11,7 @@ package semaphoretest
 
 import (
 	"context"
+	"log/slog"
 	"errors"
 	"slices"
 	"strings"
@@ -50,6 +51,11 @@ type Harness struct {
 	// the session timeout); the suite's long leases, 10 to 30 s, are cut
 	// to it. They are renewed, so they still outlive the tests.
 	MaxTTL time.Duration
+
+	// NoOperator says the backend cannot list semaphores or break a
+	// holder yet: the suite then checks that List and Break say so
+	// (lock.ErrUnsupported) instead of checking what they do.
+	NoOperator bool
 }
 
 // eventually bounds waits for things that must happen; it is a failure
@@ -86,6 +92,7 @@ func Run(t *testing.T, h Harness) {
 		{"DoCancelsOnLoss", s.doCancels},
 		{"TokensIncrease", s.tokensIncrease},
 		{"Inspect", s.inspect},
+		{"OperatorListsAndBreaks", s.operator},
 		{"DeadHolderPermitReturnsAtExpiry", s.deadHolder},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -679,3 +686,62 @@ func (s *suite) deadHolder(t *testing.T) {
 	}
 	release(t, got)
 }
+
+// operator: List finds a semaphore by its prefix, with its holders; Break
+// takes one holder's permits back, the holder learning it by Done, the
+// permits free for others, and every later token is higher.
+func (s *suite) operator(t *testing.T) {
+	c, op := s.client(t), s.client(t)
+	n := name(t)
+	if s.h.NoOperator {
+		if _, err := op.List(ctxT(t), n, 10, ""); !errors.Is(err, lock.ErrUnsupported) {
+			t.Fatalf("List on a backend said to have no operator's view: %v, want lock.ErrUnsupported", err)
+		}
+		if _, err := op.Break(ctxT(t), n, 1, "ops", quiet); !errors.Is(err, lock.ErrUnsupported) {
+			t.Fatalf("Break on a backend said to have no operator's view: %v, want lock.ErrUnsupported", err)
+		}
+		return
+	}
+	sm := sem(t, c, n, 3)
+	p1 := s.take(t, sm, 1, lock.WithHolder("report job 1"), lock.WithTTL(s.ttl))
+	p2 := s.take(t, sm, 2, lock.WithHolder("report job 2"), lock.WithTTL(s.ttl))
+	page, err := op.List(ctxT(t), n, lock.MaxListLimit, "")
+	for err == nil && len(page.Semaphores) == 0 && page.Cursor != "" {
+		page, err = op.List(ctxT(t), n, lock.MaxListLimit, page.Cursor)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Semaphores) != 1 || page.Semaphores[0].Name != n || page.Semaphores[0].Used != 3 || len(page.Semaphores[0].Holders) != 2 {
+		t.Fatalf("List(%q) = %+v, want %q with 3 permits used by 2 holders", n, page.Semaphores, n)
+	}
+	if _, err := op.Break(ctxT(t), n, p2.Token(), "", nil); !errors.Is(err, lock.ErrInvalid) {
+		t.Fatalf("Break without who asked: %v, want lock.ErrInvalid", err)
+	}
+	if _, err := op.Break(ctxT(t), n, p2.Token()+1000, "ops", quiet); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Break of a token nobody holds: %v, want lock.ErrNotHeld", err)
+	}
+	h, err := op.Break(ctxT(t), n, p2.Token(), "ops", quiet)
+	if err != nil || h.Holder != "report job 2" || h.Token != p2.Token() || h.Count != 2 {
+		t.Fatalf("Break of report job 2 = %+v, %v", h, err)
+	}
+	select {
+	case <-p2.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the broken holder's Done never closed")
+	}
+	select {
+	case <-p1.Done():
+		t.Fatalf("the holder not broken lost its permit: %v", p1.Err())
+	default:
+	}
+	p3 := s.take(t, sem(t, op, n, 3), 2, lock.WithWait(0))
+	if p3.Token() <= p2.Token() {
+		t.Fatalf("the next holder's token %d is not above the broken holder's %d", p3.Token(), p2.Token())
+	}
+	release(t, p3)
+	release(t, p1)
+}
+
+// quiet takes the breaks' log lines.
+var quiet = slog.New(slog.DiscardHandler)
