@@ -11,8 +11,8 @@ package rwlocktest
 
 import (
 	"context"
-	"log/slog"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"

@@ -11,8 +11,8 @@ package semaphoretest
 
 import (
 	"context"
-	"log/slog"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
