@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/latchkey-go/latchkey/lock"
@@ -19,27 +19,37 @@ import (
 // --limit.
 const defaultListLimit = 100
 
-const lockUsage = `usage: latchkey lock ls [--prefix P] [--limit N] [--cursor C] [flags]
+const lockUsage = `usage: latchkey lock ls [--prefix P] [--kind K] [--limit N] [--cursor C] [flags]
        latchkey lock show KEY [--rw] [flags]
-       latchkey lock break KEY [--yes] [--as NAME] [flags]
+       latchkey lock break KEY [--token T | --holder LABEL | --all] [--yes] [--as NAME] [flags]
 
-The operator's view of the distributed locks on a backend:
+The operator's view of what is held on a backend: locks (an election's
+term is one: its holder is the leader's value), read-write locks (latchkey
+run --shared/--exclusive) and semaphores (latchkey run --permits). One name
+is one resource, held in one of these kinds at a time.
 
-  ls     lists held locks whose keys start with --prefix, at most --limit
-         (default 100) per run, in pages: when there are more, the last line
-         says the --cursor to pass for the next page
-  show   shows one lock: holder, fencing token, when taken, time left, waiters;
-         with --rw, KEY's read-write lock: its writer or readers, each with
-         token and time left, and how many writers wait
-  break  deletes a lock whoever holds it, so the next waiter gets in; the
+  ls     lists what is held under keys that start with --prefix, one row per
+         holder with its kind (lock, rw writer, rw reader, semaphore k/N),
+         --kind lock, rw or semaphore for one kind (default all); at most
+         --limit (default 100) per run, in pages: when there are more, the
+         last line is the command for the next page
+  show   shows how KEY is held: a lock's holder, fencing token, time left and
+         waiters; a read-write lock's writer or readers; a semaphore's N and
+         holders. --rw shows KEY's read-write lock even when it is free
+  break  ends a hold whoever holds it, so the next waiter gets in: a lock; a
+         read-write lock's or a semaphore's holder with --token T, those
+         labelled --holder LABEL, or --all (the only holder needs none). The
          broken holder learns at its next renewal and, since every later
-         token is higher, fenced writes refuse it. Asks on a terminal unless
-         --yes; --as (default $USER) names who asked, in the log line
+         token is higher, fenced writes refuse it. It prints what it broke
+         and the state after. Asks on a terminal unless --yes; --as
+         (default $USER, else the host) names who asked, in the log line
 
-A time or count the backend does not record shows as "unknown".
+A time or count the backend does not record shows as "unknown". On etcd and
+ZooKeeper, read-write locks and semaphores can be shown but not yet listed
+or broken.
 
-Exit status: 0; 1 if the lock is not held (show, break) or a break was
-declined; 69 if the backend could not be reached; 2 for usage errors.
+Exit status: 0; 1 if KEY is not held (show, break) or a break was declined;
+69 if the backend could not be reached; 2 for usage errors.
 
 Flags:
 `
@@ -64,12 +74,16 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch sub {
 	case "ls":
 		f.fs.StringVar(&f.prefix, "prefix", "", "list only keys starting with this")
+		f.fs.StringVar(&f.kind, "kind", kindAll, "list only this kind: lock, rw, semaphore, or all")
 		f.fs.IntVar(&f.limit, "limit", defaultListLimit, "at most this many locks (1 to "+strconv.Itoa(lock.MaxListLimit)+")")
 		f.fs.StringVar(&f.cursor, "cursor", "", "go on from where a page ended")
 	case "show":
 		f.fs.BoolVar(&f.rw, "rw", false, "show KEY's read-write lock (latchkey run --shared/--exclusive): writer, readers, waiting writers")
 	case "break":
 		f.fs.BoolVar(&f.yes, "yes", false, "break without asking")
+		f.fs.Uint64Var(&f.token, "token", 0, "break the read-write lock's or semaphore's holder with this fencing token")
+		f.fs.StringVar(&f.byHolder, "holder", "", "break the read-write lock's or semaphore's holders with this label")
+		f.fs.BoolVar(&f.all, "all", false, "break every holder of the read-write lock or semaphore")
 		f.fs.StringVar(&f.as, "as", defaultAsker(), "who asks for the break, for the log ($USER, else the host name)")
 	default:
 		fmt.Fprintf(stderr, "latchkey lock: unknown subcommand %q (ls, show or break)\n", sub)
@@ -88,6 +102,12 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	case sub == "ls" && (f.limit < 1 || f.limit > lock.MaxListLimit):
 		fmt.Fprintf(stderr, "%s: --limit must be 1 to %d\n", name, lock.MaxListLimit)
+		return exitUsage
+	case sub == "ls" && !slices.Contains([]string{kindAll, kindLock, kindRW, kindSemaphore}, f.kind):
+		fmt.Fprintf(stderr, "%s: --kind must be lock, rw, semaphore or all, not %q\n", name, f.kind)
+		return exitUsage
+	case sub == "break" && (f.all && (f.token != 0 || f.byHolder != "") || f.token != 0 && f.byHolder != ""):
+		fmt.Fprintf(stderr, "%s: give one of --token, --holder and --all\n", name)
 		return exitUsage
 	case sub != "ls" && len(names) != 1:
 		fmt.Fprintf(stderr, "%s: give exactly one KEY (got %d)\n", name, len(names))
@@ -111,25 +131,39 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUnavailable
 	}
 	defer locker.Close()
+	if !flagSet(f.fs, "backend") && os.Getenv(envBackend) == "" {
+		fmt.Fprintf(stderr, "%s: no --backend: looking at latchkey run's SQLite file on this host (%s)\n", name, lockurl.Redact(f.backend))
+	}
+	var v views
+	if sub != "ls" || f.kind != kindLock {
+		if v, err = openViews(ctx, f.backend); err != nil {
+			return lockFailed(name, err, stderr)
+		}
+		defer v.close()
+	}
 	switch sub {
 	case "ls":
-		return lockLs(ctx, locker, f, name, stdout, stderr)
+		return lockLs(ctx, locker, v, f, name, stdout, stderr)
 	case "show":
-		return lockShow(ctx, locker, key, f, name, stdout, stderr)
+		return lockShow(ctx, locker, v, key, f, name, stdout, stderr)
 	}
-	return lockBreak(ctx, locker, key, f, name, stdout, stderr)
+	return lockBreak(ctx, locker, v, key, f, name, stdout, stderr)
 }
 
 type lockFlagSet struct {
-	fs      *flag.FlagSet
-	backend string
-	json    bool
-	prefix  string
-	limit   int
-	cursor  string
-	yes     bool
-	as      string
-	rw      bool // show: the read-write lock
+	fs       *flag.FlagSet
+	backend  string
+	json     bool
+	prefix   string
+	limit    int
+	cursor   string
+	yes      bool
+	as       string
+	rw       bool // show: the read-write lock
+	kind     string
+	token    uint64 // break: the holder with this token
+	byHolder string // break: the holders with this label
+	all      bool   // break: every holder
 }
 
 func lockFlags(name string) *lockFlagSet {
@@ -151,30 +185,25 @@ func lockFailed(name string, err error, stderr io.Writer) int {
 	return exitUnavailable
 }
 
-func lockLs(ctx context.Context, l lock.Locker, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
-	page, err := lock.List(ctx, l, f.prefix, f.limit, f.cursor)
+func lockLs(ctx context.Context, l lock.Locker, v views, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
+	page, err := listKinds(ctx, l, v, f.kind, f.prefix, f.limit, f.cursor)
 	if err != nil {
 		return lockFailed(name, err, stderr)
 	}
+	for _, n := range page.notes {
+		fmt.Fprintf(stderr, "%s: %s\n", name, n)
+	}
 	if f.json {
-		out := struct {
-			Locks  []lockJSON `json:"locks"`
-			Cursor string     `json:"cursor,omitempty"`
-		}{Locks: []lockJSON{}, Cursor: page.Cursor}
-		for _, in := range page.Locks {
-			out.Locks = append(out.Locks, toLockJSON(in))
-		}
-		writeJSON(stdout, out)
+		writeJSON(stdout, toListingJSON(page))
 		return exitOK
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tHOLDER\tTOKEN\tTIME LEFT\tWAITERS")
-	for _, in := range page.Locks {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", keyText(in.Key), holderText(in.Holder), in.Token, timeLeftText(in.TimeLeft), waitersText(in))
-	}
-	_ = tw.Flush()
-	if page.Cursor != "" {
-		fmt.Fprintf(stdout, "more: latchkey lock ls --prefix %s --limit %d --cursor %s%s\n", strconv.Quote(f.prefix), f.limit, page.Cursor, backendArg(f.fs, f.backend))
+	printListing(page, stdout)
+	if page.cursor != "" {
+		kind := ""
+		if f.kind != kindAll {
+			kind = " --kind " + f.kind
+		}
+		fmt.Fprintf(stdout, "more: latchkey lock ls --prefix %s%s --limit %d --cursor %s%s\n", strconv.Quote(f.prefix), kind, f.limit, page.cursor, backendArg(f.fs, f.backend))
 	}
 	return exitOK
 }
@@ -191,29 +220,47 @@ func backendArg(fs *flag.FlagSet, backend string) string {
 	return " --backend " + strconv.Quote(lockurl.Redact(backend))
 }
 
-func lockShow(ctx context.Context, l lock.Locker, key string, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
-	info, err := lock.Inspect(ctx, l, key)
+// lockShow shows KEY as it is held: as a lock, a read-write lock or a
+// semaphore; as a free lock when it is not held.
+func lockShow(ctx context.Context, l lock.Locker, v views, key string, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
+	kind, info, rw, sem, err := heldAs(ctx, l, v, key)
 	if err != nil {
 		return lockFailed(name, err, stderr)
 	}
-	printLock(info, f.json, stdout)
-	if !info.Held {
+	switch kind {
+	case kindRW:
+		printRW(rw, f.json, stdout)
+	case kindSemaphore:
+		printSemaphore(sem, f.json, stdout)
+	default:
+		printLock(info, f.json, stdout)
+	}
+	if kind == "" {
 		return exitNotFound
 	}
 	return exitOK
 }
 
-func lockBreak(ctx context.Context, l lock.Locker, key string, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
+func lockBreak(ctx context.Context, l lock.Locker, v views, key string, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
 	if f.as == "" {
 		fmt.Fprintf(stderr, "%s: say who asks with --as NAME ($USER is not set)\n", name)
 		return exitUsage
 	}
-	info, err := lock.Inspect(ctx, l, key)
+	kind, info, rw, sem, err := heldAs(ctx, l, v, key)
 	if err != nil {
 		return lockFailed(name, err, stderr)
 	}
-	if !info.Held {
+	switch kind {
+	case "":
 		fmt.Fprintf(stderr, "%s: %q is not held; nothing broken\n", name, key)
+		return exitNotFound
+	case kindRW:
+		return breakHolders(ctx, v, kind, key, rwHolders(rw), f, name, stdout, stderr)
+	case kindSemaphore:
+		return breakHolders(ctx, v, kind, key, semHolders(sem), f, name, stdout, stderr)
+	}
+	if f.token != 0 && f.token != info.Token || f.byHolder != "" && f.byHolder != info.Holder {
+		fmt.Fprintf(stderr, "%s: %q is a lock held by %s with token %d, not the holder asked for; nothing broken\n", name, key, holderText(info.Holder), info.Token)
 		return exitNotFound
 	}
 	if !f.yes {

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/lockurl"
+)
+
+// TestOneViewOfEveryKind: with a read-write lock held by two readers, a
+// semaphore's permits and an election on one backend, lock ls lists all
+// three with their kinds (it once listed only the election), lock show
+// shows each as it is held, and lock break ends one reader (by label), then
+// a semaphore holder (by token), each holder learning it by Done, printing
+// the state after. On MySQL, which has no read-write locks, the rest holds.
+func TestOneViewOfEveryKind(t *testing.T) {
+	t.Parallel()
+	backends := map[string]string{
+		"sqlite":   "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "locks.db")),
+		"redis":    "redis://" + testsvc.RedisAddr(t) + "/0",
+		"postgres": testsvc.PostgresURL(t),
+		"mysql":    testsvc.MySQLURL(t),
+	}
+	for name, url := range backends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			p := "view-" + testsvc.KeyPrefix(t)
+			opts := []lock.Option{lock.WithTTL(3 * time.Second)}
+			hasRW := name != "mysql"
+			var r1, r2 *lock.Lease
+			if hasRW {
+				rw, err := lockurl.OpenRW(ctx, url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer rw.Close()
+				if r1, err = rw.RLock(ctx, p+":prices", append(opts, lock.WithHolder("reader-a"))...); err != nil {
+					t.Fatal(err)
+				}
+				if r2, err = rw.RLock(ctx, p+":prices", append(opts, lock.WithHolder("reader-b"))...); err != nil {
+					t.Fatal(err)
+				}
+				defer r2.Release(context.Background())
+			}
+			sems, err := lockurl.OpenSemaphores(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sems.Close()
+			sm, err := sems.Semaphore(p+":exports", 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			job1, err := sm.AcquireN(ctx, 2, append(opts, lock.WithHolder("job-1"))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			job2, err := sm.Acquire(ctx, append(opts, lock.WithHolder("job-2"))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer job2.Release(context.Background())
+			locker := openLocker(t, url)
+			term, err := locker.Acquire(ctx, p+":relay", append(opts, lock.WithHolder("relay-host"))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer term.Release(context.Background())
+
+			code, out, errb := latchkey(t, "lock", "ls", "--prefix", p, "--backend", url)
+			want := []string{"lock ", `"relay-host"`, "semaphore 2/3", `"job-1"`, "semaphore 1/3", `"job-2"`}
+			if hasRW {
+				want = append(want, "rw reader", `"reader-a"`, `"reader-b"`)
+			}
+			for _, w := range want {
+				if code != exitOK || !strings.Contains(out, w) {
+					t.Fatalf("lock ls: exit %d, want %q in:\n%s%s", code, w, out, errb)
+				}
+			}
+			code, out, _ = latchkey(t, "lock", "ls", "--prefix", p, "--kind", "semaphore", "--json", "--backend", url)
+			var page listingJSON
+			if code != exitOK || json.Unmarshal([]byte(out), &page) != nil || len(page.Semaphores) != 1 || len(page.Locks) != 0 || len(page.RWLocks) != 0 {
+				t.Fatalf("lock ls --kind semaphore --json: exit %d, %s", code, out)
+			}
+			code, out, _ = latchkey(t, "lock", "show", p+":exports", "--backend", url)
+			if code != exitOK || !strings.Contains(out, "3 held by 2 holder(s)") {
+				t.Fatalf("lock show of the semaphore: exit %d, %s", code, out)
+			}
+			if hasRW {
+				code, out, _ = latchkey(t, "lock", "show", p+":prices", "--backend", url)
+				if code != exitOK || !strings.Contains(out, "shared by 2") {
+					t.Fatalf("lock show of the read-write lock: exit %d, %s", code, out)
+				}
+				code, _, errb = latchkey(t, "lock", "break", p+":prices", "--yes", "--as", "ana", "--backend", url)
+				if code != exitUsage || !strings.Contains(errb, "--all") || !strings.Contains(errb, `"reader-b"`) {
+					t.Fatalf("lock break of two readers without a choice: exit %d, %s", code, errb)
+				}
+				code, out, errb = latchkey(t, "lock", "break", p+":prices", "--holder", "reader-a", "--yes", "--as", "ana", "--backend", url)
+				before, after, _ := strings.Cut(out, "now:")
+				if code != exitOK || !strings.Contains(before, `"reader-a"`) || !strings.Contains(after, `"reader-b"`) || strings.Contains(after, `"reader-a"`) {
+					t.Fatalf("lock break --holder reader-a: exit %d, %s%s", code, out, errb)
+				}
+				waitLost(t, r1, "the broken reader")
+			}
+			tok := strconv.FormatUint(job1.Token(), 10)
+			code, out, errb = latchkey(t, "lock", "break", p+":exports", "--token", tok, "--yes", "--as", "ana", "--json", "--backend", url)
+			var broken brokenHoldersJSON
+			if code != exitOK || json.Unmarshal([]byte(out), &broken) != nil || broken.Kind != kindSemaphore || len(broken.Broken) != 1 || broken.Broken[0].Token != job1.Token() || broken.After == nil {
+				t.Fatalf("lock break --token of job-1: exit %d, %s%s", code, out, errb)
+			}
+			waitLost(t, job1.Lease, "the broken semaphore holder")
+			next, err := sm.AcquireN(ctx, 2, append(opts, lock.WithWait(5*time.Second))...)
+			if err != nil || next.Token() <= job1.Token() {
+				t.Fatalf("after the break: %v, token %v vs %d", err, next, job1.Token())
+			}
+			_ = next.Release(context.Background())
+		})
+	}
+}
+
+// waitLost waits for a broken holder's Done, closed at its next renewal.
+func waitLost(t *testing.T, l *lock.Lease, what string) {
+	t.Helper()
+	select {
+	case <-l.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s's Done never closed", what)
+	}
+}
