@@ -28,6 +28,28 @@ type Info struct {
 // Held reports whether anyone holds the name.
 func (i Info) Held() bool { return i.Writer != nil || len(i.Readers) > 0 }
 
+// Holding returns the holder whose fencing token is token and whether it
+// is the writer; ok is false if no holder has it.
+func (i Info) Holding(token uint64) (h Holder, writer, ok bool) {
+	if i.Writer != nil && i.Writer.Token == token {
+		return *i.Writer, true, true
+	}
+	for _, r := range i.Readers {
+		if r.Token == token {
+			return r, false, true
+		}
+	}
+	return Holder{}, false, false
+}
+
+// ModeOf returns the mode of a writer (true) or a reader (false).
+func ModeOf(writer bool) Mode {
+	if writer {
+		return Write
+	}
+	return Read
+}
+
 // A Holder is one holder of a name.
 type Holder struct {
 	// Label is the holder label (lock.WithHolder), "" without one.

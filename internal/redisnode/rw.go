@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -226,20 +225,12 @@ func (rw *RW) BreakRW(ctx context.Context, name string, token uint64) (rwlock.Ho
 	if err != nil {
 		return rwlock.Holder{}, false, err
 	}
-	var (
-		h      rwlock.Holder
-		member string
-		mode   = rwlock.Write
-	)
-	switch {
-	case info.Writer != nil && info.Writer.Token == token:
-		h, member = *info.Writer, info.Writer.Label
-	default:
-		i := slices.IndexFunc(info.Readers, func(r rwlock.Holder) bool { return r.Token == token })
-		if i < 0 {
-			return rwlock.Holder{}, false, lockerr.NotHeld(fmt.Sprintf("redislock: no holder of %q has token %d", name, token))
-		}
-		h, mode = info.Readers[i], rwlock.Read
+	h, writer, ok := info.Holding(token)
+	if !ok {
+		return rwlock.Holder{}, false, lockerr.NotHeld(fmt.Sprintf("redislock: no holder of %q has token %d", name, token))
+	}
+	mode, member := rwlock.ModeOf(writer), h.Label
+	if !writer {
 		member = strconv.FormatUint(token, 10) + " " + h.Label
 	}
 	n, err := b.exec.Run(ctx, nil, rwReleaseScript, RWKeys(b.prefix, name), member, modeArg(mode), b.channel, rw.message(name), "0").Int64()
@@ -249,5 +240,5 @@ func (rw *RW) BreakRW(ctx context.Context, name string, token uint64) (rwlock.Ho
 	if n != 1 {
 		return h, false, lockerr.NotHeld(fmt.Sprintf("redislock: the holder of %q with token %d left meanwhile", name, token))
 	}
-	return h, mode == rwlock.Write, nil
+	return h, writer, nil
 }

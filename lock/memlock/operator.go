@@ -63,16 +63,11 @@ func (s *rwStore) BreakRW(ctx context.Context, name string, token uint64) (rwloc
 	if err != nil {
 		return rwlock.Holder{}, false, err
 	}
-	h, mode := rwlock.Holder{}, rwlock.Write
-	switch i := slices.IndexFunc(info.Readers, func(r rwlock.Holder) bool { return r.Token == token }); {
-	case info.Writer != nil && info.Writer.Token == token:
-		h = *info.Writer
-	case i >= 0:
-		h, mode = info.Readers[i], rwlock.Read
-	default:
+	h, writer, ok := info.Holding(token)
+	if !ok {
 		return rwlock.Holder{}, false, lockerr.NotHeld(fmt.Sprintf("memlock: no holder of %q has token %d", name, token))
 	}
-	return h, mode == rwlock.Write, s.Release(ctx, name, h.Label, mode)
+	return h, writer, s.Release(ctx, name, h.Label, rwlock.ModeOf(writer))
 }
 
 // ListSemaphores implements semaphore.Lister.

@@ -84,19 +84,14 @@ func (b *rwBackend) BreakRW(ctx context.Context, name string, token uint64) (rwl
 	if err != nil {
 		return rwlock.Holder{}, false, err
 	}
-	h, mode := rwlock.Holder{}, rwlock.Write
-	switch i := slices.IndexFunc(info.Readers, func(r rwlock.Holder) bool { return r.Token == token }); {
-	case info.Writer != nil && info.Writer.Token == token:
-		h = *info.Writer
-	case i >= 0:
-		h, mode = info.Readers[i], rwlock.Read
-	default:
+	h, writer, ok := info.Holding(token)
+	if !ok {
 		return rwlock.Holder{}, false, lockerr.NotHeld(fmt.Sprintf("sqllock: no holder of %q has token %d", name, token))
 	}
-	if err := b.Release(ctx, name, h.Label, mode); err != nil {
+	if err := b.Release(ctx, name, h.Label, rwlock.ModeOf(writer)); err != nil {
 		return h, false, err
 	}
-	return h, mode == rwlock.Write, nil
+	return h, writer, nil
 }
 
 // ListSemaphores implements semaphore.Lister.
