@@ -114,17 +114,27 @@ func Inspect(ctx context.Context, l Locker, key string) (LockInfo, error) {
 // MaxKeyLen or a cursor l did not issue (nothing is read), ErrUnsupported if
 // l is not a Lister, or the backend's error.
 func List(ctx context.Context, l Locker, prefix string, limit int, cursor string) (LockPage, error) {
-	switch {
-	case limit < 1 || limit > MaxListLimit:
-		return LockPage{}, fmt.Errorf("%w: list limit %d outside [1, %d]", ErrInvalid, limit, MaxListLimit)
-	case len(prefix) > MaxKeyLen:
-		return LockPage{}, fmt.Errorf("%w: prefix is %d bytes, longer than %d", ErrInvalid, len(prefix), MaxKeyLen)
+	if err := CheckListing(prefix, limit); err != nil {
+		return LockPage{}, err
 	}
 	ls, ok := l.(Lister)
 	if !ok {
 		return LockPage{}, fmt.Errorf("%w: list", ErrUnsupported)
 	}
 	return ls.ListLocks(ctx, prefix, limit, cursor)
+}
+
+// CheckListing checks a listing's prefix and page limit (1 to
+// MaxListLimit), as List, rwlock's and semaphore's List do. Its error wraps
+// ErrInvalid.
+func CheckListing(prefix string, limit int) error {
+	switch {
+	case limit < 1 || limit > MaxListLimit:
+		return fmt.Errorf("%w: list limit %d outside [1, %d]", ErrInvalid, limit, MaxListLimit)
+	case len(prefix) > MaxKeyLen:
+		return fmt.Errorf("%w: prefix is %d bytes, longer than %d", ErrInvalid, len(prefix), MaxKeyLen)
+	}
+	return nil
 }
 
 // CheckAsker checks who, the operator a break is logged as: required, and

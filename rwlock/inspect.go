@@ -148,11 +148,8 @@ type Page struct {
 // a prefix too long or a cursor l did not issue, lock.ErrUnsupported if the
 // backend cannot list, or the backend's error.
 func (l *Locker) List(ctx context.Context, prefix string, limit int, cursor string) (Page, error) {
-	switch {
-	case limit < 1 || limit > lock.MaxListLimit:
-		return Page{}, fmt.Errorf("%w: list limit %d outside [1, %d]", lock.ErrInvalid, limit, lock.MaxListLimit)
-	case len(prefix) > lock.MaxKeyLen:
-		return Page{}, fmt.Errorf("%w: prefix is %d bytes, longer than %d", lock.ErrInvalid, len(prefix), lock.MaxKeyLen)
+	if err := lock.CheckListing(prefix, limit); err != nil {
+		return Page{}, err
 	}
 	ls, ok := l.b.(Lister)
 	if !ok {

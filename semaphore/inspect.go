@@ -107,11 +107,8 @@ type Page struct {
 // out of range, a prefix too long or a cursor c did not issue,
 // lock.ErrUnsupported if the backend cannot list, or the backend's error.
 func (c *Client) List(ctx context.Context, prefix string, limit int, cursor string) (Page, error) {
-	switch {
-	case limit < 1 || limit > lock.MaxListLimit:
-		return Page{}, fmt.Errorf("%w: list limit %d outside [1, %d]", lock.ErrInvalid, limit, lock.MaxListLimit)
-	case len(prefix) > MaxNameLen:
-		return Page{}, fmt.Errorf("%w: prefix is %d bytes, longer than %d", lock.ErrInvalid, len(prefix), MaxNameLen)
+	if err := lock.CheckListing(prefix, limit); err != nil {
+		return Page{}, err
 	}
 	ls, ok := c.b.(Lister)
 	if !ok {
