@@ -65,7 +65,7 @@ func openMySQLRW(ctx context.Context, _ string, u *url.URL) (*RWLocker, error) {
 	l, err := sqllock.NewRW(ctx, db, sqllock.MySQL)
 	if err != nil {
 		_ = db.Close()
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
 	return &RWLocker{Locker: l, conns: conns{closeConn: db.Close}}, nil
 }
