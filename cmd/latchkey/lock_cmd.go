@@ -134,13 +134,8 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !flagSet(f.fs, "backend") && os.Getenv(envBackend) == "" {
 		fmt.Fprintf(stderr, "%s: no --backend: looking at latchkey run's SQLite file on this host (%s)\n", name, lockurl.Redact(f.backend))
 	}
-	var v views
-	if sub != "ls" || f.kind != kindLock {
-		if v, err = openViews(ctx, f.backend); err != nil {
-			return lockFailed(name, err, stderr)
-		}
-		defer v.close()
-	}
+	v := &views{backend: f.backend}
+	defer v.close()
 	switch sub {
 	case "ls":
 		return lockLs(ctx, locker, v, f, name, stdout, stderr)
@@ -185,7 +180,7 @@ func lockFailed(name string, err error, stderr io.Writer) int {
 	return exitUnavailable
 }
 
-func lockLs(ctx context.Context, l lock.Locker, v views, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
+func lockLs(ctx context.Context, l lock.Locker, v *views, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
 	page, err := listKinds(ctx, l, v, f.kind, f.prefix, f.limit, f.cursor)
 	if err != nil {
 		return lockFailed(name, err, stderr)
@@ -222,7 +217,7 @@ func backendArg(fs *flag.FlagSet, backend string) string {
 
 // lockShow shows KEY as it is held: as a lock, a read-write lock or a
 // semaphore; as a free lock when it is not held.
-func lockShow(ctx context.Context, l lock.Locker, v views, key string, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
+func lockShow(ctx context.Context, l lock.Locker, v *views, key string, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
 	kind, info, rw, sem, err := heldAs(ctx, l, v, key)
 	if err != nil {
 		return lockFailed(name, err, stderr)
@@ -241,7 +236,7 @@ func lockShow(ctx context.Context, l lock.Locker, v views, key string, f *lockFl
 	return exitOK
 }
 
-func lockBreak(ctx context.Context, l lock.Locker, v views, key string, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
+func lockBreak(ctx context.Context, l lock.Locker, v *views, key string, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
 	if f.as == "" {
 		fmt.Fprintf(stderr, "%s: say who asks with --as NAME ($USER is not set)\n", name)
 		return exitUsage
@@ -255,9 +250,9 @@ func lockBreak(ctx context.Context, l lock.Locker, v views, key string, f *lockF
 		fmt.Fprintf(stderr, "%s: %q is not held; nothing broken\n", name, key)
 		return exitNotFound
 	case kindRW:
-		return breakHolders(ctx, v, kind, key, rwHolders(rw), f, name, stdout, stderr)
+		return breakHolders(ctx, rwHoldersOf(v, rw), key, f, name, stdout, stderr)
 	case kindSemaphore:
-		return breakHolders(ctx, v, kind, key, semHolders(sem), f, name, stdout, stderr)
+		return breakHolders(ctx, semHoldersOf(v, sem), key, f, name, stdout, stderr)
 	}
 	if f.token != 0 && f.token != info.Token || f.byHolder != "" && f.byHolder != info.Holder {
 		fmt.Fprintf(stderr, "%s: %q is a lock held by %s with token %d, not the holder asked for; nothing broken\n", name, key, holderText(info.Holder), info.Token)

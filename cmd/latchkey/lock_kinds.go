@@ -30,36 +30,40 @@ const (
 var kinds = []struct{ name, letter string }{{kindLock, "l"}, {kindRW, "r"}, {kindSemaphore, "s"}}
 
 // views are a backend's read-write locks and semaphores, opened beside its
-// locks where it has them.
+// locks when first needed (a held lock needs neither).
 type views struct {
-	rw   *lockurl.RWLocker   // nil where the backend has no read-write locks
-	sems *lockurl.Semaphores // nil where it has no semaphores
+	backend string
+	opened  bool
+	rw      *lockurl.RWLocker   // nil where the backend has no read-write locks
+	sems    *lockurl.Semaphores // nil where it has no semaphores
 }
 
-// openViews opens the read-write locks and the semaphores of backend. A
-// backend without one of them leaves it nil; one that cannot be reached is
-// an error.
-func openViews(ctx context.Context, backend string) (views, error) {
-	var v views
-	rw, err := lockurl.OpenRW(ctx, backend)
+// open opens the read-write locks and the semaphores of v's backend, once.
+// A backend without one of them leaves it nil; one that cannot be reached
+// is an error.
+func (v *views) open(ctx context.Context) error {
+	if v.opened {
+		return nil
+	}
+	v.opened = true
+	rw, err := lockurl.OpenRW(ctx, v.backend)
 	switch {
 	case err == nil:
 		v.rw = rw
 	case !errors.Is(err, lock.ErrInvalid) && !errors.Is(err, lockurl.ErrUnsupported):
-		return v, err
+		return err
 	}
-	sems, err := lockurl.OpenSemaphores(ctx, backend)
+	sems, err := lockurl.OpenSemaphores(ctx, v.backend)
 	switch {
 	case err == nil:
 		v.sems = sems
 	case !errors.Is(err, lock.ErrInvalid) && !errors.Is(err, lockurl.ErrUnsupported):
-		v.close()
-		return v, err
+		return err
 	}
-	return v, nil
+	return nil
 }
 
-func (v views) close() {
+func (v *views) close() {
 	if v.rw != nil {
 		_ = v.rw.Close()
 	}
@@ -80,8 +84,13 @@ type listing struct {
 // listKinds lists up to limit held things of the kinds asked for (kindAll:
 // every kind), from cursor: a kind's letter, ".", and that kind's own
 // cursor ("" at first).
-func listKinds(ctx context.Context, l lock.Locker, v views, kind, prefix string, limit int, cursor string) (listing, error) {
+func listKinds(ctx context.Context, l lock.Locker, v *views, kind, prefix string, limit int, cursor string) (listing, error) {
 	var out listing
+	if kind != kindLock {
+		if err := v.open(ctx); err != nil {
+			return out, err
+		}
+	}
 	start, inner := 0, ""
 	if cursor != "" {
 		letter, rest, ok := strings.Cut(cursor, ".")
@@ -200,10 +209,13 @@ func toListingJSON(in listing) listingJSON {
 // heldAs finds how key is held: as a lock, a read-write lock or a
 // semaphore (one name is one resource: at most one), or not at all
 // (kind ""). The lock's state is returned in any case.
-func heldAs(ctx context.Context, l lock.Locker, v views, key string) (kind string, li lock.LockInfo, ri rwlock.Info, si semaphore.Info, err error) {
+func heldAs(ctx context.Context, l lock.Locker, v *views, key string) (kind string, li lock.LockInfo, ri rwlock.Info, si semaphore.Info, err error) {
 	li, err = lock.Inspect(ctx, l, key)
 	if err != nil || li.Held {
 		return kindLock, li, ri, si, err
+	}
+	if err = v.open(ctx); err != nil {
+		return "", li, ri, si, err
 	}
 	if v.rw != nil {
 		if ri, err = v.rw.Inspect(ctx, key); err != nil && !errors.Is(err, lock.ErrUnsupported) {
@@ -226,10 +238,9 @@ func heldAs(ctx context.Context, l lock.Locker, v views, key string) (kind strin
 
 // A chosen holder is one a break of a read-write lock or a semaphore ends.
 type chosen struct {
-	label  string
-	token  uint64
-	what   string // "writer", "reader", "2 of 3 permits"
-	writer bool
+	label string
+	token uint64
+	what  string // "writer", "reader", "2 of 3 permits"
 }
 
 // choose picks the holders a break ends: the one with --token, those with
@@ -264,18 +275,64 @@ func choose(all []chosen, f *lockFlagSet) ([]chosen, string) {
 	return nil, b.String()
 }
 
+// holdersOf is what lock break needs of a read-write lock or a semaphore:
+// its holders, how to break one, and how to show it after.
+type holdersOf struct {
+	kind     string
+	holders  []chosen
+	breakOne func(ctx context.Context, key string, token uint64, who string) error
+	// after reads the state after the break: as JSON, and printed.
+	after func(ctx context.Context, key string) (asJSON any, print func(io.Writer), err error)
+}
+
+func rwHoldersOf(v *views, in rwlock.Info) holdersOf {
+	h := holdersOf{kind: kindRW}
+	if in.Writer != nil {
+		h.holders = append(h.holders, chosen{label: in.Writer.Label, token: in.Writer.Token, what: "writer"})
+	}
+	for _, r := range in.Readers {
+		h.holders = append(h.holders, chosen{label: r.Label, token: r.Token, what: "reader"})
+	}
+	h.breakOne = func(ctx context.Context, key string, token uint64, who string) error {
+		_, _, err := v.rw.Break(ctx, key, token, who, nil)
+		return err
+	}
+	h.after = func(ctx context.Context, key string) (any, func(io.Writer), error) {
+		in, err := v.rw.Inspect(ctx, key)
+		return toRWJSON(in), func(w io.Writer) { printRW(in, false, w) }, err
+	}
+	return h
+}
+
+func semHoldersOf(v *views, in semaphore.Info) holdersOf {
+	h := holdersOf{kind: kindSemaphore}
+	for _, x := range in.Holders {
+		h.holders = append(h.holders, chosen{label: x.Holder, token: x.Token, what: fmt.Sprintf("%d of %d permits", x.Count, in.Permits)})
+	}
+	h.breakOne = func(ctx context.Context, key string, token uint64, who string) error {
+		_, err := v.sems.Break(ctx, key, token, who, nil)
+		return err
+	}
+	h.after = func(ctx context.Context, key string) (any, func(io.Writer), error) {
+		in, err := v.sems.Inspect(ctx, key)
+		return toSemaphoreJSON(in), func(w io.Writer) { printSemaphore(in, false, w) }, err
+	}
+	return h
+}
+
 // breakHolders is lock break of a read-write lock or a semaphore: it asks
 // (unless --yes), breaks each chosen holder, and prints what it broke and
 // the state after.
-func breakHolders(ctx context.Context, v views, kind, key string, holders []chosen, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
-	picked, why := choose(holders, f)
+func breakHolders(ctx context.Context, h holdersOf, key string, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
+	what := strings.TrimSuffix(kindTitle(h.kind), "s")
+	picked, why := choose(h.holders, f)
 	if why != "" {
-		fmt.Fprintf(stderr, "%s: %q is a %s; %s\n", name, key, strings.TrimSuffix(kindTitle(kind), "s"), why)
+		fmt.Fprintf(stderr, "%s: %q is a %s; %s\n", name, key, what, why)
 		return exitUsage
 	}
 	if !f.yes {
 		var q strings.Builder
-		fmt.Fprintf(&q, "break %d holder(s) of %s %q:", len(picked), strings.TrimSuffix(kindTitle(kind), "s"), key)
+		fmt.Fprintf(&q, "break %d holder(s) of %s %q:", len(picked), what, key)
 		for _, c := range picked {
 			fmt.Fprintf(&q, " %s (%s, token %d)", holderText(c.label), c.what, c.token)
 		}
@@ -285,13 +342,7 @@ func breakHolders(ctx context.Context, v views, kind, key string, holders []chos
 	}
 	var broken []chosen
 	for _, c := range picked {
-		var err error
-		if kind == kindRW {
-			_, _, err = v.rw.Break(ctx, key, c.token, f.as, nil)
-		} else {
-			_, err = v.sems.Break(ctx, key, c.token, f.as, nil)
-		}
-		if err != nil {
+		if err := h.breakOne(ctx, key, c.token, f.as); err != nil {
 			fmt.Fprintf(stderr, "%s: %s, token %d: %v\n", name, holderText(c.label), c.token, err)
 			if !errors.Is(err, lock.ErrNotHeld) {
 				return lockFailed(name, err, stderr)
@@ -303,24 +354,14 @@ func breakHolders(ctx context.Context, v views, kind, key string, holders []chos
 	if len(broken) == 0 {
 		return exitNotFound
 	}
-	var after any
-	var afterErr error
-	if kind == kindRW {
-		var in rwlock.Info
-		in, afterErr = v.rw.Inspect(ctx, key)
-		after = in
-	} else {
-		var in semaphore.Info
-		in, afterErr = v.sems.Inspect(ctx, key)
-		after = in
-	}
+	afterJSON, printAfter, afterErr := h.after(ctx, key)
 	if f.json {
-		j := brokenHoldersJSON{Kind: kind, Key: key, BrokenBy: f.as, Broken: []brokenHolderJSON{}}
+		j := brokenHoldersJSON{Kind: h.kind, Key: key, BrokenBy: f.as, Broken: []brokenHolderJSON{}}
 		for _, c := range broken {
 			j.Broken = append(j.Broken, brokenHolderJSON{Holder: c.label, Token: c.token, What: c.what})
 		}
 		if afterErr == nil {
-			j.After = toKindJSON(after)
+			j.After = afterJSON
 		}
 		writeJSON(stdout, j)
 		return exitOK
@@ -337,12 +378,7 @@ func breakHolders(ctx context.Context, v views, kind, key string, holders []chos
 		return exitOK
 	}
 	fmt.Fprintln(stdout, "now:")
-	switch in := after.(type) {
-	case rwlock.Info:
-		printRW(in, false, stdout)
-	case semaphore.Info:
-		printSemaphore(in, false, stdout)
-	}
+	printAfter(stdout)
 	return exitOK
 }
 
@@ -360,36 +396,4 @@ type brokenHolderJSON struct {
 	Holder string `json:"holder,omitempty"`
 	Token  uint64 `json:"token"`
 	What   string `json:"what"`
-}
-
-// toKindJSON is a read-write lock's or a semaphore's JSON.
-func toKindJSON(v any) any {
-	switch in := v.(type) {
-	case rwlock.Info:
-		return toRWJSON(in)
-	case semaphore.Info:
-		return toSemaphoreJSON(in)
-	}
-	return nil
-}
-
-// rwHolders are a read-write lock's holders as break chooses among them.
-func rwHolders(in rwlock.Info) []chosen {
-	var out []chosen
-	if in.Writer != nil {
-		out = append(out, chosen{label: in.Writer.Label, token: in.Writer.Token, what: "writer", writer: true})
-	}
-	for _, r := range in.Readers {
-		out = append(out, chosen{label: r.Label, token: r.Token, what: "reader"})
-	}
-	return out
-}
-
-// semHolders are a semaphore's holders as break chooses among them.
-func semHolders(in semaphore.Info) []chosen {
-	out := make([]chosen, 0, len(in.Holders))
-	for _, h := range in.Holders {
-		out = append(out, chosen{label: h.Holder, token: h.Token, what: fmt.Sprintf("%d of %d permits", h.Count, in.Permits)})
-	}
-	return out
 }

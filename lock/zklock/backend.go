@@ -536,7 +536,7 @@ func (b *backend) RenewPartial(ctx context.Context, key, owner string, ttl time.
 	if err := b.renew(ctx, owner, ttl); err != nil {
 		return 0, err
 	}
-	return b.horizon.valid(sent, ttl, b.sessionTimeout()), nil
+	return b.certain(sent, ttl), nil
 }
 
 // TryAcquirePartial implements lock.PartialAcquirer: TryAcquire, certain up
@@ -547,7 +547,7 @@ func (b *backend) TryAcquirePartial(ctx context.Context, key, owner string, ttl 
 	if err != nil {
 		return 0, 0, holderTTL, err
 	}
-	return token, b.horizon.valid(sent, ttl, b.sessionTimeout()), 0, nil
+	return token, b.certain(sent, ttl), 0, nil
 }
 
 func (b *backend) renew(ctx context.Context, owner string, ttl time.Duration) error {

@@ -101,6 +101,14 @@ func (h *horizon) valid(sent time.Time, ttl, st time.Duration) time.Duration {
 	return max(min(ttl, st-before-before/100), 0)
 }
 
+// certain returns how long from sent a hold of ttl that a call sent then
+// confirmed is certainly held: up to the session's horizon. Every kind's
+// acquisition and renewal (lock, read-write lock, semaphore) vouches this
+// much.
+func (b *backend) certain(sent time.Time, ttl time.Duration) time.Duration {
+	return b.horizon.valid(sent, ttl, b.sessionTimeout())
+}
+
 // heartbeat Syncs the root every quarter tick while the Locker is open, so
 // that the horizon keeps up with time while the leader can be reached.
 func (b *backend) heartbeat(stop <-chan struct{}) {

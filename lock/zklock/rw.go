@@ -232,7 +232,7 @@ func (rw *rwBackend) drop(ctx context.Context, owner string, n *rwNode) {
 // Certain implements rwlock.Bounded: a hold is certain up to the session's
 // horizon (horizon.go).
 func (rw *rwBackend) Certain(sent time.Time, ttl time.Duration) time.Duration {
-	return rw.b.horizon.valid(sent, ttl, rw.b.sessionTimeout())
+	return rw.b.certain(sent, ttl)
 }
 
 // Renew checks, as New's Locker does, that the session is connected and

@@ -318,7 +318,7 @@ func (s *semBackend) TryAcquirePartial(ctx context.Context, key, owner string, t
 	if err != nil {
 		return 0, 0, left, err
 	}
-	return token, s.b.horizon.valid(sent, ttl, s.b.sessionTimeout()), 0, nil
+	return token, s.b.certain(sent, ttl), 0, nil
 }
 
 // RenewPartial implements lock.PartialRenewer: Renew, certain up to the
@@ -328,7 +328,7 @@ func (s *semBackend) RenewPartial(ctx context.Context, key, owner string, ttl ti
 	if err := s.Renew(ctx, key, owner, ttl); err != nil {
 		return 0, err
 	}
-	return s.b.horizon.valid(sent, ttl, s.b.sessionTimeout()), nil
+	return s.b.certain(sent, ttl), nil
 }
 
 // Renew implements lock.Backend, as the Locker's renewal: the session is
