@@ -255,9 +255,6 @@ func TestElectLeaderPaused(t *testing.T) {
 			pauseOutsideWrite(t, url, func() {
 				_ = a.Process.Signal(syscall.SIGSTOP)
 				signalGroupOf(pidA, syscall.SIGSTOP)
-			}, func() {
-				signalGroupOf(pidA, syscall.SIGCONT)
-				_ = a.Process.Signal(syscall.SIGCONT)
 			})
 			resume := func() {
 				if !resumed {

@@ -114,9 +114,8 @@ func TestRunPermitsPausedHolderFenced(t *testing.T) {
 			const ttl = 2 * time.Second
 			holder, out := runProc(t, dir, "--permits", "1", "--ttl", ttl.String(), "--grace", "20s", "--key", key, "--backend", url(dir),
 				"--", "sh", "-c", fencedWrite+"trap '' TERM; echo $$ > pid; sleep 1; fenced_write paused")
-			pauseOutsideWrite(t, url(dir),
-				func() { signalHolder(t, holder.Process, dir, syscall.SIGSTOP) },
-				func() { signalHolder(t, holder.Process, dir, syscall.SIGCONT) })
+			waitContents(t, dir, "pid") // the holder runs its command: taken before the pause's write lock
+			pauseOutsideWrite(t, url(dir), func() { signalHolder(t, holder.Process, dir, syscall.SIGSTOP) })
 			waiter, wout := runProc(t, dir, "--permits", "1", "--ttl", ttl.String(), "--wait", "30s", "--key", key, "--backend", url(dir),
 				"--", "sh", "-c", fencedWrite+"fenced_write fresh")
 			if code := exitCode(t, waiter); code != 0 {
