@@ -102,8 +102,8 @@ func isHelpFlag(arg string) bool { return arg == "-h" || arg == "-help" || arg =
 // status 2. When ok is false the command returns code at once. The usage is
 // whatever fs.Usage writes to fs.Output().
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
-	if collectFlags != nil { // completion asks for the flags (completion.go)
-		collectFlags(fs)
+	if c, ok := stdout.(*flagCollector); ok { // completion asks for the flags (completion.go)
+		c.fs = fs
 		return exitOK, false
 	}
 	var out bytes.Buffer

@@ -145,20 +145,22 @@ func candidates(ctx context.Context, words []string) []string {
 	return out
 }
 
-// collectFlags, while set, makes parseFlags hand over the flag set it was
-// given and stop the command, which then returns without doing anything:
-// that is how completion learns each command's flags from the command
-// itself. Only completeCommand sets it, in its own short-lived process.
-var collectFlags func(*flag.FlagSet)
+// flagCollector, given to a command as its stdout, makes parseFlags hand
+// over the flag set it was given and stop the command, which then returns
+// without doing anything: that is how completion learns each command's
+// flags from the command itself. It travels with the call, not in a
+// package variable, so commands running at the same time never see it.
+type flagCollector struct {
+	io.Writer
+	fs *flag.FlagSet
+}
 
 // commandFlags returns the flags of command c with the subcommand in
 // prefix, as the command defines them.
 func commandFlags(ctx context.Context, c *command, prefix []string) *flag.FlagSet {
-	var got *flag.FlagSet
-	collectFlags = func(fs *flag.FlagSet) { got = fs }
-	defer func() { collectFlags = nil }()
-	_ = c.run(ctx, prefix, io.Discard, io.Discard)
-	return got
+	got := &flagCollector{Writer: io.Discard}
+	_ = c.run(ctx, prefix, got, io.Discard)
+	return got.fs
 }
 
 func isBool(f *flag.Flag) bool {
