@@ -42,6 +42,22 @@ func (i Info) Holding(token uint64) (h Holder, writer, ok bool) {
 	return Holder{}, false, false
 }
 
+// HolderOf inspects name through in and returns its holder whose fencing
+// token is token and whether it is the writer: where a Breaker's BreakRW
+// starts. It returns an error wrapping lock.ErrNotHeld if no holder of name
+// has token, or in's error.
+func HolderOf(ctx context.Context, in Inspector, name string, token uint64) (h Holder, writer bool, err error) {
+	info, err := in.InspectRW(ctx, name)
+	if err != nil {
+		return Holder{}, false, err
+	}
+	h, writer, ok := info.Holding(token)
+	if !ok {
+		return Holder{}, false, fmt.Errorf("%w: rwlock: no holder of %q has token %d", lock.ErrNotHeld, name, token)
+	}
+	return h, writer, nil
+}
+
 // ModeOf returns the mode of a writer (true) or a reader (false).
 func ModeOf(writer bool) Mode {
 	if writer {

@@ -44,9 +44,9 @@ is one resource, held in one of these kinds at a time.
          and the state after. Asks on a terminal unless --yes; --as
          (default $USER, else the host) names who asked, in the log line
 
-A time or count the backend does not record shows as "unknown". On etcd and
-ZooKeeper, read-write locks and semaphores can be shown but not yet listed
-or broken.
+A time or count the backend does not record shows as "unknown". On
+ZooKeeper a writer alone on a name has the node layout of kazoo's Lock and
+is listed both as a lock and as a read-write lock's writer.
 
 Exit status: 0; 1 if KEY is not held (show, break) or a break was declined;
 69 if the backend could not be reached; 2 for usage errors.

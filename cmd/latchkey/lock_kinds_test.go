@@ -23,10 +23,12 @@ import (
 func TestOneViewOfEveryKind(t *testing.T) {
 	t.Parallel()
 	backends := map[string]string{
-		"sqlite":   "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "locks.db")),
-		"redis":    "redis://" + testsvc.RedisAddr(t) + "/0",
-		"postgres": testsvc.PostgresURL(t),
-		"mysql":    testsvc.MySQLURL(t),
+		"sqlite":    "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "locks.db")),
+		"redis":     "redis://" + testsvc.RedisAddr(t) + "/0",
+		"postgres":  testsvc.PostgresURL(t),
+		"mysql":     testsvc.MySQLURL(t),
+		"etcd":      "etcd://" + testsvc.StartEtcd(t).Endpoint(),
+		"zookeeper": "zk://" + testsvc.StartZooKeeper(t).Endpoint() + "/latchkey?session=4s",
 	}
 	for name, url := range backends {
 		t.Run(name, func(t *testing.T) {

@@ -221,13 +221,9 @@ func (rw *RW) ListRW(ctx context.Context, prefix string, limit int, cursor strin
 // would release it (compare-and-delete of its owner, waking waiters).
 func (rw *RW) BreakRW(ctx context.Context, name string, token uint64) (rwlock.Holder, bool, error) {
 	b := rw.n
-	info, err := rw.InspectRW(ctx, name)
+	h, writer, err := rwlock.HolderOf(ctx, rw, name, token)
 	if err != nil {
-		return rwlock.Holder{}, false, err
-	}
-	h, writer, ok := info.Holding(token)
-	if !ok {
-		return rwlock.Holder{}, false, lockerr.NotHeld(fmt.Sprintf("redislock: no holder of %q has token %d", name, token))
+		return h, writer, err
 	}
 	mode, member := rwlock.ModeOf(writer), h.Label
 	if !writer {

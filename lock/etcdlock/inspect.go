@@ -2,9 +2,7 @@ package etcdlock
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -17,13 +15,6 @@ var (
 	_ lock.Inspector = (*Locker)(nil)
 	_ lock.Lister    = (*Locker)(nil)
 	_ lock.Breaker   = (*Locker)(nil)
-)
-
-// Bounds of one ListLocks page: keys read per request, and requests per page.
-const (
-	listBatch       = 500
-	maxGetsPerPage  = 8
-	maxListPageTime = time.Second
 )
 
 // InspectLock implements lock.Inspector. Every contender on the name counts,
@@ -39,7 +30,11 @@ func (l *Locker) InspectLock(ctx context.Context, key string) (lock.LockInfo, er
 
 func (b *backend) inspect(ctx context.Context, name string) (lock.LockInfo, *mvccpb.KeyValue, error) {
 	info := lock.LockInfo{Key: name}
-	g, err := b.c.Get(ctx, b.prefix+name+"/", clientv3.WithFirstCreate()...)
+	// A lock's keys are <name>/<lease ID in lowercase hex>, as modeOps
+	// counts them: not a read-write lock's <name>/read/… or /write/….
+	dir := b.prefix + name + "/"
+	g, err := b.c.Get(ctx, dir+"0", clientv3.WithRange(dir+"g"),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
 	if err != nil {
 		return info, nil, fmt.Errorf("etcdlock: %w", err)
 	}
@@ -70,59 +65,15 @@ func (b *backend) inspect(ctx context.Context, name string) (lock.LockInfo, *mvc
 // prefix in key order, 500 per request and at most 8 requests or a second
 // per page, and inspects each lock name found. The cursor is the last key
 // read. A name whose contenders' keys are not adjacent (a nested name's
-// keys between them) may be listed on two pages.
+// keys between them) may be listed on two pages. Keys of read-write locks
+// and semaphores under the prefix are not locks and are left out.
 func (l *Locker) ListLocks(ctx context.Context, prefix string, limit int, cursor string) (lock.LockPage, error) {
-	root := l.b.prefix + prefix
-	end := clientv3.GetPrefixRangeEnd(root)
-	from := root
-	if cursor != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil || !strings.HasPrefix(string(raw), root) {
-			return lock.LockPage{}, fmt.Errorf("%w: etcdlock: %q is not a cursor of this listing", lock.ErrInvalid, cursor)
-		}
-		from = string(raw) + "\x00"
+	names, next, err := listNames(ctx, l.b.c, l.b.prefix, prefix, limit, cursor, l.b.lockName)
+	if err != nil {
+		return lock.LockPage{}, err
 	}
-	var names []string
-	seen := map[string]bool{}
-	begin, last, done := time.Now(), "", false
-read:
-	for gets := 0; gets < maxGetsPerPage && time.Since(begin) < maxListPageTime; gets++ {
-		g, err := l.b.c.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(),
-			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithLimit(listBatch))
-		if err != nil {
-			return lock.LockPage{}, fmt.Errorf("etcdlock: %w", err)
-		}
-		for _, kv := range g.Kvs {
-			k := string(kv.Key)
-			i := strings.LastIndexByte(k, '/')
-			if i <= len(l.b.prefix) {
-				last = k
-				continue // not a contender's key
-			}
-			name := k[len(l.b.prefix):i]
-			if !seen[name] {
-				if len(names) == limit {
-					break read
-				}
-				seen[name] = true
-				names = append(names, name)
-			}
-			last = k
-		}
-		if !g.More {
-			done = true
-			break
-		}
-		from = last + "\x00"
-	}
-	var page lock.LockPage
-	if !done {
-		page.Cursor = base64.RawURLEncoding.EncodeToString([]byte(last))
-	}
+	page := lock.LockPage{Cursor: next}
 	for _, n := range names {
-		if n == "" {
-			continue
-		}
 		info, _, err := l.b.inspect(ctx, n)
 		if err != nil {
 			return lock.LockPage{}, err

@@ -1,11 +1,13 @@
 package etcdlock_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/etcdlock"
 	"github.com/latchkey-go/latchkey/lock/locktest"
 )
 
@@ -66,4 +68,58 @@ func TestOperatorSeesEtcdctlHolder(t *testing.T) {
 		t.Fatalf("token %d after breaking etcdctl's %d", lease.Token(), info.Token)
 	}
 	_ = lease.Release(ctx)
+}
+
+// A read-write lock and a semaphore held on one etcd, with the lock's
+// default prefix: the operator's lock listing shows neither as a lock
+// ("prices/write" or "latchkey/semaphore/exports" held by nobody it
+// knows), and each kind's own listing shows its own.
+func TestListingKeepsKindsApart(t *testing.T) {
+	srv := testsvc.StartEtcd(t)
+	ctx := t.Context()
+	c := newClient(t, srv)
+	p := testsvc.KeyPrefix(t)
+	rw, err := etcdlock.NewRW(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := rw.Lock(ctx, p+"prices", lock.WithTTL(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Release(ctx) }()
+	sems, err := etcdlock.NewSemaphores(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sem, err := sems.Semaphore(p+"exports", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sem.Acquire(ctx, lock.WithTTL(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Release(ctx) }()
+
+	locks := newLocker(t, c)
+	for _, prefix := range []string{"", p} {
+		page, err := lock.List(ctx, locks, prefix, lock.MaxListLimit, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range page.Locks {
+			if strings.Contains(l.Key, p) {
+				t.Errorf("List(%q) shows %q as a lock; only a read-write lock and a semaphore are held", prefix, l.Key)
+			}
+		}
+	}
+	rws, err := rw.List(ctx, p, 10, "")
+	if err != nil || len(rws.RWLocks) != 1 || rws.RWLocks[0].Name != p+"prices" {
+		t.Errorf("rwlock List = %+v, %v; want %q", rws, err, p+"prices")
+	}
+	sp, err := sems.List(ctx, p, 10, "")
+	if err != nil || len(sp.Semaphores) != 1 || sp.Semaphores[0].Name != p+"exports" {
+		t.Errorf("semaphore List = %+v, %v; want %q", sp, err, p+"exports")
+	}
 }

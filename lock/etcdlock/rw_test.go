@@ -33,7 +33,6 @@ func TestRWConformance(t *testing.T) {
 	srv := testsvc.StartEtcd(t)
 	prefix := testsvc.KeyPrefix(t)
 	rwlocktest.Run(t, rwlocktest.Harness{
-		NoOperator: true, // listing and breaking holders is not built for this backend yet
 		New: func(t *testing.T) *rwlock.Locker {
 			return newRW(t, newClient(t, srv), etcdlock.WithPrefix(prefix))
 		},

@@ -23,7 +23,6 @@ func TestSemaphoreConformance(t *testing.T) {
 	admin := newClient(t, srv)
 	var clients sync.Map // *semaphore.Client -> *clientv3.Client
 	semaphoretest.Run(t, semaphoretest.Harness{
-		NoOperator: true, // listing and breaking holders is not built for this backend yet
 		// etcd grants leases in whole seconds, at least 1.5 election
 		// timeouts: a 2 s TTL keeps renewal well inside them.
 		TTL: 2 * time.Second,

@@ -59,13 +59,9 @@ func (s *rwStore) ListRW(_ context.Context, prefix string, limit int, cursor str
 
 // BreakRW implements rwlock.Breaker.
 func (s *rwStore) BreakRW(ctx context.Context, name string, token uint64) (rwlock.Holder, bool, error) {
-	info, err := s.InspectRW(ctx, name)
+	h, writer, err := rwlock.HolderOf(ctx, s, name, token)
 	if err != nil {
-		return rwlock.Holder{}, false, err
-	}
-	h, writer, ok := info.Holding(token)
-	if !ok {
-		return rwlock.Holder{}, false, lockerr.NotHeld(fmt.Sprintf("memlock: no holder of %q has token %d", name, token))
+		return h, writer, err
 	}
 	return h, writer, s.Release(ctx, name, h.Label, rwlock.ModeOf(writer))
 }

@@ -80,13 +80,9 @@ func (b *rwBackend) ListRW(ctx context.Context, prefix string, limit int, cursor
 // releases as that holder, so a holder that left meanwhile is not
 // mistaken for another.
 func (b *rwBackend) BreakRW(ctx context.Context, name string, token uint64) (rwlock.Holder, bool, error) {
-	info, err := b.InspectRW(ctx, name)
+	h, writer, err := rwlock.HolderOf(ctx, b, name, token)
 	if err != nil {
-		return rwlock.Holder{}, false, err
-	}
-	h, writer, ok := info.Holding(token)
-	if !ok {
-		return rwlock.Holder{}, false, lockerr.NotHeld(fmt.Sprintf("sqllock: no holder of %q has token %d", name, token))
+		return h, writer, err
 	}
 	if err := b.Release(ctx, name, h.Label, rwlock.ModeOf(writer)); err != nil {
 		return h, false, err

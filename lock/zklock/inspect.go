@@ -59,6 +59,9 @@ func (b *backend) inspect(ctx context.Context, key string) (lock.LockInfo, int32
 		head, n := "", 0
 		var best int64 = -1
 		for _, ch := range children {
+			if strings.Contains(ch, readNode) {
+				return info, 0, nil // readers: a read-write lock's (rwlock.Inspect shows it)
+			}
 			if s, ok := sequence(ch); ok {
 				n++
 				if best < 0 || s < best {
@@ -96,8 +99,31 @@ func (b *backend) inspect(ctx context.Context, key string) (lock.LockInfo, int32
 // prefix's part before its last "/" names it (the Locker's prefix itself if
 // there is none), so a listing does not descend into nested names. Up to
 // 2000 names are inspected per page, for at most a second; the cursor is
-// the last name inspected.
+// the last name inspected. A semaphore's own lock (<name>-__lock__) is not
+// listed.
 func (l *Locker) ListLocks(ctx context.Context, prefix string, limit int, cursor string) (lock.LockPage, error) {
+	var page lock.LockPage
+	next, err := l.b.eachName(ctx, prefix, limit, cursor, func(name string) (bool, error) {
+		if strings.HasSuffix(name, semLockSuffix) {
+			return false, nil
+		}
+		info, _, err := l.b.inspect(ctx, name)
+		if info.Held {
+			page.Locks = append(page.Locks, info)
+		}
+		return info.Held, err
+	})
+	page.Cursor = next
+	return page, err
+}
+
+// eachName calls keep, in name order, for the names under the znode that
+// prefix's part before its last "/" names (the Locker's prefix itself if
+// there is none) that start with prefix and come after cursor's, until keep
+// has kept limit of them, 2000 were looked at or a second has passed. It
+// returns the cursor of the next page: the last name looked at, "" when
+// there are no more.
+func (b *backend) eachName(ctx context.Context, prefix string, limit int, cursor string, keep func(name string) (bool, error)) (string, error) {
 	parent, start := "", prefix
 	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
 		parent, start = prefix[:i+1], prefix[i+1:]
@@ -105,23 +131,23 @@ func (l *Locker) ListLocks(ctx context.Context, prefix string, limit int, cursor
 	raw, err := base64.RawURLEncoding.DecodeString(cursor)
 	after := string(raw)
 	if err != nil || after != "" && !strings.HasPrefix(after, prefix) {
-		return lock.LockPage{}, fmt.Errorf("%w: zklock: %q is not a cursor of this listing", lock.ErrInvalid, cursor)
+		return "", fmt.Errorf("%w: zklock: %q is not a cursor of this listing", lock.ErrInvalid, cursor)
 	}
-	dir := l.b.prefix
+	dir := b.prefix
 	if parent != "" {
-		if dir, err = l.b.dir(strings.TrimSuffix(parent, "/")); err != nil {
-			return lock.LockPage{}, err
+		if dir, err = b.dir(strings.TrimSuffix(parent, "/")); err != nil {
+			return "", err
 		}
 	}
 	if dir == "" {
 		dir = "/"
 	}
-	children, err := call(ctx, l.b, func() ([]string, error) {
-		ch, _, err := l.b.conn.Children(dir)
+	children, err := call(ctx, b, func() ([]string, error) {
+		ch, _, err := b.conn.Children(dir)
 		return ch, err
 	})
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return lock.LockPage{}, fmt.Errorf("zklock: %w", err)
+		return "", fmt.Errorf("zklock: %w", err)
 	}
 	var names []string
 	for _, c := range children {
@@ -130,22 +156,20 @@ func (l *Locker) ListLocks(ctx context.Context, prefix string, limit int, cursor
 		}
 	}
 	slices.Sort(names)
-	var page lock.LockPage
-	begin := time.Now()
+	begin, kept := time.Now(), 0
 	for i, name := range names {
-		if len(page.Locks) == limit || i == maxInspectsPerPage || time.Since(begin) > maxListPageTime {
-			page.Cursor = base64.RawURLEncoding.EncodeToString([]byte(names[i-1]))
-			break
+		if kept == limit || i == maxInspectsPerPage || time.Since(begin) > maxListPageTime {
+			return base64.RawURLEncoding.EncodeToString([]byte(names[i-1])), nil
 		}
-		info, _, err := l.b.inspect(ctx, name)
+		ok, err := keep(name)
 		if err != nil {
-			return lock.LockPage{}, err
+			return "", err
 		}
-		if info.Held {
-			page.Locks = append(page.Locks, info)
+		if ok {
+			kept++
 		}
 	}
-	return page, nil
+	return "", nil
 }
 
 // BreakLock implements lock.Breaker: a version-checked delete of the

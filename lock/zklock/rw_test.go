@@ -31,8 +31,7 @@ func newRW(t testing.TB, srv *testsvc.ZooKeeperServer, opts ...zklock.Option) *r
 func TestRWConformance(t *testing.T) {
 	srv := startZK(t)
 	rwlocktest.Run(t, rwlocktest.Harness{
-		NoOperator: true, // listing and breaking holders is not built for this backend yet
-		New:        func(t *testing.T) *rwlock.Locker { return newRW(t, srv) },
+		New: func(t *testing.T) *rwlock.Locker { return newRW(t, srv) },
 	})
 }
 

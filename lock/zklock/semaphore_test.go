@@ -42,9 +42,8 @@ func TestSemaphoreConformance(t *testing.T) {
 	admin := plainConn(t, srv)
 	var proxies sync.Map // *semaphore.Client -> *testsvc.Proxy
 	semaphoretest.Run(t, semaphoretest.Harness{
-		NoOperator: true,            // listing and breaking holders is not built for this backend yet
-		TTL:        2 * time.Second, // a loaded JVM can take 100s of ms to answer
-		MaxTTL:     4 * time.Second, // the session timeout
+		TTL:    2 * time.Second, // a loaded JVM can take 100s of ms to answer
+		MaxTTL: 4 * time.Second, // the session timeout
 		New: func(t *testing.T) *semaphore.Client {
 			p := testsvc.NewProxy(t, srv.Endpoint())
 			c := newSemaphores(t, p.Addr(), zklock.WithSessionTimeout(4*time.Second))
