@@ -84,7 +84,7 @@ func parseSFString(v string) (key, rest string, err error) {
 		case c == '"':
 			return string(b), v[i+1:], nil
 		case c < 0x20 || c > 0x7e:
-			return "", "", fmt.Errorf("%w: byte %q in quoted key", ErrKeyMalformed, c)
+			return "", "", badChar(v, i) // position counts the opening quote
 		default:
 			b = append(b, c)
 		}
