@@ -1,6 +1,6 @@
 // Package docs holds the guides; its test keeps them from rotting: every
 // relative link of the README and the guides names a file that exists, every
-// Go block parses, and the README stays short.
+// Go block parses, the README stays short and so do the package docs.
 package docs
 
 import (
@@ -103,5 +103,44 @@ func TestREADMEShort(t *testing.T) {
 	}
 	if n := strings.Count(string(b), "\n"); n > 300 {
 		t.Fatalf("README.md has %d lines, more than 300: move the detail to a guide in docs/", n)
+	}
+}
+
+// maxPackageDoc is the most lines a package's doc comment may take: the
+// contract, the guarantee and a short example; internals go to a guide.
+const maxPackageDoc = 80
+
+// TestPackageDocsAreShort reads every package's doc comment (bench, a
+// module of its own, aside) and fails for one longer than maxPackageDoc.
+func TestPackageDocsAreShort(t *testing.T) {
+	seen := 0
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "bench" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != ".." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		if f.Doc == nil {
+			return nil
+		}
+		seen++
+		if n := len(strings.Split(strings.TrimSpace(f.Doc.Text()), "\n")); n > maxPackageDoc {
+			t.Errorf("%s: the package doc has %d lines, more than %d: move the internals to a guide in docs/", path, n, maxPackageDoc)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen < 20 {
+		t.Fatalf("read %d package docs; the walk missed the packages", seen)
 	}
 }

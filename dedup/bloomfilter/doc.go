@@ -36,66 +36,8 @@
 // million). A generation is one Redis string of m bits: at most 2^32 bits
 // (512 MiB), about 390 million ids per generation at 1%.
 //
-// # Layout and atomicity
+// # Internals
 //
-// Keys, all under one hash tag, the filter's name, so a Cluster keeps a
-// filter on one slot: prefix + "{" + name + "}:state" (a hash: the
-// generation's number g, its start t on Redis's clock, m (as "v2:" and the
-// number) and k, and "c:" + g, the ids added to generation g), ":cur" and
-// ":prev" (the current and the previous generation: a rotation renames the
-// first to the second and starts an empty ":cur"), and for Lossy ":claim:"
-// + id while a message is in processing. Bit positions are computed in Go
-// (SHA-256 of the id, enhanced double hashing) and passed as arguments; ids
-// never reach Redis. Keys expire with PEXPIREAT when their generation
-// leaves the window. [Filter.Stats] gives each generation's fill ratio and
-// estimated count for a metrics collector.
-//
-// Every rotation (when the current generation is full or its period has
-// passed) runs in one embedded Lua script, as do Lossy's claim, done and
-// release. Far from a rotation a check-and-add does not need the script:
-// the two generations' keys are fixed, so a transaction of plain commands
-// on them can neither split a rotation nor be split by one, and of
-// concurrent adds of one new id exactly one finds a bit clear.
-//
-// # What each step asks of Redis
-//
-// A check-and-add (TestAndAdd, TestAndAddBatch) far from a rotation is one
-// MULTI/EXEC of plain commands:
-//
-//   - BITFIELD_RO ":prev" GET u1 per bit: the previous generation's bits;
-//   - BITFIELD ":cur" SET u1 per bit: sets each id's k bits and replies the
-//     old ones, so it is the check against the current generation and the
-//     add at once, in the order of the batch (an id given twice is seen by
-//     its second occurrence);
-//   - PTTL ":cur": the generation's age (it expires two periods after its
-//     start), so the client knows when to hand over to the script;
-//   - PEXPIRE ":cur" NX: a bitmap this made, the state being gone, expires;
-//   - HINCRBY of "c:" + g, with PEXPIRE NX of the state, only when the
-//     client's last step added ids: a transaction cannot count only the ids
-//     it finds new, so the next step counts them, for the generation they
-//     went to;
-//   - HMGET of m, g and the count: the sizing, the generation, how full.
-//
-// One id costs Redis about 4.7 µs this way and an id in a batch of 100
-// about 2.9 µs, against 10 to 12 µs and 4 to 5 µs through a script, which
-// Redis spends mostly on starting it and passing arguments between Lua and
-// its commands (bench/, "What a message costs Redis", counting each command
-// sent once, EXEC and a script with the commands they run). The last
-// eighth of a generation's period and of its capacity (at least MaxChunk
-// ids) go through the script, which counts exactly, rotates and reads
-// Redis's clock (TIME): a generation takes at most what the consumers
-// added in their last step each beyond its capacity, and never an id
-// later than its period allows. Lossy's Claim reads both generations
-// (GETBIT) and sets the claim key (SET NX PX); its Done checks the token
-// (GET), adds the id (BITFIELD) and deletes the claim key (DEL).
-//
-// A filter written by the first release of this package (generations at
-// ":bits:0" and ":bits:1" by parity) is taken over at this release's first
-// step: its generations are moved to ":cur" and ":prev". Clients of the
-// first release are refused from then on (their script reports a sizing
-// mismatch), so upgrade every consumer of one filter together.
-//
-// A Redis restart without persistence, or a failover before replication,
-// empties the filter: every id is then new to it. With Lossy that lets
-// duplicates through; with Prefilter the exact store still stops them.
+// The key layout, why each step is atomic and what each step asks of Redis
+// are described in docs/bloomfilter-internals.md.
 package bloomfilter

@@ -173,7 +173,7 @@ func (b *backend) take(ctx context.Context, a *attempt) {
 // already, writes it back to the nodes taken below it. It reports true only
 // if a quorum of nodes still holds our lock with the token the quorum-th
 // smallest of theirs, and N-Q+1 of them have counters at or above it: the two
-// sets the package doc's proof rests on.
+// sets the proof in docs/redlock-internals.md rests on.
 func (b *backend) fence(ctx context.Context, a *attempt) (uint64, bool) {
 	token, ok := a.choose()
 	if !ok {

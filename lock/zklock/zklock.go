@@ -69,7 +69,7 @@ func WithPrefix(prefix string) Option {
 // WithSessionTimeout sets the session timeout New asks the server for.
 // Default: 30 s (DefaultSessionTimeout). The server clamps it to its
 // [minSessionTimeout, maxSessionTimeout]; the negotiated value bounds the TTL
-// Acquire accepts (see the package doc).
+// Acquire accepts (see docs/zklock-internals.md).
 func WithSessionTimeout(d time.Duration) Option {
 	return func(o *options) { o.session = d }
 }
@@ -77,7 +77,7 @@ func WithSessionTimeout(d time.Duration) Option {
 // WithTickTime tells a Locker the servers' tickTime, which bounds how long
 // a follower takes to tell the leader of this session's requests. A lease
 // is certain only until the leader's last news of the session plus the
-// session timeout (see the package doc), and that news is up to one and a
+// session timeout (see docs/zklock-internals.md), and that news is up to one and a
 // half ticks old. Default: DefaultTickTime (ZooKeeper's 2 s), at most half
 // the session timeout granted. Give the servers' tickTime if it is longer
 // than 2 s; a shorter one lets leases renewed by followers keep more margin.
