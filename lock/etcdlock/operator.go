@@ -77,6 +77,14 @@ func listNames(ctx context.Context, c Client, root, prefix string, limit int, cu
 	return names, base64.RawURLEncoding.EncodeToString([]byte(last)), nil
 }
 
+// parentOf returns the name whose key is rel, <name>/<last part>, or false
+// for a key without a name: a semaphore's, and the start of a lock's or a
+// read-write lock's.
+func parentOf(rel string) (string, bool) {
+	i := strings.LastIndexByte(rel, '/')
+	return rel[:max(i, 0)], i > 0
+}
+
 // lockName returns the name of the lock whose contender's key is rel
 // (<name>/<lease ID in hex>), or false for a key of another kind: a
 // read-write lock's (<name>/read/… or <name>/write/…) or a semaphore's
@@ -84,12 +92,8 @@ func listNames(ctx context.Context, c Client, root, prefix string, limit int, cu
 // lock whose own name ends in "/read" or "/write" is therefore not listed
 // (InspectLock still shows it).
 func (b *backend) lockName(rel string) (string, bool) {
-	i := strings.LastIndexByte(rel, '/')
-	if i <= 0 {
-		return "", false
-	}
-	name := rel[:i]
-	if _, ok := rwName(rel); ok || strings.HasPrefix(b.prefix+rel, DefaultSemaphorePrefix) {
+	name, ok := parentOf(rel)
+	if _, rw := rwName(rel); !ok || rw || strings.HasPrefix(b.prefix+rel, DefaultSemaphorePrefix) {
 		return "", false
 	}
 	return name, true
@@ -98,12 +102,9 @@ func (b *backend) lockName(rel string) (string, bool) {
 // rwName returns the name of the read-write lock whose key is rel
 // (<name>/read/<lease> or <name>/write/<lease>), or false.
 func rwName(rel string) (string, bool) {
-	i := strings.LastIndexByte(rel, '/')
-	if i <= 0 {
-		return "", false
-	}
+	dir, _ := parentOf(rel)
 	for _, kind := range []string{"/read", "/write"} {
-		if name, ok := strings.CutSuffix(rel[:i], kind); ok && name != "" {
+		if name, ok := strings.CutSuffix(dir, kind); ok && name != "" {
 			return name, true
 		}
 	}
@@ -152,10 +153,7 @@ func deleteIfSame(ctx context.Context, c Client, key string, rev int64) error {
 // ListSemaphores implements semaphore.Lister: the names of the
 // acquisitions' keys (<prefix><name>/<lease ID in hex>) under the prefix.
 func (b *semBackend) ListSemaphores(ctx context.Context, prefix string, limit int, cursor string) ([]string, string, error) {
-	return listNames(ctx, b.c, b.prefix, prefix, limit, cursor, func(rel string) (string, bool) {
-		i := strings.LastIndexByte(rel, '/')
-		return rel[:max(i, 0)], i > 0
-	})
+	return listNames(ctx, b.c, b.prefix, prefix, limit, cursor, parentOf)
 }
 
 // BreakPermits implements semaphore.Breaker: it deletes the holder's key if
