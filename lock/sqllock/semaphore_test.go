@@ -49,6 +49,11 @@ func TestSemaphoreSQLiteConformance(t *testing.T) {
 	admin := openSQLite(t, path)
 	var cuts cutters
 	semaphoretest.Run(t, semaphoretest.Harness{
+		// The suite's parallel tests all write to one file, one writer at a
+		// time: a 1 s lease's renewal, waiting its turn for the write lock
+		// on a loaded 2-core machine, once missed its deadline. A 2 s lease
+		// gives it room, as in the suites of etcd and ZooKeeper.
+		TTL: 2 * time.Second,
 		// Each Client gets its own *sql.DB, as a separate process would.
 		New: func(t *testing.T) *semaphore.Client {
 			db := openSQLite(t, path)
