@@ -1,5 +1,6 @@
 # latchkey — developer and CI entry points.
-#   make test       services + gofmt check + go vet + race tests (what .ci/run runs)
+#   make test       services + gofmt check + go vet + lint + race tests (what .ci/run runs)
+#   make lint       golangci-lint with .golangci.yml (scripts/lint.sh installs it)
 #   make services   install the race detector's C toolchain and the servers the tests
 #                   use, and bring up Redis, PostgreSQL, MariaDB, NATS and RabbitMQ on
 #                   loopback (reusing running ones): scripts/services.sh
@@ -9,16 +10,19 @@
 
 GO ?= go
 
-.PHONY: test services demo bench fmt-check
+.PHONY: test services demo bench fmt-check lint
 
 # -race needs cgo; Go turns it off when it finds no C compiler, and a
 # CGO_ENABLED=0 from the environment or "go env -w" would do the same.
-test: fmt-check services
+test: fmt-check services lint
 	$(GO) vet ./...
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
 
 services:
 	GO="$(GO)" bash scripts/services.sh
+
+lint:
+	GO="$(GO)" bash scripts/lint.sh
 
 demo:
 	$(GO) run ./cmd/latchkey demo

@@ -16,7 +16,7 @@ import (
 func Example() {
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	defer tp.Shutdown(context.Background())
+	defer func() { _ = tp.Shutdown(context.Background()) }()
 
 	tel, err := latchkeyotel.New(latchkeyotel.WithTracerProvider(tp))
 	if err != nil {

@@ -24,7 +24,7 @@ import (
 func payTwice(t *testing.T, r *recorded, wrap func(http.Handler) http.Handler) (key, principal string) {
 	t.Helper()
 	runs := 0
-	var h http.Handler = idemhttp.Middleware(memstore.New(), idemhttp.WithObserver(r.tel.HTTPObserver("pay")))(
+	h := idemhttp.Middleware(memstore.New(), idemhttp.WithObserver(r.tel.HTTPObserver("pay")))(
 		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			runs++
 			w.WriteHeader(http.StatusCreated)

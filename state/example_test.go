@@ -16,8 +16,8 @@ import (
 func exampleDB() (*sql.DB, func()) {
 	dir, _ := os.MkdirTemp("", "state")
 	db, _ := sql.Open("sqlite", "file:"+filepath.Join(dir, "shop.db"))
-	db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT NOT NULL, paid_by TEXT)`)
-	db.Exec(`CREATE TABLE accounts (id TEXT PRIMARY KEY, balance BIGINT NOT NULL, version BIGINT NOT NULL DEFAULT 0)`)
+	mustExec(db, `CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT NOT NULL, paid_by TEXT)`)
+	mustExec(db, `CREATE TABLE accounts (id TEXT PRIMARY KEY, balance BIGINT NOT NULL, version BIGINT NOT NULL DEFAULT 0)`)
 	return db, func() { db.Close(); os.RemoveAll(dir) }
 }
 
@@ -27,7 +27,7 @@ func ExampleMachine_Move() {
 	ctx := context.Background()
 	db, done := exampleDB()
 	defer done()
-	db.Exec(`INSERT INTO orders (id, status) VALUES ('o-1', 'UNPAID')`)
+	mustExec(db, `INSERT INTO orders (id, status) VALUES ('o-1', 'UNPAID')`)
 
 	orders, err := state.NewMachine(db, "orders", []state.Transition{
 		{From: "UNPAID", To: "PAID"},
@@ -56,7 +56,7 @@ func ExampleOptimistic_Update() {
 	ctx := context.Background()
 	db, done := exampleDB()
 	defer done()
-	db.Exec(`INSERT INTO accounts (id, balance) VALUES ('acct-7', 100)`)
+	mustExec(db, `INSERT INTO accounts (id, balance) VALUES ('acct-7', 100)`)
 
 	accounts, err := state.NewOptimistic(db, "accounts")
 	if err != nil {
@@ -71,7 +71,17 @@ func ExampleOptimistic_Update() {
 		return state.Values{"balance": balance - 30}, nil
 	})
 	var version int64
-	db.QueryRow(`SELECT balance, version FROM accounts WHERE id = 'acct-7'`).Scan(&balance, &version)
+	if err := db.QueryRow(`SELECT balance, version FROM accounts WHERE id = 'acct-7'`).Scan(&balance, &version); err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println(err, balance, version)
 	// Output: <nil> 70 1
+}
+
+// mustExec runs q for an example's setup, which cannot go on without it.
+func mustExec(db *sql.DB, q string) {
+	if _, err := db.Exec(q); err != nil {
+		panic(err)
+	}
 }

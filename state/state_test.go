@@ -275,7 +275,9 @@ func TestOptimisticRerunsOnFreshRead(t *testing.T) {
 			t.Fatalf("fn saw %v, want [10 50 50]", seen)
 		}
 		var got int64
-		db.QueryRow(fmt.Sprintf("SELECT amount FROM %s WHERE id = 'a'", table)).Scan(&got)
+		if err := db.QueryRow(fmt.Sprintf("SELECT amount FROM %s WHERE id = 'a'", table)).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
 		if got != 51 {
 			t.Fatalf("amount %d, want 51", got)
 		}
@@ -301,7 +303,9 @@ func TestOptimisticBounded(t *testing.T) {
 			t.Fatalf("err %v after %d runs; want ErrConflict after 3", err, runs)
 		}
 		var amount int64
-		db.QueryRow(fmt.Sprintf("SELECT amount FROM %s WHERE id = 'b'", table)).Scan(&amount)
+		if err := db.QueryRow(fmt.Sprintf("SELECT amount FROM %s WHERE id = 'b'", table)).Scan(&amount); err != nil {
+			t.Fatal(err)
+		}
 		if amount != 1 {
 			t.Fatalf("amount %d written by a conflicting update", amount)
 		}

@@ -34,7 +34,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	defer ch.QueueDelete(q.Name, false, false, false)
+	defer func() { _, _ = ch.QueueDelete(q.Name, false, false, false) }()
 
 	for _, id := range []string{"pay-1", "pay-1", "pay-2"} {
 		if err := amqpconsumer.Publish(ctx, ch, "", q.Name, dedup.Message{ID: id, Body: []byte("100")}); err != nil {

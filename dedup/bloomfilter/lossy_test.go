@@ -98,7 +98,7 @@ func TestLossyBatch(t *testing.T) {
 	if err := s.Done(ctx, "done", d.Token, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	s.Claim(ctx, "busy", time.Minute)
+	_, _ = s.Claim(ctx, "busy", time.Minute)
 	got, err := s.ClaimBatch(ctx, []string{"new", "done", "busy", "new"}, time.Minute)
 	if err != nil {
 		t.Fatal(err)

@@ -200,9 +200,9 @@ func (f *Filter) plain(ctx context.Context, add bool, ids []string) ([]bool, boo
 	tag, _ := sv[0].(string)
 	stGen, _ := sv[1].(string)
 	count, _ := sv[2].(string)
-	switch {
-	case tag == f.tag:
-	case tag == "":
+	switch tag {
+	case f.tag:
+	case "":
 		// The state is gone (deleted, or the server restarted empty). The
 		// answer stands, the keys being fixed; the script makes the state
 		// again on the next step.

@@ -54,7 +54,9 @@ func RunUntil(t testing.TB, run func(context.Context) error, cond func() bool) {
 	for !cond() {
 		if time.Now().After(deadline) {
 			cancel()
-			<-done
+			if err := <-done; err != nil {
+				t.Logf("consumer: %v", err)
+			}
 			t.Fatal("condition not reached within 10 s")
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -37,7 +37,7 @@ func Example() {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name}}); err != nil {
 		panic(err)
 	}
-	defer js.DeleteStream(context.Background(), name)
+	defer func() { _ = js.DeleteStream(context.Background(), name) }()
 	jc, err := js.CreateConsumer(ctx, name, jetstream.ConsumerConfig{
 		Durable: "billing", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * dedup.DefaultProcessingTTL,
 	})

@@ -25,8 +25,8 @@ func ExampleNewPgx() {
 		return
 	}
 	defer pool.Close()
-	pool.Exec(ctx, `CREATE TABLE accounts (id TEXT PRIMARY KEY, balance BIGINT NOT NULL)`)
-	pool.Exec(ctx, `INSERT INTO accounts VALUES ('acct-1', 0)`)
+	mustExec(ctx, pool, `CREATE TABLE accounts (id TEXT PRIMARY KEY, balance BIGINT NOT NULL)`)
+	mustExec(ctx, pool, `INSERT INTO accounts VALUES ('acct-1', 0)`)
 	inbox, err := sqlinbox.NewPgx(pool)
 	if err != nil {
 		fmt.Println(err)
@@ -44,10 +44,20 @@ func ExampleNewPgx() {
 		fmt.Println(inbox.Process(ctx, dedup.Message{ID: "pay-42"}, credit))
 	}
 	var balance int64
-	pool.QueryRow(ctx, `SELECT balance FROM accounts WHERE id = 'acct-1'`).Scan(&balance)
+	if err := pool.QueryRow(ctx, `SELECT balance FROM accounts WHERE id = 'acct-1'`).Scan(&balance); err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("balance:", balance)
 	// Output:
 	// processed <nil>
 	// duplicate <nil>
 	// balance: 100
+}
+
+// mustExec runs q for an example's setup, which cannot go on without it.
+func mustExec(ctx context.Context, pool *pgxpool.Pool, q string) {
+	if _, err := pool.Exec(ctx, q); err != nil {
+		panic(err)
+	}
 }

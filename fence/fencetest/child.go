@@ -44,9 +44,9 @@ func startChild(t *testing.T, target Target, config, role, args string) *child {
 		}
 	}()
 	t.Cleanup(func() {
-		c.cmd.Process.Signal(syscall.SIGCONT)
-		c.cmd.Process.Kill()
-		c.cmd.Wait()
+		_ = c.cmd.Process.Signal(syscall.SIGCONT)
+		_ = c.cmd.Process.Kill()
+		_ = c.cmd.Wait()
 	})
 	return c
 }
@@ -70,4 +70,4 @@ func (c *child) expect(t *testing.T, prefix string, within time.Duration) string
 	}
 }
 
-func (c *child) signal(s syscall.Signal) { c.cmd.Process.Signal(s) }
+func (c *child) signal(s syscall.Signal) { _ = c.cmd.Process.Signal(s) }

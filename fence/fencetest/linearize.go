@@ -159,7 +159,7 @@ func runHistory(t *testing.T, target Target, config string, conn *Conn, seed uin
 			for line := range w.c.lines {
 				rec.line(id, line)
 			}
-			w.c.cmd.Wait()
+			_ = w.c.cmd.Wait()
 			mu.Lock()
 			delete(live, id)
 			mu.Unlock()

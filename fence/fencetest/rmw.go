@@ -72,7 +72,7 @@ func ReadModifyWrite(t *testing.T, target Target, config string) RMWReport {
 					results <- rest
 				}
 			}
-			c.cmd.Wait()
+			_ = c.cmd.Wait()
 		})
 	}
 	go func() { wg.Wait(); close(done) }()

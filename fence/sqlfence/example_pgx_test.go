@@ -27,8 +27,8 @@ func ExampleGuard_InPgx() {
 		return
 	}
 	defer pool.Close()
-	pool.Exec(ctx, `CREATE TABLE accounts (id TEXT PRIMARY KEY, balance BIGINT, fence_token BIGINT NOT NULL DEFAULT 0)`)
-	pool.Exec(ctx, `INSERT INTO accounts (id, balance) VALUES ('acct-1', 1000)`)
+	mustExecPgx(ctx, pool, `CREATE TABLE accounts (id TEXT PRIMARY KEY, balance BIGINT, fence_token BIGINT NOT NULL DEFAULT 0)`)
+	mustExecPgx(ctx, pool, `INSERT INTO accounts (id, balance) VALUES ('acct-1', 1000)`)
 
 	locker, err := sqllock.NewPgx(ctx, pool, sqllock.WithTable("locks"))
 	if err != nil {
@@ -56,7 +56,17 @@ func ExampleGuard_InPgx() {
 		})
 	})
 	var balance int64
-	pool.QueryRow(ctx, `SELECT balance FROM accounts WHERE id = 'acct-1'`).Scan(&balance)
+	if err := pool.QueryRow(ctx, `SELECT balance FROM accounts WHERE id = 'acct-1'`).Scan(&balance); err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println(err, balance)
 	// Output: <nil> 700
+}
+
+// mustExecPgx runs q for an example's setup, which cannot go on without it.
+func mustExecPgx(ctx context.Context, pool *pgxpool.Pool, q string) {
+	if _, err := pool.Exec(ctx, q); err != nil {
+		panic(err)
+	}
 }

@@ -21,13 +21,15 @@ import (
 func openBank() (db *sql.DB, close func()) {
 	dir, _ := os.MkdirTemp("", "sqlfence")
 	db, _ = sql.Open("sqlite", "file:"+filepath.Join(dir, "bank.db")+"?_pragma=busy_timeout(5000)")
-	db.Exec(`CREATE TABLE accounts (id TEXT PRIMARY KEY, balance BIGINT, fence_token BIGINT NOT NULL DEFAULT 0)`)
-	db.Exec(`INSERT INTO accounts (id, balance) VALUES ('acct-1', 1000)`)
+	mustExec(db, `CREATE TABLE accounts (id TEXT PRIMARY KEY, balance BIGINT, fence_token BIGINT NOT NULL DEFAULT 0)`)
+	mustExec(db, `INSERT INTO accounts (id, balance) VALUES ('acct-1', 1000)`)
 	return db, func() { db.Close(); os.RemoveAll(dir) }
 }
 
 func balanceOf(db *sql.DB) (b int64) {
-	db.QueryRow(`SELECT balance FROM accounts WHERE id = 'acct-1'`).Scan(&b)
+	if err := db.QueryRow(`SELECT balance FROM accounts WHERE id = 'acct-1'`).Scan(&b); err != nil {
+		panic(err)
+	}
 	return b
 }
 
@@ -90,13 +92,19 @@ func Example() {
 
 	old, _ := locker.Acquire(ctx, "acct-1")
 	var seen int64
-	accounts.Read(ctx, old, "acct-1", sqlfence.Into{"balance": &seen}) // 1000
-	locker.Revoke("acct-1")                                            // old's holder pauses; its lease is lost
+	if err := accounts.Read(ctx, old, "acct-1", sqlfence.Into{"balance": &seen}); err != nil { // 1000
+		fmt.Println(err)
+		return
+	}
+	locker.Revoke("acct-1") // old's holder pauses; its lease is lost
 
 	next, _ := locker.Acquire(ctx, "acct-1")
 	defer next.Release(ctx)
 	var balance int64
-	accounts.Read(ctx, next, "acct-1", sqlfence.Into{"balance": &balance}) // 1000, and next's token is on the row
+	if err := accounts.Read(ctx, next, "acct-1", sqlfence.Into{"balance": &balance}); err != nil { // 1000, and next's token is on the row
+		fmt.Println(err)
+		return
+	}
 
 	err := accounts.Update(ctx, old, "acct-1", sqlfence.Values{"balance": seen - 100}) // old wakes up
 	fmt.Println("old holder refused:", errors.Is(err, fence.ErrStale))
@@ -134,11 +142,21 @@ func ExampleGuard_Claim() {
 	defer tx.Rollback()
 	fmt.Println(accounts.In(tx).Claim(ctx, fence.Token(9), "acct-1"))
 	var balance int64
-	tx.QueryRow(`SELECT balance FROM accounts WHERE id = 'acct-1'`).Scan(&balance) // safe: after the claim
+	if err := tx.QueryRow(`SELECT balance FROM accounts WHERE id = 'acct-1'`).Scan(&balance); err != nil { // safe: after the claim
+		fmt.Println(err)
+		return
+	}
 	fmt.Println(balance, tx.Commit())
 	fmt.Println(errors.Is(accounts.Claim(ctx, fence.Token(8), "acct-1"), fence.ErrStale))
 	// Output:
 	// <nil>
 	// 1000 <nil>
 	// true
+}
+
+// mustExec runs q for an example's setup, which cannot go on without it.
+func mustExec(db *sql.DB, q string) {
+	if _, err := db.Exec(q); err != nil {
+		panic(err)
+	}
 }

@@ -434,7 +434,7 @@ func TestHijackedNotRecorded(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi")
+			_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi")
 			buf.Flush()
 			conn.Close()
 			return

@@ -185,8 +185,8 @@ func TestUniqueIndexOnKey(t *testing.T) {
 			if err := s.Migrate(ctx); err != nil {
 				t.Fatal(err)
 			}
-			defer db.Exec("DROP TABLE " + table)
-			defer db.Exec("DROP TABLE " + table + "_tok")
+			defer func() { _, _ = db.Exec("DROP TABLE " + table) }()
+			defer func() { _, _ = db.Exec("DROP TABLE " + table + "_tok") }()
 			insert := fmt.Sprintf(`INSERT INTO %s (idem_key, state, token, fingerprint, expires_ms, created_ms) VALUES ('k', 1, 't', '', 0, 0)`, table)
 			if _, err := db.Exec(insert); err != nil {
 				t.Fatal(err)

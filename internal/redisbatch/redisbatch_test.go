@@ -68,7 +68,7 @@ func concurrentCalls(t *testing.T, sends int) {
 		next := map[string]int{}
 		for _, v := range got {
 			var gi, i int
-			fmt.Sscanf(v, "%d:%d", &gi, &i)
+			_, _ = fmt.Sscanf(v, "%d:%d", &gi, &i)
 			if i != next[fmt.Sprint(gi)] {
 				t.Fatalf("key g%d: goroutine %d's call %d ran out of order: %v", g, gi, i, got)
 			}

@@ -22,12 +22,13 @@ func userKey(prefix, name string) (key string, ok bool) {
 		return "", false
 	}
 	t := name[len(prefix)+1 : len(name)-1]
-	if t[0] == '\\' {
+	switch t[0] {
+	case '\\':
 		t = t[1:]
 		if t == "" || (t[0] != '}' && t[0] != '\\') {
 			return "", false
 		}
-	} else if t[0] == '}' {
+	case '}':
 		return "", false
 	}
 	return t, true

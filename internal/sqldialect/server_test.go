@@ -208,7 +208,7 @@ func TestUpserts(t *testing.T) {
 			if _, err := db.Exec(c.d.Fill("CREATE TABLE {t} (k {key} PRIMARY KEY, v BIGINT NOT NULL)", "{t}", table)); err != nil {
 				t.Fatal(err)
 			}
-			defer db.Exec("DROP TABLE " + table)
+			defer func() { _, _ = db.Exec("DROP TABLE " + table) }()
 			keep := c.d.Fill("INSERT INTO {t} (k, v) VALUES ($1, $2) "+c.d.DoNothing("k"), "{t}", table)
 			for i, want := range []int64{1, 0, 1} {
 				k := []string{"a", "a", "A"}[i]

@@ -78,7 +78,7 @@ func StartPostgres(t testing.TB) *PostgresServer {
 	t.Cleanup(func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.stopLocked("immediate")
+		_ = s.stopLocked("immediate")
 		os.RemoveAll(s.dir)
 		releasePort(s.port)
 	})
@@ -197,7 +197,7 @@ func (s *PostgresServer) startLocked() error {
 	out, err := s.pgCommand("pg_ctl", "-D", s.data, "-l", s.logFile, "-w", "-t", strconv.Itoa(pgStartTimeout), "-o", opts, "start")
 	if err != nil {
 		// pg_ctl may have left a half-started server behind.
-		s.stopLocked("immediate")
+		_ = s.stopLocked("immediate")
 		return fmt.Errorf("pg_ctl start: %v: %s\nlog:\n%s", err, out, tail(s.logFile, 2000))
 	}
 	return nil
@@ -403,7 +403,7 @@ func reapStalePostgres(binDir string, asOther bool) {
 			continue
 		}
 		if postmasterPid(filepath.Join(d, "data")) != 0 {
-			runPG(binDir, asOther, d, "pg_ctl", "-D", filepath.Join(d, "data"), "-m", "immediate", "-w", "stop")
+			_, _ = runPG(binDir, asOther, d, "pg_ctl", "-D", filepath.Join(d, "data"), "-m", "immediate", "-w", "stop")
 		}
 		os.RemoveAll(d)
 	}

@@ -14,8 +14,8 @@ func childProcAttr() *syscall.SysProcAttr {
 // terminate asks p to exit: SIGTERM, then SIGCONT in case it was paused with
 // SIGSTOP (the pending SIGTERM is delivered when it resumes).
 func terminate(p *os.Process) {
-	p.Signal(syscall.SIGTERM)
-	p.Signal(syscall.SIGCONT)
+	_ = p.Signal(syscall.SIGTERM)
+	_ = p.Signal(syscall.SIGCONT)
 }
 
 // processAlive reports whether a process with this pid exists.
@@ -26,5 +26,5 @@ func processAlive(pid int) bool {
 
 // continueProcess resumes pid in case a test paused it with SIGSTOP.
 func continueProcess(pid int) {
-	syscall.Kill(pid, syscall.SIGCONT)
+	_ = syscall.Kill(pid, syscall.SIGCONT)
 }

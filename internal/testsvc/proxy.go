@@ -235,7 +235,7 @@ func (p *Proxy) forward(c *proxyConn, src, dst net.Conn, dirs *sync.WaitGroup) {
 		if !ok {
 			// src sent FIN: pass it on, keep the other direction going.
 			if tc, isTCP := dst.(*net.TCPConn); isTCP {
-				tc.CloseWrite()
+				_ = tc.CloseWrite()
 			}
 			return
 		}
@@ -289,7 +289,7 @@ func (c *proxyConn) abort() {
 // reset closes c so that the peer sees a connection reset, not an orderly EOF.
 func reset(c net.Conn) {
 	if tc, ok := c.(*net.TCPConn); ok {
-		tc.SetLinger(0)
+		_ = tc.SetLinger(0)
 	}
 	c.Close()
 }

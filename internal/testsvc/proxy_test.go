@@ -37,9 +37,9 @@ func echoServer(t *testing.T) string {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				io.Copy(c, c)
-				c.(*net.TCPConn).CloseWrite()
-				io.Copy(io.Discard, c)
+				_, _ = io.Copy(c, c)
+				_ = c.(*net.TCPConn).CloseWrite()
+				_, _ = io.Copy(io.Discard, c)
 				c.Close()
 				mu.Lock()
 				delete(conns, c)
@@ -82,8 +82,8 @@ func dialRoundTrip(addr, msg string) error {
 
 // roundTrip writes msg and reads it back within timeout.
 func roundTrip(c net.Conn, msg string, timeout time.Duration) error {
-	c.SetDeadline(time.Now().Add(timeout))
-	defer c.SetDeadline(time.Time{})
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	defer func() { _ = c.SetDeadline(time.Time{}) }()
 	if _, err := c.Write([]byte(msg)); err != nil {
 		return err
 	}
@@ -107,9 +107,9 @@ func TestProxyForwards(t *testing.T) {
 		}
 	}
 	// Half-close passes through: the echo server answers the FIN with its own.
-	c.Write([]byte("bye"))
-	c.(*net.TCPConn).CloseWrite()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
+	_, _ = c.Write([]byte("bye"))
+	_ = c.(*net.TCPConn).CloseWrite()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
 	rest, err := io.ReadAll(c)
 	if err != nil || string(rest) != "bye" {
 		t.Fatalf("after half-close read %q, %v; want \"bye\", EOF", rest, err)
@@ -162,10 +162,10 @@ func TestProxyLatency(t *testing.T) {
 	// arrive about 2d later in total, not 10d.
 	start = time.Now()
 	for range 5 {
-		c.Write([]byte("x"))
+		_, _ = c.Write([]byte("x"))
 		time.Sleep(5 * time.Millisecond)
 	}
-	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
 	if _, err := io.ReadFull(c, make([]byte, 5)); err != nil {
 		t.Fatal(err)
 	}
@@ -229,10 +229,10 @@ func TestProxyNoGoroutineLeak(t *testing.T) {
 			if err := roundTrip(c, "ping", time.Second); err != nil {
 				t.Fatal(err)
 			}
-			c.Write([]byte("in flight")) // left queued in the proxy
+			_, _ = c.Write([]byte("in flight")) // left queued in the proxy
 		}
 		p.Blackhole(true)
-		dial(t, p.Addr()).Write([]byte("dropped"))
+		_, _ = dial(t, p.Addr()).Write([]byte("dropped"))
 	})
 	deadline := time.Now().Add(3 * time.Second)
 	for runtime.NumGoroutine() > before {

@@ -85,7 +85,7 @@ func TestStartRedis(t *testing.T) {
 		t.Fatalf("PING after crash and Start = %q", got)
 	}
 	// Stopping a paused server must not hang.
-	s.Signal(syscall.SIGSTOP)
+	_ = s.Signal(syscall.SIGSTOP)
 	start = time.Now()
 	s.Stop()
 	if d := time.Since(start); d > 2*time.Second {

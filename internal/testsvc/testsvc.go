@@ -291,7 +291,7 @@ func tail(path string, n int64) string {
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err == nil && st.Size() > n {
-		f.Seek(st.Size()-n, 0)
+		_, _ = f.Seek(st.Size()-n, 0)
 	}
 	b := make([]byte, n)
 	m, _ := f.Read(b)

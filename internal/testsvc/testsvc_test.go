@@ -144,7 +144,7 @@ func redisTry(addr string, timeout time.Duration, args ...string) (string, error
 		return "", err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(timeout))
+	_ = c.SetDeadline(time.Now().Add(timeout))
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
 	for _, a := range args {

@@ -416,7 +416,7 @@ func (b *backend) findGUID(ctx context.Context, dir, guid string, cause error) (
 	for _, ch := range children {
 		if strings.Contains(ch, guid) {
 			if ctx.Err() != nil {
-				b.deleteNode(rctx, dir+"/"+ch, -1)
+				_ = b.deleteNode(rctx, dir+"/"+ch, -1)
 				return "", cause
 			}
 			return dir + "/" + ch, nil

@@ -14,6 +14,6 @@ func procAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Pdeathsig: sy
 // on the machine, which never jumps.
 func monotonic() int64 {
 	var ts syscall.Timespec
-	syscall.Syscall(syscall.SYS_CLOCK_GETTIME, 1 /* CLOCK_MONOTONIC */, uintptr(unsafe.Pointer(&ts)), 0)
+	_, _, _ = syscall.Syscall(syscall.SYS_CLOCK_GETTIME, 1 /* CLOCK_MONOTONIC */, uintptr(unsafe.Pointer(&ts)), 0)
 	return ts.Nano()
 }

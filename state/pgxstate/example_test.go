@@ -25,9 +25,9 @@ func ExampleNewMachine() {
 		return
 	}
 	defer pool.Close()
-	pool.Exec(ctx, `CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT NOT NULL)`)
-	pool.Exec(ctx, `CREATE TABLE receipts (order_id TEXT NOT NULL)`)
-	pool.Exec(ctx, `INSERT INTO orders VALUES ('o-1', 'UNPAID')`)
+	mustExec(ctx, pool, `CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT NOT NULL)`)
+	mustExec(ctx, pool, `CREATE TABLE receipts (order_id TEXT NOT NULL)`)
+	mustExec(ctx, pool, `INSERT INTO orders VALUES ('o-1', 'UNPAID')`)
 
 	orders, err := pgxstate.NewMachine(pool, "orders", []state.Transition{{From: "UNPAID", To: "PAID"}})
 	if err != nil {
@@ -49,10 +49,20 @@ func ExampleNewMachine() {
 		}
 	}
 	var receipts int
-	pool.QueryRow(ctx, `SELECT count(*) FROM receipts`).Scan(&receipts)
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM receipts`).Scan(&receipts); err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("receipts:", receipts)
 	// Output:
 	// applied <nil>
 	// duplicate <nil>
 	// receipts: 1
+}
+
+// mustExec runs q for an example's setup, which cannot go on without it.
+func mustExec(ctx context.Context, pool *pgxpool.Pool, q string) {
+	if _, err := pool.Exec(ctx, q); err != nil {
+		panic(err)
+	}
 }

@@ -169,7 +169,7 @@ func consume(ctx context.Context, w *worker, _ struct{}) error {
 	if err != nil {
 		return err
 	}
-	defer st.close()
+	defer func() { _ = st.close() }()
 	dd, err := dedup.New(st.dedup, dedup.WithProcessingTTL(30*time.Second))
 	if err != nil {
 		return err

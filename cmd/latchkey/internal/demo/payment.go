@@ -303,7 +303,7 @@ func pay(ctx context.Context, w *worker, p payParams) error {
 	if err != nil {
 		return err
 	}
-	defer st.close()
+	defer func() { _ = st.close() }()
 	mw, err := idemhttp.NewMiddleware(st.idem, idemhttp.WithBodyKey("payment_id"),
 		idemhttp.WithWait(payWait), idemhttp.WithInProgress(30*time.Second))
 	if err != nil {
