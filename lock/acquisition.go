@@ -20,7 +20,7 @@ type acquisition struct {
 	key   string
 	owner string
 	cfg   config
-	stats *acquireStats // nil when nobody observes
+	stats acquireStats
 
 	place     *waiter         // its place in the Manager's queue for key, once it waits there
 	behind    bool            // a longer waiter of this Manager attempts first
@@ -34,17 +34,26 @@ type acquisition struct {
 	seen      time.Time     // when an attempt last found the key held
 }
 
-// acquire is Acquire; st is nil when nobody observes.
-func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *acquireStats) (*Lease, error) {
+// acquire is Acquire, reporting to o (nil when nobody observes); it returns
+// what o is told of the call.
+func (m *Manager) acquire(ctx context.Context, key string, opts []Option, o Observer) (*Lease, acquireStats, error) {
 	cfg, err := newConfig(key, opts)
 	if err != nil {
-		return nil, err
+		return nil, acquireStats{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, acquireStats{}, err
 	}
-	a := m.begin(ctx, key, cfg, st)
+	a := acquisition{m: m, ctx: ctx, key: key, owner: m.newOwner(cfg.holder), cfg: cfg, stats: acquireStats{obs: o}}
+	a.begin()
 	defer a.close()
+	l, err := a.run()
+	return l, a.stats, err
+}
+
+// run takes a hand-over, else attempts if it is a's turn, else waits, until
+// a holds the lock or gives up.
+func (a *acquisition) run() (*Lease, error) {
 	for {
 		if l := a.handedOver(); l != nil {
 			return l, nil
@@ -60,25 +69,23 @@ func (m *Manager) acquire(ctx context.Context, key string, opts []Option, st *ac
 	}
 }
 
-// begin starts an acquisition of key. An Acquire that may wait watches
-// before its first attempt where the server queues waiters (which must know
-// that it waits), and queues at once behind this Manager's waiters for key
+// begin starts the acquisition. An Acquire that may wait watches before its
+// first attempt where the server queues waiters (which must know that it
+// waits), and queues at once behind this Manager's waiters for the key
 // rather than barge in.
-func (m *Manager) begin(ctx context.Context, key string, cfg config, st *acquireStats) *acquisition {
-	a := &acquisition{m: m, ctx: ctx, key: key, owner: m.newOwner(cfg.holder), cfg: cfg, stats: st}
-	if cfg.wait > 0 {
-		a.limit = time.NewTimer(cfg.wait)
+func (a *acquisition) begin() {
+	if a.cfg.wait > 0 {
+		a.limit = time.NewTimer(a.cfg.wait)
 	}
 	switch {
-	case cfg.wait == 0:
-	case !m.waiters.fifo:
+	case a.cfg.wait == 0:
+	case !a.m.waiters.fifo:
 		a.watch()
-	case m.waiters.busy(key):
+	case a.m.waiters.busy(a.key):
 		a.stats.found() // the wait for the holder starts now
 		a.queue()
 	}
-	a.behind = a.place != nil && m.waiters.behind(a.place)
-	return a
+	a.behind = a.place != nil && a.m.waiters.behind(a.place)
 }
 
 // handedOver returns the lease of the lock a holder's release took for a,
@@ -241,7 +248,7 @@ func (w *waiter) turnC() <-chan struct{} {
 }
 
 // acquireStats collects what an observed Acquire reports. Its methods do
-// nothing on a nil receiver: an unobserved Acquire has none.
+// nothing when nobody observes (no Observer).
 type acquireStats struct {
 	obs       Observer
 	attempts  int
@@ -251,14 +258,14 @@ type acquireStats struct {
 // found records that the Acquire found the key held now, unless it did
 // before.
 func (s *acquireStats) found() {
-	if s != nil && s.firstFail.IsZero() {
+	if s.obs != nil && s.firstFail.IsZero() {
 		s.firstFail = time.Now()
 	}
 }
 
 // attempted counts an attempt that returned err.
 func (s *acquireStats) attempted(err error) {
-	if s == nil {
+	if s.obs == nil {
 		return
 	}
 	s.attempts++
@@ -268,9 +275,4 @@ func (s *acquireStats) attempted(err error) {
 }
 
 // observer is the Observer to report the lease's life to, or nil.
-func (s *acquireStats) observer() Observer {
-	if s == nil {
-		return nil
-	}
-	return s.obs
-}
+func (s *acquireStats) observer() Observer { return s.obs }

@@ -79,11 +79,11 @@ func NewManager(b Backend) (*Manager, error) {
 func (m *Manager) Acquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
 	o := m.observer()
 	if o == nil {
-		return m.acquire(ctx, key, opts, nil)
+		l, _, err := m.acquire(ctx, key, opts, nil)
+		return l, err
 	}
-	st := acquireStats{obs: o}
 	begin := time.Now()
-	l, err := m.acquire(ctx, key, opts, &st)
+	l, st, err := m.acquire(ctx, key, opts, o)
 	observeAcquire(ctx, o, key, begin, st.firstFail, st.attempts, l, err)
 	return l, err
 }
