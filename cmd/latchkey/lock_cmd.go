@@ -95,29 +95,10 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	name := "latchkey lock " + sub
-	var key string
-	switch {
-	case sub == "ls" && len(names) > 0:
-		fmt.Fprintf(stderr, "%s: takes no arguments (use --prefix)\n", name)
+	key, err := f.check(sub, names)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitUsage
-	case sub == "ls" && (f.limit < 1 || f.limit > lock.MaxListLimit):
-		fmt.Fprintf(stderr, "%s: --limit must be 1 to %d\n", name, lock.MaxListLimit)
-		return exitUsage
-	case sub == "ls" && !slices.Contains([]string{kindAll, kindLock, kindRW, kindSemaphore}, f.kind):
-		fmt.Fprintf(stderr, "%s: --kind must be lock, rw, semaphore or all, not %q\n", name, f.kind)
-		return exitUsage
-	case sub == "break" && (f.all && (f.token != 0 || f.byHolder != "") || f.token != 0 && f.byHolder != ""):
-		fmt.Fprintf(stderr, "%s: give one of --token, --holder and --all\n", name)
-		return exitUsage
-	case sub != "ls" && len(names) != 1:
-		fmt.Fprintf(stderr, "%s: give exactly one KEY (got %d)\n", name, len(names))
-		return exitUsage
-	case sub != "ls":
-		key = names[0]
-		if err := lock.CheckKey(key); err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", name, err)
-			return exitUsage
-		}
 	}
 	if f.rw {
 		return rwShow(ctx, key, f, name, stdout, stderr)
@@ -143,6 +124,26 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return lockShow(ctx, locker, v, key, f, name, stdout, stderr)
 	}
 	return lockBreak(ctx, locker, v, key, f, name, stdout, stderr)
+}
+
+// check checks the names and flags given to lock sub, and returns the KEY
+// of show and break.
+func (f *lockFlagSet) check(sub string, names []string) (key string, err error) {
+	switch {
+	case sub == "ls" && len(names) > 0:
+		return "", errors.New("takes no arguments (use --prefix)")
+	case sub == "ls" && (f.limit < 1 || f.limit > lock.MaxListLimit):
+		return "", fmt.Errorf("--limit must be 1 to %d", lock.MaxListLimit)
+	case sub == "ls" && !slices.Contains([]string{kindAll, kindLock, kindRW, kindSemaphore}, f.kind):
+		return "", fmt.Errorf("--kind must be lock, rw, semaphore or all, not %q", f.kind)
+	case sub == "ls":
+		return "", nil
+	case sub == "break" && (f.all && (f.token != 0 || f.byHolder != "") || f.token != 0 && f.byHolder != ""):
+		return "", errors.New("give one of --token, --holder and --all")
+	case len(names) != 1:
+		return "", fmt.Errorf("give exactly one KEY (got %d)", len(names))
+	}
+	return names[0], lock.CheckKey(names[0])
 }
 
 type lockFlagSet struct {

@@ -134,28 +134,8 @@ func (f *Filter) plain(ctx context.Context, add bool, ids []string) ([]bool, boo
 	if !f.view.allows(n, f.size.Capacity) {
 		return nil, false, nil
 	}
-	k := f.size.Hashes
-	state, cur, prev := f.keys[0], f.keys[1], f.keys[2]
-	get := make([]any, 0, 2+3*k*len(ids))
-	get = append(get, "BITFIELD_RO", prev)
-	op := make([]any, 0, 7+4*k*len(ids))
-	if add {
-		op = append(op, "BITFIELD", cur)
-	} else {
-		op = append(op, "BITFIELD_RO", cur)
-	}
-	pos := make([]uint64, 0, k)
-	for _, id := range ids {
-		pos = positions(pos[:0], id, f.size.Bits, k)
-		for _, p := range pos {
-			get = append(get, "GET", "u1", p)
-			if add {
-				op = append(op, "SET", "u1", p, 1)
-			} else {
-				op = append(op, "GET", "u1", p)
-			}
-		}
-	}
+	state, cur := f.keys[0], f.keys[1]
+	get, op := f.bitfields(add, ids)
 	var pg, pn int64
 	if add {
 		pg, pn = f.pending.take()
@@ -188,32 +168,63 @@ func (f *Filter) plain(ctx context.Context, add bool, ids []string) ([]bool, boo
 			return nil, false, err
 		}
 	}
-	pb, err1 := prevBits.Int64Slice()
-	cb, err2 := curBits.Int64Slice()
-	if err := errors.Join(err1, err2); err != nil {
+	out, added, err := f.answers(prevBits, curBits, len(ids))
+	if err != nil {
 		return nil, false, err
-	}
-	if len(pb) != k*len(ids) || len(cb) != k*len(ids) {
-		return nil, false, fmt.Errorf("bloomfilter: BITFIELD replied %d and %d values for %d ids", len(pb), len(cb), len(ids))
 	}
 	sv := st.Val()
 	tag, _ := sv[0].(string)
 	stGen, _ := sv[1].(string)
 	count, _ := sv[2].(string)
-	switch tag {
-	case f.tag:
-	case "":
-		// The state is gone (deleted, or the server restarted empty). The
-		// answer stands, the keys being fixed; the script makes the state
-		// again on the next step.
-		f.view.forget()
-	default:
-		f.view.forget()
-		return nil, false, fmt.Errorf("%w: the filter's state says m=%s, this client has m=%d k=%d",
-			ErrSizingMismatch, strings.TrimPrefix(tag, "v2:"), f.size.Bits, k)
+	if err := f.checkTag(tag); err != nil {
+		return nil, false, err
 	}
-	out := make([]bool, len(ids))
-	added := int64(0)
+	if add {
+		f.settle(plainState{tag: tag, gen: stGen, count: count, ttl: pttl.Val()}, g, sent, added)
+	}
+	return out, true, nil
+}
+
+// bitfields returns a plain step's two BITFIELD commands: the reads of the
+// previous generation's bits for ids, and the reads (or, to add, the sets)
+// of the current one's.
+func (f *Filter) bitfields(add bool, ids []string) (get, op []any) {
+	k := f.size.Hashes
+	get = make([]any, 0, 2+3*k*len(ids))
+	get = append(get, "BITFIELD_RO", f.keys[2])
+	op = make([]any, 0, 7+4*k*len(ids))
+	cmd, sub := "BITFIELD_RO", []any{"GET", "u1"}
+	if add {
+		cmd, sub = "BITFIELD", []any{"SET", "u1"}
+	}
+	op = append(op, cmd, f.keys[1])
+	pos := make([]uint64, 0, k)
+	for _, id := range ids {
+		pos = positions(pos[:0], id, f.size.Bits, k)
+		for _, p := range pos {
+			get = append(get, "GET", "u1", p)
+			op = append(op, sub[0], sub[1], p)
+			if add {
+				op = append(op, 1)
+			}
+		}
+	}
+	return get, op
+}
+
+// answers reads which of n ids either generation has (out), and how many
+// the current one lacked (added, if the step adds them).
+func (f *Filter) answers(prevBits, curBits *redis.Cmd, n int) (out []bool, added int64, err error) {
+	k := f.size.Hashes
+	pb, err1 := prevBits.Int64Slice()
+	cb, err2 := curBits.Int64Slice()
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, 0, err
+	}
+	if len(pb) != k*n || len(cb) != k*n {
+		return nil, 0, fmt.Errorf("bloomfilter: BITFIELD replied %d and %d values for %d ids", len(pb), len(cb), n)
+	}
+	out = make([]bool, n)
 	for i := range out {
 		inCur := all(cb[i*k : (i+1)*k])
 		out[i] = inCur || all(pb[i*k:(i+1)*k])
@@ -221,27 +232,53 @@ func (f *Filter) plain(ctx context.Context, add bool, ids []string) ([]bool, boo
 			added++
 		}
 	}
-	if add {
-		got, err1 := strconv.ParseInt(stGen, 10, 64)
-		held, err2 := strconv.ParseInt(count, 10, 64)
-		if count == "" {
-			held, err2 = 0, nil
-		}
-		ttl := pttl.Val()
-		if tag != f.tag || err1 != nil || err2 != nil || got != g || ttl <= 0 {
-			// Another generation, or a state this view cannot read: the
-			// ids count for the generation the transaction ran against,
-			// and the next step asks the script.
-			if err1 == nil {
-				f.pending.add(got, added)
-			}
-			f.view.forget()
-		} else {
-			own := f.pending.add(g, added)
-			f.view.learn(sent, f.period, 2*f.period-ttl, g, held+own)
-		}
+	return out, added, nil
+}
+
+// checkTag checks the sizing the filter's state was made with. A state
+// that is gone (deleted, or the server restarted empty) leaves the answer
+// standing, the keys being fixed; the script makes the state again on the
+// next step.
+func (f *Filter) checkTag(tag string) error {
+	switch tag {
+	case f.tag:
+		return nil
+	case "":
+		f.view.forget()
+		return nil
 	}
-	return out, true, nil
+	f.view.forget()
+	return fmt.Errorf("%w: the filter's state says m=%s, this client has m=%d k=%d",
+		ErrSizingMismatch, strings.TrimPrefix(tag, "v2:"), f.size.Bits, f.size.Hashes)
+}
+
+// plainState is the filter's state as a plain step read it: its sizing
+// tag, generation, the count of generation g, and the current bits' TTL.
+type plainState struct {
+	tag, gen, count string
+	ttl             time.Duration
+}
+
+// settle counts the ids an adding step added in generation g, sent at
+// sent, and updates the view from the state the step read.
+func (f *Filter) settle(st plainState, g int64, sent time.Time, added int64) {
+	got, err1 := strconv.ParseInt(st.gen, 10, 64)
+	held, err2 := strconv.ParseInt(st.count, 10, 64)
+	if st.count == "" {
+		held, err2 = 0, nil
+	}
+	if st.tag != f.tag || err1 != nil || err2 != nil || got != g || st.ttl <= 0 {
+		// Another generation, or a state this view cannot read: the ids
+		// count for the generation the transaction ran against, and the
+		// next step asks the script.
+		if err1 == nil {
+			f.pending.add(got, added)
+		}
+		f.view.forget()
+		return
+	}
+	own := f.pending.add(g, added)
+	f.view.learn(sent, f.period, 2*f.period-st.ttl, g, held+own)
 }
 
 // all reports whether every bit is set.

@@ -326,8 +326,13 @@ func testBatch(t *testing.T, s dedup.Store) {
 	}
 	mustClaim(t, s, fresh1, long, dedup.Done)
 	mustClaim(t, s, fresh2, long, dedup.Claimed)
+	testConcurrentBatches(t, b, base)
+}
 
-	// A large batch claims every id exactly once against a concurrent one.
+// testConcurrentBatches checks that a large batch claims every id exactly
+// once against a concurrent one.
+func testConcurrentBatches(t *testing.T, b dedup.BatchClaimer, base string) {
+	ctx := ctxT(t)
 	many := make([]string, 500)
 	for i := range many {
 		many[i] = fmt.Sprintf("%s many %d", base, i)

@@ -216,47 +216,20 @@ func (w *watcher) install(ps *redis.PubSub) bool {
 // close.
 func (w *watcher) run() {
 	defer close(w.done)
-	var ps *redis.PubSub
-	defer func() {
-		if ps != nil {
-			_ = ps.Close()
-		}
-	}()
-	ctx := context.Background()
-	var silent, fails int
+	sub := subscription{w: w}
+	defer sub.close()
 	for {
-		if ps == nil {
-			ps = w.b.client.Subscribe(ctx, w.b.channel)
-			if !w.install(ps) {
-				return
-			}
+		if sub.ps == nil && !sub.start() {
+			return
 		}
-		msg, err := ps.ReceiveTimeout(ctx, pingInterval)
+		msg, err := sub.ps.ReceiveTimeout(context.Background(), pingInterval)
 		if err != nil {
-			if w.isClosed() {
-				return
-			}
-			if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
-				silent++
-				if silent == 1 {
-					_ = ps.Ping(ctx)
-					continue
-				}
-				// The ping went unanswered: start over on a new connection.
-				w.setState(connecting)
-				_ = ps.Close()
-				ps, silent = nil, 0
-				continue
-			}
-			// go-redis reconnects (and resubscribes) on the next receive.
-			w.setState(failing)
-			fails++
-			if !w.sleep(min(time.Duration(fails)*50*time.Millisecond, maxResubscribeBackoff)) {
+			if w.isClosed() || !sub.failed(err) {
 				return
 			}
 			continue
 		}
-		silent, fails = 0, 0
+		sub.silent, sub.fails = 0, 0
 		switch m := msg.(type) {
 		case *redis.Message:
 			w.onMessage(m.Payload)
@@ -266,6 +239,51 @@ func (w *watcher) run() {
 				w.wakeAll()
 			}
 		}
+	}
+}
+
+// A subscription is the watcher's pub/sub connection as its goroutine
+// keeps it: silent counts receive timeouts in a row, fails other errors.
+type subscription struct {
+	w      *watcher
+	ps     *redis.PubSub // nil until started, and after a silent connection is dropped
+	silent int
+	fails  int
+}
+
+// start subscribes on a new connection; false if the watcher is closed.
+func (s *subscription) start() bool {
+	s.ps = s.w.b.client.Subscribe(context.Background(), s.w.b.channel)
+	return s.w.install(s.ps)
+}
+
+// failed handles a receive's error: a first timeout sends a ping, a second
+// drops the connection for a new one, and any other error waits a backoff
+// while go-redis reconnects (and resubscribes) on the next receive. It
+// returns false if the watcher closed meanwhile.
+func (s *subscription) failed(err error) bool {
+	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+		s.silent++
+		if s.silent == 1 {
+			_ = s.ps.Ping(context.Background())
+			return true
+		}
+		// The ping went unanswered: start over on a new connection.
+		s.w.setState(connecting)
+		s.close()
+		s.silent = 0
+		return true
+	}
+	s.w.setState(failing)
+	s.fails++
+	return s.w.sleep(min(time.Duration(s.fails)*50*time.Millisecond, maxResubscribeBackoff))
+}
+
+// close closes the connection, if any.
+func (s *subscription) close() {
+	if s.ps != nil {
+		_ = s.ps.Close()
+		s.ps = nil
 	}
 }
 

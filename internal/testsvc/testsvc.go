@@ -155,40 +155,47 @@ func PostgresURL(t testing.TB) string {
 	return dsn
 }
 
-// postgresDialAddr finds the first server address of a libpq-style DSN.
-func postgresDialAddr(dsn string) (network, addr string, err error) {
-	host, port := "", ""
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return "", "", err
-		}
-		hostport := strings.Split(u.Host, ",")[0]
-		if h, p, err := net.SplitHostPort(hostport); err == nil {
-			host, port = h, p
-		} else {
-			host = strings.Trim(hostport, "[]")
-		}
-		if q := u.Query(); host == "" && q.Get("host") != "" {
-			host = q.Get("host")
-		}
-		if q := u.Query(); port == "" && q.Get("port") != "" {
-			port = q.Get("port")
-		}
-	} else {
+// postgresHostPort returns the host and port a PostgreSQL DSN names, a URL
+// (postgres://) or key=value pairs, each empty if it names none.
+func postgresHostPort(dsn string) (host, port string, err error) {
+	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
 		for _, f := range strings.Fields(dsn) {
 			k, v, ok := strings.Cut(f, "=")
-			if !ok {
-				continue
-			}
-			v = strings.Trim(v, "'")
-			switch k {
-			case "host":
-				host = v
-			case "port":
-				port = v
+			switch {
+			case !ok:
+			case k == "host":
+				host = strings.Trim(v, "'")
+			case k == "port":
+				port = strings.Trim(v, "'")
 			}
 		}
+		return host, port, nil
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", "", err
+	}
+	hostport := strings.Split(u.Host, ",")[0]
+	if h, p, err := net.SplitHostPort(hostport); err == nil {
+		host, port = h, p
+	} else {
+		host = strings.Trim(hostport, "[]")
+	}
+	q := u.Query()
+	if host == "" {
+		host = q.Get("host")
+	}
+	if port == "" {
+		port = q.Get("port")
+	}
+	return host, port, nil
+}
+
+// postgresDialAddr finds the first server address of a libpq-style DSN.
+func postgresDialAddr(dsn string) (network, addr string, err error) {
+	host, port, err := postgresHostPort(dsn)
+	if err != nil {
+		return "", "", err
 	}
 	host, _, _ = strings.Cut(host, ",")
 	port, _, _ = strings.Cut(port, ",")

@@ -151,10 +151,7 @@ func (b *semBackend) WatchReleaseOwner(_ context.Context, _, owner string) (<-ch
 // withdrawLocked deletes p's key and lease, if any, and forgets p. Call
 // with p.mu held.
 func (b *semBackend) withdrawLocked(p *permit, owner string) {
-	if p.stop != nil {
-		p.stop()
-		p.stop = nil
-	}
+	p.stopWatch()
 	if p.lease != 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		_, _ = b.c.Revoke(ctx, p.lease) // deletes the key; else it expires
@@ -182,156 +179,206 @@ func (b *semBackend) TryAcquire(ctx context.Context, key, owner string, ttl time
 	return token, 0, err
 }
 
+// maxRequeues bounds how often one attempt queues its permit's key again
+// after finding it or its lease gone (expired, revoked or deleted by an
+// operator) before it gives up with the last error.
+const maxRequeues = 8
+
+// errRequeue is what a step of an attempt returns when the permit's key or
+// lease is gone: the attempt puts a new key, at the end of the queue.
+var errRequeue = errors.New("etcdlock: the permit's key or lease is gone; queue again")
+
+// attemptLocked makes one attempt for p: put its key (or read the queue, if
+// it is queued), and hold if the counts before it leave room, else queue.
+// Call with p.mu held.
 func (b *semBackend) attemptLocked(ctx context.Context, p *permit, r semaphore.Request, owner string, ttl time.Duration) (uint64, error) {
-	prefix := b.namePrefix(r.Name)
-	var kvs []*mvccpb.KeyValue
-	var rev int64
-	if p.lease == 0 {
-		// A lease of a released permit, refreshed in parallel with the
-		// put, or a new one.
-		start := time.Now()
-		secs := ttlSeconds(ttl)
-		il, reused := b.takeIdle(secs, start)
-		type refresh struct {
-			granted time.Duration
-			err     error
+	for range maxRequeues {
+		token, err := b.tryLocked(ctx, p, r, owner, ttl)
+		if !errors.Is(err, errRequeue) {
+			return token, err
 		}
-		var refreshed chan refresh
-		p.secs = secs
-		if reused {
-			p.lease = il.id
-			refreshed = make(chan refresh, 1)
-			go func() {
-				ka, err := b.c.KeepAliveOnce(ctx, il.id)
-				if err != nil {
-					refreshed <- refresh{err: err}
-					return
-				}
-				refreshed <- refresh{granted: time.Duration(ka.TTL) * time.Second}
-			}()
-		} else {
-			g, err := b.c.Grant(ctx, secs)
-			if err != nil {
-				return 0, err
-			}
-			p.lease, p.granted = g.ID, time.Duration(g.TTL)*time.Second
-			p.until = start.Add(p.granted)
-		}
-		p.key = prefix + fmt.Sprintf("%x", int64(p.lease))
-		resp, err := b.c.Txn(ctx).Then(append([]clientv3.Op{
-			clientv3.OpPut(p.key, value(r, owner), clientv3.WithLease(p.lease)),
-			clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
-		}, modeOps("", r.Name, lock.ModeSemaphore)...)...).Commit()
-		if reused {
-			rf := <-refreshed
-			if rf.err != nil && err == nil {
-				err = rf.err
-			}
-			p.granted, p.until = rf.granted, start.Add(rf.granted)
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				// The kept lease expired meanwhile: take a new one.
-				p.lease = 0
-				return b.attemptLocked(ctx, p, r, owner, ttl)
-			}
-		}
-		if err != nil {
-			return 0, err
-		}
-		p.rev = resp.Responses[0].GetResponsePut().Header.Revision
-		kvs, rev = resp.Responses[1].GetResponseRange().Kvs, resp.Header.Revision
-		if me := modeOf(r.Name, lock.ModeSemaphore, resp.Responses); me != nil {
-			return 0, me // TryAcquire withdraws the key put
-		}
-	} else {
-		g, err := b.c.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
-		if err != nil {
-			return 0, err
-		}
-		kvs, rev = g.Kvs, g.Header.Revision
+		p.stopWatch()
+		p.lease, p.queued = 0, false
 	}
-	// Sum the counts before ours; a differing N withdraws us.
-	used, mine := 0, -1
+	return 0, errPermitNotHeld
+}
+
+// tryLocked is one round of attemptLocked; errRequeue asks for another.
+func (b *semBackend) tryLocked(ctx context.Context, p *permit, r semaphore.Request, owner string, ttl time.Duration) (uint64, error) {
+	kvs, rev, err := b.queueOf(ctx, p, r, owner, ttl)
+	if err != nil {
+		return 0, err
+	}
+	used, mine, err := countBefore(kvs, p.key, r)
+	if err != nil {
+		return 0, err
+	}
+	if mine < 0 {
+		return 0, errRequeue
+	}
+	if used+r.Count > r.Permits {
+		// Queued: watch the one key whose change may admit us.
+		b.queueLocked(p, kvs, mine, r, rev, ttl)
+		return 0, lock.ErrNotAcquired
+	}
+	if p.queued {
+		if err := b.admitLocked(ctx, p, r, owner, mine+1 < len(kvs)); err != nil {
+			return 0, err
+		}
+	}
+	p.held = true
+	return uint64(p.rev), nil
+}
+
+// queueOf returns the name's keys in queue order, with the revision they
+// were read at: for a new permit, in the transaction that puts its key.
+func (b *semBackend) queueOf(ctx context.Context, p *permit, r semaphore.Request, owner string, ttl time.Duration) ([]*mvccpb.KeyValue, int64, error) {
+	prefix := b.namePrefix(r.Name)
+	if p.lease == 0 {
+		return b.putLocked(ctx, p, r, owner, ttl)
+	}
+	g, err := b.c.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, 0, err
+	}
+	return g.Kvs, g.Header.Revision, nil
+}
+
+// putLocked puts p's key on a lease of a released permit, refreshed in
+// parallel with the put, or on a new one, and reads the queue in the same
+// transaction.
+func (b *semBackend) putLocked(ctx context.Context, p *permit, r semaphore.Request, owner string, ttl time.Duration) ([]*mvccpb.KeyValue, int64, error) {
+	prefix := b.namePrefix(r.Name)
+	start := time.Now()
+	p.secs = ttlSeconds(ttl)
+	il, reused := b.takeIdle(p.secs, start)
+	var refreshed <-chan leaseRefresh
+	if reused {
+		p.lease = il.id
+		refreshed = b.refreshLease(ctx, il.id)
+	} else {
+		g, err := b.c.Grant(ctx, p.secs)
+		if err != nil {
+			return nil, 0, err
+		}
+		p.lease, p.granted = g.ID, time.Duration(g.TTL)*time.Second
+		p.until = start.Add(p.granted)
+	}
+	p.key = prefix + fmt.Sprintf("%x", int64(p.lease))
+	resp, err := b.c.Txn(ctx).Then(append([]clientv3.Op{
+		clientv3.OpPut(p.key, value(r, owner), clientv3.WithLease(p.lease)),
+		clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+	}, modeOps("", r.Name, lock.ModeSemaphore)...)...).Commit()
+	if reused {
+		rf := <-refreshed
+		if rf.err != nil && err == nil {
+			err = rf.err
+		}
+		p.granted, p.until = rf.granted, start.Add(rf.granted)
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return nil, 0, errRequeue // the kept lease expired meanwhile
+		}
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	p.rev = resp.Responses[0].GetResponsePut().Header.Revision
+	if me := modeOf(r.Name, lock.ModeSemaphore, resp.Responses); me != nil {
+		return nil, 0, me // TryAcquire withdraws the key put
+	}
+	return resp.Responses[1].GetResponseRange().Kvs, resp.Header.Revision, nil
+}
+
+// A leaseRefresh is the answer of a kept lease's refresh.
+type leaseRefresh struct {
+	granted time.Duration
+	err     error
+}
+
+// refreshLease refreshes lease in the background; the channel has its
+// answer.
+func (b *semBackend) refreshLease(ctx context.Context, lease clientv3.LeaseID) <-chan leaseRefresh {
+	ch := make(chan leaseRefresh, 1)
+	go func() {
+		ka, err := b.c.KeepAliveOnce(ctx, lease)
+		if err != nil {
+			ch <- leaseRefresh{err: err}
+			return
+		}
+		ch <- leaseRefresh{granted: time.Duration(ka.TTL) * time.Second}
+	}()
+	return ch
+}
+
+// countBefore sums the permits the keys before key hold and returns where
+// key is in kvs, -1 if it is gone. A key asking for another N is a
+// *semaphore.MismatchError.
+func countBefore(kvs []*mvccpb.KeyValue, key string, r semaphore.Request) (used, mine int, err error) {
 	for i, kv := range kvs {
 		n, k, _, ok := parseValue(kv.Value)
 		if !ok {
 			continue // not a permit's key: no part of the queue
 		}
-		if string(kv.Key) == p.key {
-			mine = i
-			break
+		if string(kv.Key) == key {
+			return used, i, nil
 		}
 		if n != r.Permits {
-			return 0, &semaphore.MismatchError{Name: r.Name, Asked: r.Permits, Holders: n}
+			return 0, -1, &semaphore.MismatchError{Name: r.Name, Asked: r.Permits, Holders: n}
 		}
 		used += k
 	}
-	if mine < 0 {
-		// The queued key is gone (its lease expired, or an operator
-		// deleted it): queue again, at the end.
-		if p.stop != nil {
-			p.stop()
-			p.stop = nil
-		}
-		p.lease, p.queued = 0, false
-		return b.attemptLocked(ctx, p, r, owner, ttl)
+	return used, -1, nil
+}
+
+// admitLocked turns p, a queued key now admitted, into a held one. Its
+// lease was kept alive while queued: it is refreshed so it lives a whole
+// TTL from this attempt and, when a waiter queues behind (touch), the key,
+// which that waiter watches, is touched so it looks again (both in
+// parallel). A waiter that queues after this read sees this key admitted
+// and watches no key. errRequeue if the lease or key is gone.
+func (b *semBackend) admitLocked(ctx context.Context, p *permit, r semaphore.Request, owner string, touch bool) error {
+	p.stopWatch()
+	touched := make(chan error, 1)
+	if touch {
+		go func() {
+			resp, err := b.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(p.key), "=", p.rev)).
+				Then(clientv3.OpPut(p.key, value(r, owner), clientv3.WithIgnoreLease())).Commit()
+			if err == nil && !resp.Succeeded {
+				err = errKeyGone
+			}
+			touched <- err
+		}()
+	} else {
+		touched <- nil
 	}
-	if used+r.Count <= r.Permits {
-		if p.queued {
-			// Its lease was kept alive while queued: refresh it so it
-			// lives a whole TTL from this attempt and, when a waiter
-			// queues behind, touch the key, which that waiter watches,
-			// so it looks again (both in parallel). A waiter that queues
-			// after this read sees this key admitted and watches no key.
-			if p.stop != nil {
-				p.stop()
-				p.stop = nil
-			}
-			touched := make(chan error, 1)
-			if mine+1 < len(kvs) {
-				go func() {
-					resp, err := b.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(p.key), "=", p.rev)).
-						Then(clientv3.OpPut(p.key, value(r, owner), clientv3.WithIgnoreLease())).Commit()
-					if err == nil && !resp.Succeeded {
-						err = errKeyGone
-					}
-					touched <- err
-				}()
-			} else {
-				touched <- nil
-			}
-			sent := time.Now()
-			ka, err := b.c.KeepAliveOnce(ctx, p.lease)
-			if err == nil {
-				p.granted = time.Duration(ka.TTL) * time.Second
-				p.until = sent.Add(p.granted)
-			}
-			if terr := <-touched; err == nil {
-				err = terr
-			}
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(err, errKeyGone) {
-				// Expired or deleted while queued: queue again.
-				p.lease, p.queued = 0, false
-				return b.attemptLocked(ctx, p, r, owner, ttl)
-			}
-			if err != nil {
-				return 0, err
-			}
-		}
-		p.held = true
-		return uint64(p.rev), nil
+	sent := time.Now()
+	ka, err := b.c.KeepAliveOnce(ctx, p.lease)
+	if err == nil {
+		p.granted = time.Duration(ka.TTL) * time.Second
+		p.until = sent.Add(p.granted)
 	}
-	// Queued: watch the one key whose change may admit us.
-	b.queueLocked(p, kvs, mine, r, rev, ttl)
-	return 0, lock.ErrNotAcquired
+	if terr := <-touched; err == nil {
+		err = terr
+	}
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(err, errKeyGone) {
+		return errRequeue // expired or deleted while queued
+	}
+	return err
+}
+
+// stopWatch stops the watch and keep-alive of p's queued key, if any.
+func (p *permit) stopWatch() {
+	if p.stop != nil {
+		p.stop()
+		p.stop = nil
+	}
 }
 
 // queueLocked keeps p's key alive while it waits and watches, from after
 // rev, the deletions under the name if every key before p's is admitted
 // (p is the first waiter), else p's predecessor.
 func (b *semBackend) queueLocked(p *permit, kvs []*mvccpb.KeyValue, mine int, r semaphore.Request, rev int64, ttl time.Duration) {
-	if p.stop != nil {
-		p.stop()
-	}
+	p.stopWatch()
 	ctx, cancel := context.WithCancel(context.Background())
 	p.stop = cancel
 	p.queued = true
@@ -446,10 +493,7 @@ func (b *semBackend) Release(ctx context.Context, _, owner string) error {
 		return err
 	}
 	p.held = false
-	if p.stop != nil {
-		p.stop()
-		p.stop = nil
-	}
+	p.stopWatch()
 	// The key is gone: its lease holds nothing. It is kept for the next
 	// permit of this TTL, or revoked in the background (if that fails, the
 	// lease expires by itself).

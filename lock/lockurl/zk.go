@@ -43,43 +43,64 @@ func zkConfig(u *url.URL) ([]string, []zklock.Option, error) {
 	if u.User != nil {
 		return nil, nil, invalidf("zk URL takes no user or password (digest auth is not supported)")
 	}
-	var servers []string
-	for _, h := range strings.Split(u.Host, ",") {
-		if h == "" {
-			return nil, nil, invalidf("zk URL has an empty server in %q", u.Host)
-		}
-		if _, _, err := net.SplitHostPort(h); err != nil {
-			h = net.JoinHostPort(strings.Trim(h, "[]"), "2181")
-		}
-		servers = append(servers, h)
+	servers, err := zkServers(u.Host)
+	if err != nil {
+		return nil, nil, err
 	}
 	var opts []zklock.Option
 	if p := strings.TrimSuffix(u.Path, "/"); p != "" {
 		opts = append(opts, zklock.WithPrefix(p))
 	}
 	for k, v := range u.Query() {
-		switch {
-		case k == "session" && len(v) == 1:
-			d, err := time.ParseDuration(v[0])
-			if err != nil {
-				return nil, nil, invalidf("zk URL: session: %w", err)
-			}
-			opts = append(opts, zklock.WithSessionTimeout(d))
-		case k == "tick" && len(v) == 1:
-			d, err := time.ParseDuration(v[0])
-			if err != nil || d <= 0 {
-				return nil, nil, invalidf("zk URL: tick: want a positive duration such as 2s, got %q", v[0])
-			}
-			opts = append(opts, zklock.WithTickTime(d))
-		case k == "names" && len(v) == 1 && (v[0] == "kazoo" || v[0] == "curator"):
-			if v[0] == "kazoo" {
-				opts = append(opts, zklock.WithNodeNames(zklock.KazooNames))
-			}
-		default:
-			return nil, nil, invalidf("zk URL: unknown or repeated parameter %q (known: session=DURATION, tick=DURATION, names=curator|kazoo)", k)
+		opt, err := zkParam(k, v)
+		if err != nil {
+			return nil, nil, err
+		}
+		if opt != nil {
+			opts = append(opts, opt)
 		}
 	}
 	return servers, opts, nil
+}
+
+// zkServers returns the servers of a zk URL's host list, each with ZooKeeper's
+// port 2181 unless it names one.
+func zkServers(hosts string) ([]string, error) {
+	var servers []string
+	for _, h := range strings.Split(hosts, ",") {
+		if h == "" {
+			return nil, invalidf("zk URL has an empty server in %q", hosts)
+		}
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			h = net.JoinHostPort(strings.Trim(h, "[]"), "2181")
+		}
+		servers = append(servers, h)
+	}
+	return servers, nil
+}
+
+// zkParam returns the option a zk URL's query parameter k (given the values
+// v) sets, or nil for one that keeps the default (names=curator).
+func zkParam(k string, v []string) (zklock.Option, error) {
+	switch {
+	case k == "session" && len(v) == 1:
+		d, err := time.ParseDuration(v[0])
+		if err != nil {
+			return nil, invalidf("zk URL: session: %w", err)
+		}
+		return zklock.WithSessionTimeout(d), nil
+	case k == "tick" && len(v) == 1:
+		d, err := time.ParseDuration(v[0])
+		if err != nil || d <= 0 {
+			return nil, invalidf("zk URL: tick: want a positive duration such as 2s, got %q", v[0])
+		}
+		return zklock.WithTickTime(d), nil
+	case k == "names" && len(v) == 1 && v[0] == "kazoo":
+		return zklock.WithNodeNames(zklock.KazooNames), nil
+	case k == "names" && len(v) == 1 && v[0] == "curator":
+		return nil, nil
+	}
+	return nil, invalidf("zk URL: unknown or repeated parameter %q (known: session=DURATION, tick=DURATION, names=curator|kazoo)", k)
 }
 
 var _ Locker = (*zklock.Locker)(nil)

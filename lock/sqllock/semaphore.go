@@ -391,24 +391,8 @@ const maxTxTries = 8
 func (b *semBackend) tryAcquire(ctx context.Context, r semaphore.Request, owner string, ttl time.Duration, a *acquired) error {
 	return sqldialect.Retryable(sqlconn.InTx(ctx, b.db, b.txOptions(), func(tx sqlconn.Tx) error {
 		*a = acquired{}
-		var permits, token int64
-		if b.dialect == MySQL {
-			// The name's lock row first (modes.go), then the semaphore's.
-			claimed, err := b.marks.claimIn(ctx, tx, r.Name, semMark)
-			if err != nil {
-				return err
-			}
-			if !claimed {
-				a.other = true
-				return nil
-			}
-			if _, err := tx.Exec(ctx, b.q.ensure, r.Name, r.Permits); err != nil {
-				return err
-			}
-			if _, err := sqlconn.ScanOne(tx.QueryRow(ctx, b.q.locked, r.Name), &permits, &token); err != nil {
-				return err
-			}
-		} else if _, err := sqlconn.ScanOne(tx.QueryRow(ctx, b.q.ensure, r.Name, r.Permits), &permits, &token); err != nil {
+		permits, err := b.ensureIn(ctx, tx, r, a)
+		if err != nil || a.other {
 			return err
 		}
 		if err := otherMode(ctx, tx, b.modes, r.Name, lock.ModeSemaphore); err != nil {
@@ -419,32 +403,11 @@ func (b *semBackend) tryAcquire(ctx context.Context, r semaphore.Request, owner 
 			}
 			return err
 		}
-		var holders, used, firstEnds, ended int64
-		if _, err := sqlconn.ScanOne(tx.QueryRow(ctx, b.q.count, r.Name, r.Name), &holders, &used, &firstEnds, &ended); err != nil {
+		if err := b.checkRoomIn(ctx, tx, r, permits, a); err != nil || a.err != nil {
 			return err
 		}
-		if ended > 0 {
-			if _, err := tx.Exec(ctx, b.q.purge, r.Name); err != nil {
-				return err
-			}
-		}
-		switch {
-		case holders > 0 && permits != int64(r.Permits):
-			a.err = &semaphore.MismatchError{Name: r.Name, Asked: r.Permits, Holders: int(permits)}
-			return nil
-		case used+int64(r.Count) > int64(r.Permits):
-			a.holderTTL = time.Duration(max(firstEnds, 1)) * time.Millisecond
-			a.err = lock.ErrNotAcquired
-			return nil
-		}
-		var next int64
-		if b.dialect == MySQL {
-			id, err := sqlconn.LastID(tx.Exec(ctx, b.q.take, r.Permits, r.Name))
-			if err != nil {
-				return err
-			}
-			next = id
-		} else if _, err := sqlconn.ScanOne(tx.QueryRow(ctx, b.q.take, r.Permits, r.Name), &next); err != nil {
+		next, err := b.nextTokenIn(ctx, tx, r)
+		if err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, b.q.add, r.Name, owner, r.Count, next, ttl.Milliseconds()); err != nil {
@@ -453,6 +416,63 @@ func (b *semBackend) tryAcquire(ctx context.Context, r semaphore.Request, owner 
 		a.token = uint64(next)
 		return nil
 	}))
+}
+
+// ensureIn makes r's semaphore row in tx if it is missing, locks it, and
+// returns the N it was made with. On MySQL it first claims the name's lock
+// row for semaphores (modes.go); a name held in another mode sets a.other.
+func (b *semBackend) ensureIn(ctx context.Context, tx sqlconn.Tx, r semaphore.Request, a *acquired) (permits int64, err error) {
+	var token int64
+	if b.dialect != MySQL {
+		_, err := sqlconn.ScanOne(tx.QueryRow(ctx, b.q.ensure, r.Name, r.Permits), &permits, &token)
+		return permits, err
+	}
+	claimed, err := b.marks.claimIn(ctx, tx, r.Name, semMark)
+	if err != nil {
+		return 0, err
+	}
+	if !claimed {
+		a.other = true
+		return 0, nil
+	}
+	if _, err := tx.Exec(ctx, b.q.ensure, r.Name, r.Permits); err != nil {
+		return 0, err
+	}
+	_, err = sqlconn.ScanOne(tx.QueryRow(ctx, b.q.locked, r.Name), &permits, &token)
+	return permits, err
+}
+
+// checkRoomIn counts r's live holders in tx, purging the ended ones, and
+// sets a.err when r cannot get in: a *semaphore.MismatchError for another
+// N, ErrNotAcquired (with the first holder's time left) for no room.
+func (b *semBackend) checkRoomIn(ctx context.Context, tx sqlconn.Tx, r semaphore.Request, permits int64, a *acquired) error {
+	var holders, used, firstEnds, ended int64
+	if _, err := sqlconn.ScanOne(tx.QueryRow(ctx, b.q.count, r.Name, r.Name), &holders, &used, &firstEnds, &ended); err != nil {
+		return err
+	}
+	if ended > 0 {
+		if _, err := tx.Exec(ctx, b.q.purge, r.Name); err != nil {
+			return err
+		}
+	}
+	switch {
+	case holders > 0 && permits != int64(r.Permits):
+		a.err = &semaphore.MismatchError{Name: r.Name, Asked: r.Permits, Holders: int(permits)}
+	case used+int64(r.Count) > int64(r.Permits):
+		a.holderTTL = time.Duration(max(firstEnds, 1)) * time.Millisecond
+		a.err = lock.ErrNotAcquired
+	}
+	return nil
+}
+
+// nextTokenIn takes r's next token in tx.
+func (b *semBackend) nextTokenIn(ctx context.Context, tx sqlconn.Tx, r semaphore.Request) (int64, error) {
+	if b.dialect == MySQL {
+		return sqlconn.LastID(tx.Exec(ctx, b.q.take, r.Permits, r.Name))
+	}
+	var next int64
+	_, err := sqlconn.ScanOne(tx.QueryRow(ctx, b.q.take, r.Permits, r.Name), &next)
+	return next, err
 }
 
 func (b *semBackend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {

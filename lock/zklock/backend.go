@@ -293,54 +293,62 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	if _, label, _ := lock.ParseOwner(owner); label != "" {
 		c.label = []byte(label)
 	}
-	for attempt := 0; ; attempt++ {
-		if c.node == "" {
-			if err := b.create(ctx, c); err != nil {
-				if !c.Queued() {
-					b.owners.Forget(owner, c)
-				}
-				return 0, 0, err
-			}
+	for range 2 {
+		token, gone, err := b.tryLocked(ctx, c, key, owner)
+		if !gone {
+			return token, 0, err
 		}
-		children, err := call(ctx, b, func() ([]string, error) {
-			ch, _, err := b.conn.Children(dir)
-			return ch, err
-		})
-		if err != nil {
-			return 0, 0, err
-		}
-		if err := heldAsSemaphore(key, children); err != nil {
-			b.withdraw(ctx, c)
-			b.owners.Forget(owner, c)
-			return 0, 0, err
-		}
-		name := c.node[len(dir)+1:]
-		found, pred := position(children, name)
-		if !found {
-			// Our node is gone: the session expired, or someone deleted it.
-			// Queue again, once.
-			c.stopPredLocked()
-			c.node = ""
-			if attempt == 0 {
-				continue
-			}
-			return 0, 0, fmt.Errorf("zklock: our node under %s vanished twice", dir)
-		}
-		if pred == "" {
-			c.stopPredLocked()
-			c.held = true
-			return uint64(c.czxid), 0, nil
-		}
-		if !c.Queued() {
-			b.withdraw(ctx, c)
-			b.owners.Forget(owner, c)
-			return 0, 0, lock.ErrNotAcquired
-		}
-		if err := b.watchPredecessor(ctx, c, pred); err != nil {
-			return 0, 0, err
-		}
-		return 0, 0, lock.ErrNotAcquired
+		// Our node is gone: the session expired, or someone deleted it.
+		// Queue again, once.
+		c.stopPredLocked()
+		c.node = ""
 	}
+	return 0, 0, fmt.Errorf("zklock: our node under %s vanished twice", dir)
+}
+
+// tryLocked makes one round of TryAcquire for c, owner's contender, which
+// it puts in the queue if it is not: it holds if c's node is first, else
+// waits behind its predecessor, or withdraws if c does not wait. gone
+// reports that c's node has vanished. Call with c.mu held.
+func (b *backend) tryLocked(ctx context.Context, c *contender, key, owner string) (token uint64, gone bool, err error) {
+	if c.node == "" {
+		if err := b.create(ctx, c); err != nil {
+			if !c.Queued() {
+				b.owners.Forget(owner, c)
+			}
+			return 0, false, err
+		}
+	}
+	dir := c.dir
+	children, err := call(ctx, b, func() ([]string, error) {
+		ch, _, err := b.conn.Children(dir)
+		return ch, err
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	if err := heldAsSemaphore(key, children); err != nil {
+		b.withdraw(ctx, c)
+		b.owners.Forget(owner, c)
+		return 0, false, err
+	}
+	found, pred := position(children, c.node[len(dir)+1:])
+	switch {
+	case !found:
+		return 0, true, nil
+	case pred == "":
+		c.stopPredLocked()
+		c.held = true
+		return uint64(c.czxid), false, nil
+	case !c.Queued():
+		b.withdraw(ctx, c)
+		b.owners.Forget(owner, c)
+		return 0, false, lock.ErrNotAcquired
+	}
+	if err := b.watchPredecessor(ctx, c, pred); err != nil {
+		return 0, false, err
+	}
+	return 0, false, lock.ErrNotAcquired
 }
 
 // create creates c's node, and the lock's parents if they are missing. A

@@ -67,76 +67,89 @@ func (b *backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 	if err != nil {
 		return nil, nil, err
 	}
-	out := make(chan struct{}, 1)
-	signal := func() {
-		select {
-		case out <- struct{}{}:
-		default:
-		}
-	}
+	hw := &holderWatch{b: b, dir: dir, out: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(ctx)
 	ready := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		first := true
-		var (
-			head   string
-			dirEv  <-chan zk.Event // the queue's watch, while unfired
-			headEv <-chan zk.Event // the head's data watch, while unfired
-		)
-		for ctx.Err() == nil {
-			// An unfired watch stays set: the queue, and so the head, did
-			// not change; setting another would pile up watchers.
-			var err error
-			h := head
-			if dirEv == nil {
-				dirEv, h, err = b.watchQueue(ctx, dir)
-			}
-			if err == nil && (h != head || headEv == nil) {
-				headEv = nil
-				if h != "" {
-					headEv, err = b.watchData(ctx, dir+"/"+h)
-				}
-				head = h
-			}
-			// Signal only now that the watches are set again: the read
-			// the signal causes sees at least what they were set on, and
-			// any later change fires them. (A signal sent on the event
-			// itself could be read before a change that the new watches
-			// then no longer see.)
-			if first {
-				close(ready)
-				first = false
-			} else {
-				signal()
-			}
-			if err != nil {
-				// No session, or the head went meanwhile: list the
-				// queue again soon, with new watches.
-				dirEv, headEv, head = nil, nil, ""
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(200 * time.Millisecond):
-				}
-				continue
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-dirEv:
-				dirEv = nil
-			case <-headEv:
-				headEv = nil
-			}
-		}
+		hw.run(ctx, ready)
 	}()
 	select {
 	case <-ready:
 	case <-ctx.Done():
 	}
-	return out, func() { cancel(); <-done }, nil
+	return hw.out, func() { cancel(); <-done }, nil
+}
+
+// A holderWatch follows the head of one election's queue: the queue's
+// children watch and the head's data watch, each kept while unfired.
+type holderWatch struct {
+	b      *backend
+	dir    string
+	out    chan struct{} // signalled once the watches are set again after a change
+	head   string
+	dirEv  <-chan zk.Event // the queue's watch, while unfired
+	headEv <-chan zk.Event // the head's data watch, while unfired
+}
+
+// run sets the watches, closes ready once they are first set, and signals
+// out each time they are set again after one fired, until ctx ends.
+func (hw *holderWatch) run(ctx context.Context, ready chan struct{}) {
+	first := true
+	for ctx.Err() == nil {
+		err := hw.rearm(ctx)
+		// Signal only now that the watches are set again: the read the
+		// signal causes sees at least what they were set on, and any
+		// later change fires them. (A signal sent on the event itself
+		// could be read before a change that the new watches then no
+		// longer see.)
+		if first {
+			close(ready)
+			first = false
+		} else {
+			signalChan(hw.out)
+		}
+		if err != nil {
+			// No session, or the head went meanwhile: list the queue
+			// again soon, with new watches.
+			hw.dirEv, hw.headEv, hw.head = nil, nil, ""
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-hw.dirEv:
+			hw.dirEv = nil
+		case <-hw.headEv:
+			hw.headEv = nil
+		}
+	}
+}
+
+// rearm sets the watches that fired. An unfired watch stays set: the
+// queue, and so the head, did not change; setting another would pile up
+// watchers.
+func (hw *holderWatch) rearm(ctx context.Context) error {
+	var err error
+	h := hw.head
+	if hw.dirEv == nil {
+		hw.dirEv, h, err = hw.b.watchQueue(ctx, hw.dir)
+	}
+	if err != nil || (h == hw.head && hw.headEv != nil) {
+		return err
+	}
+	hw.headEv = nil
+	if h != "" {
+		hw.headEv, err = hw.b.watchData(ctx, hw.dir+"/"+h)
+	}
+	hw.head = h
+	return err
 }
 
 // watchQueue sets a children watch on dir (an exists watch if it does not

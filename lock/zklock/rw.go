@@ -72,6 +72,24 @@ const (
 	writeNode = "__lock__"
 )
 
+// placeOf reports whether ours, a node of mode, is among children, and
+// whether a node before it blocks it: any earlier node blocks a writer,
+// an earlier writer blocks a reader.
+func placeOf(children []string, ours string, mode rwlock.Mode) (found, blocked bool) {
+	mine, _ := sequence(ours)
+	for _, ch := range children {
+		if ch == ours {
+			found = true
+			continue
+		}
+		seq, ok := sequence(ch)
+		if ok && seq < mine && (mode == rwlock.Write || !isReader(ch)) {
+			blocked = true
+		}
+	}
+	return found, blocked
+}
+
 // isReader reports whether a contender's node is a reader's.
 func isReader(name string) bool {
 	return strings.HasSuffix(name[:len(name)-10], readNode)
@@ -107,19 +125,7 @@ func (rw *rwBackend) TryAcquire(ctx context.Context, name, owner string, mode rw
 			rw.drop(ctx, owner, n)
 			return 0, 0, err
 		}
-		ours := n.path[len(dir)+1:]
-		mine, _ := sequence(ours)
-		found, blocked := false, false
-		for _, ch := range children {
-			if ch == ours {
-				found = true
-				continue
-			}
-			seq, ok := sequence(ch)
-			if ok && seq < mine && (mode == rwlock.Write || !isReader(ch)) {
-				blocked = true
-			}
-		}
+		found, blocked := placeOf(children, n.path[len(dir)+1:], mode)
 		switch {
 		case !found && attempt == 0:
 			// Our node is gone (the session expired, an operator): again.

@@ -205,16 +205,46 @@ func (s *semBackend) takeLocked(ctx context.Context, dir string, r semaphore.Req
 	if err := b.createParents(ctx, dir); err != nil {
 		return 0, err
 	}
-	type node struct {
-		data []byte
-		st   *zk.Stat
-		kids []string
-		ev   <-chan zk.Event
+	n, err := s.readDir(ctx, dir, wake)
+	if err != nil {
+		return 0, err
 	}
-	n, err := call(ctx, b, func() (node, error) {
+	if err := heldAsQueue(r.Name, n.kids); err != nil {
+		return 0, err
+	}
+	if err := s.settleCount(ctx, dir, r, n); err != nil {
+		return 0, err
+	}
+	if len(n.kids)+r.Count > r.Permits {
+		return 0, lock.ErrNotAcquired
+	}
+	p, err := s.createPermits(ctx, dir, r, owner)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	s.permits[owner] = p
+	s.mu.Unlock()
+	return uint64(p.czxid), nil
+}
+
+// A semDir is a semaphore's node as takeLocked reads it: its data (N),
+// stat and children (the permits held).
+type semDir struct {
+	data []byte
+	st   *zk.Stat
+	kids []string
+	ev   <-chan zk.Event // the children's watch, or nil
+}
+
+// readDir reads dir and its children; with wake, a change of the children
+// signals it once.
+func (s *semBackend) readDir(ctx context.Context, dir string, wake chan struct{}) (semDir, error) {
+	b := s.b
+	n, err := call(ctx, b, func() (semDir, error) {
 		data, st, err := b.conn.Get(dir)
 		if err != nil {
-			return node{}, err
+			return semDir{}, err
 		}
 		var kids []string
 		var ev <-chan zk.Event
@@ -223,10 +253,10 @@ func (s *semBackend) takeLocked(ctx context.Context, dir string, r semaphore.Req
 		} else {
 			kids, _, err = b.conn.Children(dir)
 		}
-		return node{data, st, kids, ev}, err
+		return semDir{data, st, kids, ev}, err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("zklock: %w", err)
+		return semDir{}, fmt.Errorf("zklock: %w", err)
 	}
 	if n.ev != nil {
 		go func() {
@@ -235,25 +265,35 @@ func (s *semBackend) takeLocked(ctx context.Context, dir string, r semaphore.Req
 			}
 		}()
 	}
-	if err := heldAsQueue(r.Name, n.kids); err != nil {
-		return 0, err
-	}
+	return n, nil
+}
+
+// settleCount checks r's N against the one dir stores: another N while
+// permits are held is a *semaphore.MismatchError; with no N yet, or nobody
+// holding, r's becomes the N.
+func (s *semBackend) settleCount(ctx context.Context, dir string, r semaphore.Request, n semDir) error {
 	stored, numeric := strconv.Atoi(strings.TrimSpace(string(n.data)))
-	switch {
-	case numeric != nil || stored != r.Permits:
-		if numeric == nil && len(n.kids) > 0 {
-			return 0, &semaphore.MismatchError{Name: r.Name, Asked: r.Permits, Holders: stored}
-		}
-		// No N yet, or nobody holds: ours is the N now.
-		if _, err := call(ctx, b, func() (*zk.Stat, error) {
-			return b.conn.Set(dir, []byte(strconv.Itoa(r.Permits)), n.st.Version)
-		}); err != nil {
-			return 0, fmt.Errorf("zklock: set the permit count of %s: %w", dir, err)
-		}
+	if numeric == nil && stored == r.Permits {
+		return nil
 	}
-	if len(n.kids)+r.Count > r.Permits {
-		return 0, lock.ErrNotAcquired
+	if numeric == nil && len(n.kids) > 0 {
+		return &semaphore.MismatchError{Name: r.Name, Asked: r.Permits, Holders: stored}
 	}
+	b := s.b
+	if _, err := call(ctx, b, func() (*zk.Stat, error) {
+		return b.conn.Set(dir, []byte(strconv.Itoa(r.Permits)), n.st.Version)
+	}); err != nil {
+		return fmt.Errorf("zklock: set the permit count of %s: %w", dir, err)
+	}
+	return nil
+}
+
+// createPermits creates owner's r.Count permit nodes under dir in one
+// multi, then checks that no contender of another mode is beside them
+// (modes.go) and reads the first's czxid, the token. On failure it
+// deletes the nodes.
+func (s *semBackend) createPermits(ctx context.Context, dir string, r semaphore.Request, owner string) (*zkPermit, error) {
+	b := s.b
 	id, label, _ := lock.ParseOwner(owner)
 	p := &zkPermit{}
 	ops := make([]any, r.Count)
@@ -266,10 +306,8 @@ func (s *semBackend) takeLocked(ctx context.Context, dir string, r semaphore.Req
 		ops[i] = &zk.CreateRequest{Path: dir + "/" + name, Data: []byte(label), Acl: b.acl, Flags: zk.FlagEphemeral}
 	}
 	if _, err := call(ctx, b, func() ([]zk.MultiResponse, error) { return b.conn.Multi(ops...) }); err != nil {
-		return 0, fmt.Errorf("zklock: create the permit nodes under %s: %w", dir, err)
+		return nil, fmt.Errorf("zklock: create the permit nodes under %s: %w", dir, err)
 	}
-	// Now that our permits exist, contenders of another mode beside them
-	// mean the name is held otherwise (modes.go).
 	kids, err := call(ctx, b, func() ([]string, error) {
 		kids, _, err := b.conn.Children(dir)
 		return kids, err
@@ -279,7 +317,7 @@ func (s *semBackend) takeLocked(ctx context.Context, dir string, r semaphore.Req
 	}
 	if err != nil {
 		s.deleteNodes(p.nodes)
-		return 0, err
+		return nil, err
 	}
 	st, err := call(ctx, b, func() (*zk.Stat, error) {
 		_, st, err := b.conn.Exists(p.nodes[0])
@@ -287,13 +325,10 @@ func (s *semBackend) takeLocked(ctx context.Context, dir string, r semaphore.Req
 	})
 	if err != nil || st == nil {
 		s.deleteNodes(p.nodes)
-		return 0, fmt.Errorf("zklock: read the permit node %s: %w", p.nodes[0], err)
+		return nil, fmt.Errorf("zklock: read the permit node %s: %w", p.nodes[0], err)
 	}
 	p.czxid = st.Czxid
-	s.mu.Lock()
-	s.permits[owner] = p
-	s.mu.Unlock()
-	return uint64(p.czxid), nil
+	return p, nil
 }
 
 // deleteNodes deletes permit nodes, best effort: the session's end deletes
