@@ -9,6 +9,7 @@ package modetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -107,50 +108,61 @@ func Run(t *testing.T, h Harness) {
 			if a.mode == b.mode {
 				continue // the same resource: ordinary contention
 			}
+			check := refused
 			if h.LockQueuesWithRW && a.mode != lock.ModeSemaphore && b.mode != lock.ModeSemaphore {
-				t.Run(a.name+" then "+b.name, func(t *testing.T) {
-					t.Parallel()
-					contend(t, h, a, b)
-				})
-				continue
+				check = contend
 			}
 			t.Run(a.name+" then "+b.name, func(t *testing.T) {
 				t.Parallel()
-				key := h.Key(t)
-				release, err := a.take(t, h, key, 0)
-				if err != nil {
-					t.Fatalf("%s: %v", a.name, err)
-				}
-				// A waiting attempt that waited would end in ErrNotAcquired.
-				for _, wait := range []time.Duration{0, 5 * time.Second} {
-					other, err := b.take(t, h, key, wait)
-					if err == nil {
-						other()
-						t.Fatalf("%s got in while %s held the name", b.name, a.name)
-					}
-					var me *lock.ModeError
-					if !errors.Is(err, lock.ErrOtherMode) || !errors.As(err, &me) {
-						t.Fatalf("%s (wait %v) while %s holds: %v, want a *lock.ModeError", b.name, wait, a.name, err)
-					}
-					heldAs := me.HeldAs
-					if h.LockQueuesWithRW && heldAs != lock.ModeSemaphore && a.mode != lock.ModeSemaphore {
-						heldAs = a.mode // one queue: a writer's node is a lock's
-					}
-					if heldAs != a.mode || me.Key != key {
-						t.Fatalf("the refusal says %q is held as %q, want %q as %q: %v", me.Key, me.HeldAs, key, a.mode, err)
-					}
-					if a.mode == lock.ModeSemaphore && me.Permits != 0 && me.Permits != permits {
-						t.Fatalf("the refusal says %d permits, want %d: %v", me.Permits, permits, err)
-					}
-				}
-				release()
-				other, err := b.take(t, h, key, 5*time.Second)
-				if err != nil {
-					t.Fatalf("%s after %s let go: %v", b.name, a.name, err)
-				}
-				other()
+				check(t, h, a, b)
 			})
 		}
+	}
+}
+
+// refused checks that b, another mode, is refused with a *lock.ModeError
+// naming a's mode while a holds the name, at once and when it would wait,
+// and gets in once a lets go.
+func refused(t *testing.T, h Harness, a, b holder) {
+	key := h.Key(t)
+	release, err := a.take(t, h, key, 0)
+	if err != nil {
+		t.Fatalf("%s: %v", a.name, err)
+	}
+	// A waiting attempt that waited would end in ErrNotAcquired.
+	for _, wait := range []time.Duration{0, 5 * time.Second} {
+		other, err := b.take(t, h, key, wait)
+		if err == nil {
+			other()
+			t.Fatalf("%s got in while %s held the name", b.name, a.name)
+		}
+		checkRefusal(t, h, a, key, fmt.Sprintf("%s (wait %v) while %s holds", b.name, wait, a.name), err)
+	}
+	release()
+	other, err := b.take(t, h, key, 5*time.Second)
+	if err != nil {
+		t.Fatalf("%s after %s let go: %v", b.name, a.name, err)
+	}
+	other()
+}
+
+// checkRefusal checks that err, what an attempt (what) got while a held
+// key, is a *lock.ModeError that names key as held in a's mode.
+func checkRefusal(t *testing.T, h Harness, a holder, key, what string, err error) {
+	t.Helper()
+	var me *lock.ModeError
+	if !errors.Is(err, lock.ErrOtherMode) || !errors.As(err, &me) {
+		t.Fatalf("%s: %v, want a *lock.ModeError", what, err)
+	}
+	heldAs := me.HeldAs
+	if h.LockQueuesWithRW && heldAs != lock.ModeSemaphore && a.mode != lock.ModeSemaphore {
+		heldAs = a.mode // one queue: a writer's node is a lock's
+	}
+	if heldAs != a.mode || me.Key != key {
+		t.Fatalf("the refusal says %q is held as %q, want %q as %q: %v", me.Key, me.HeldAs, key, a.mode, err)
+	}
+	if a.mode == lock.ModeSemaphore && me.Permits != 0 && me.Permits != permits {
+		t.Fatalf("the refusal says %d permits, want %d: %v", me.Permits, permits, err)
 	}
 }
 

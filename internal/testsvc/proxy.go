@@ -191,33 +191,7 @@ func (p *Proxy) forward(c *proxyConn, src, dst net.Conn, dirs *sync.WaitGroup) {
 	defer p.wg.Done()
 	defer dirs.Done()
 	queue := make(chan chunk, 64)
-	go func() { // reader
-		defer p.wg.Done()
-		defer close(queue)
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := src.Read(buf)
-			if n > 0 && !p.blackhole.Load() {
-				ch := chunk{b: append([]byte(nil), buf[:n]...)}
-				if d := time.Duration(p.latency.Load()); d > 0 {
-					ch.due = time.Now().Add(d)
-				}
-				select {
-				case queue <- ch:
-				case <-c.done:
-					return
-				}
-			}
-			if err != nil {
-				if !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
-					c.close()
-				}
-				return
-			}
-		}
-	}()
-
-	// writer
+	go p.read(c, src, queue)
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -239,17 +213,8 @@ func (p *Proxy) forward(c *proxyConn, src, dst net.Conn, dirs *sync.WaitGroup) {
 			}
 			return
 		}
-		if wait := time.Until(ch.due); !ch.due.IsZero() && wait > 0 {
-			if timer == nil {
-				timer = time.NewTimer(wait)
-			} else {
-				timer.Reset(wait)
-			}
-			select {
-			case <-timer.C:
-			case <-c.done:
-				return
-			}
+		if !waitDue(c, ch.due, &timer) {
+			return
 		}
 		if p.blackhole.Load() {
 			continue
@@ -258,6 +223,55 @@ func (p *Proxy) forward(c *proxyConn, src, dst net.Conn, dirs *sync.WaitGroup) {
 			c.close()
 			return
 		}
+	}
+}
+
+// read is forward's reader: it queues what src sends, each chunk due after
+// the proxy's latency, and drops it while the proxy is a black hole. It
+// closes queue when src ends.
+func (p *Proxy) read(c *proxyConn, src net.Conn, queue chan<- chunk) {
+	defer p.wg.Done()
+	defer close(queue)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.blackhole.Load() {
+			ch := chunk{b: append([]byte(nil), buf[:n]...)}
+			if d := time.Duration(p.latency.Load()); d > 0 {
+				ch.due = time.Now().Add(d)
+			}
+			select {
+			case queue <- ch:
+			case <-c.done:
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
+				c.close()
+			}
+			return
+		}
+	}
+}
+
+// waitDue waits until due (none if zero or past) on *timer, which it
+// makes on first use; false if c closed meanwhile.
+func waitDue(c *proxyConn, due time.Time, timer **time.Timer) bool {
+	wait := time.Until(due)
+	if due.IsZero() || wait <= 0 {
+		return true
+	}
+	if *timer == nil {
+		*timer = time.NewTimer(wait)
+	} else {
+		(*timer).Reset(wait)
+	}
+	select {
+	case <-(*timer).C:
+		return true
+	case <-c.done:
+		return false
 	}
 }
 

@@ -2,6 +2,7 @@ package locktest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -132,15 +133,7 @@ func (s *suite) testList(t *testing.T) {
 	}
 
 	seen := map[string]uint64{}
-	cursor := ""
-	for pages := 0; ; pages++ {
-		if pages > 10000 {
-			t.Fatal("List never ended")
-		}
-		page, err := lock.List(ctx, l, base+"a", 2, cursor)
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachPage(ctx, t, l, base+"a", 2, func(page lock.LockPage) {
 		if len(page.Locks) > 2 {
 			t.Fatalf("a page of limit 2 has %d locks", len(page.Locks))
 		}
@@ -153,10 +146,7 @@ func (s *suite) testList(t *testing.T) {
 			}
 			seen[in.Key] = in.Token
 		}
-		if cursor = page.Cursor; cursor == "" {
-			break
-		}
-	}
+	})
 	if len(seen) != len(want) {
 		t.Fatalf("List(%q) = %v, want %v", base+"a", seen, want)
 	}
@@ -166,36 +156,48 @@ func (s *suite) testList(t *testing.T) {
 		}
 	}
 
-	// Wildcards of LIKE and of glob patterns in a prefix are plain bytes.
-	// A page may come back short, with a cursor, when the server has many
-	// other keys to scan past (a shared Redis), so follow the cursor.
-	for _, pfx := range []string{"%_", "*?["} {
-		var keys []string
-		cursor := ""
-		for pages := 0; ; pages++ {
-			if pages > 10000 {
-				t.Fatalf("List(prefix %q) never ended", pfx)
-			}
-			page, err := lock.List(ctx, l, base+pfx, 10, cursor)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, in := range page.Locks {
-				keys = append(keys, strings.TrimPrefix(in.Key, base))
-			}
-			if cursor = page.Cursor; cursor == "" {
-				break
-			}
-		}
-		if len(keys) != 1 || !strings.HasPrefix(keys[0], pfx) {
-			t.Errorf("List(prefix %q) = %q; want only the key starting with it", pfx, keys)
-		}
-	}
+	listWildcards(ctx, t, l, base)
 	for _, bad := range []int{0, -1, lock.MaxListLimit + 1} {
 		if _, err := lock.List(ctx, l, base, bad, ""); !errors.Is(err, lock.ErrInvalid) {
 			t.Errorf("List(limit %d) = %v, want ErrInvalid", bad, err)
 		}
 	}
+}
+
+// listWildcards checks that the wildcards of LIKE and of glob patterns in
+// a prefix are plain bytes: under base, only the key starting with them is
+// listed. A page may come back short, with a cursor, when the server has
+// many other keys to scan past (a shared Redis), so it follows the cursor.
+func listWildcards(ctx context.Context, t *testing.T, l lock.Locker, base string) {
+	for _, pfx := range []string{"%_", "*?["} {
+		var keys []string
+		eachPage(ctx, t, l, base+pfx, 10, func(page lock.LockPage) {
+			for _, in := range page.Locks {
+				keys = append(keys, strings.TrimPrefix(in.Key, base))
+			}
+		})
+		if len(keys) != 1 || !strings.HasPrefix(keys[0], pfx) {
+			t.Errorf("List(prefix %q) = %q; want only the key starting with it", pfx, keys)
+		}
+	}
+}
+
+// eachPage lists the locks under prefix, limit a page, following the
+// cursor to the end, and calls f with each page.
+func eachPage(ctx context.Context, t *testing.T, l lock.Locker, prefix string, limit int, f func(lock.LockPage)) {
+	t.Helper()
+	cursor := ""
+	for range 10000 {
+		page, err := lock.List(ctx, l, prefix, limit, cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(page)
+		if cursor = page.Cursor; cursor == "" {
+			return
+		}
+	}
+	t.Fatalf("List(prefix %q) never ended", prefix)
 }
 
 func (s *suite) testBreak(t *testing.T) {

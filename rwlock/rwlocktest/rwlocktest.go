@@ -328,71 +328,95 @@ func (s *suite) writerAlone(t *testing.T) {
 	const lockers, perLocker, rounds = 3, 4, 10
 	n := name(t)
 	var (
-		readers, writers atomic.Int32
-		counter          atomic.Int64
-		bad              atomic.Int64
-		overlapped       atomic.Bool // two readers were seen inside at once
-		writes           atomic.Int64
-		wg               sync.WaitGroup
+		room room
+		wg   sync.WaitGroup
 	)
 	for i := range lockers {
 		l := s.locker(t)
 		for j := range perLocker {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for r := range rounds {
 					mode := rwlock.Read
 					if (i+j+r)%3 == 0 {
 						mode = rwlock.Write
 					}
-					lease, err := acquire(ctxT(t), l, mode, n, lock.WithTTL(10*time.Second))
-					if err != nil {
-						t.Errorf("%v lock: %v", mode, err)
-						return
-					}
-					if mode == rwlock.Write {
-						if w := writers.Add(1); w != 1 || readers.Load() != 0 {
-							bad.Add(1)
-						}
-						v := counter.Load()
-						time.Sleep(300 * time.Microsecond)
-						counter.Store(v + 1)
-						writes.Add(1)
-						if writers.Load() != 1 || readers.Load() != 0 {
-							bad.Add(1)
-						}
-						writers.Add(-1)
-					} else {
-						if rd := readers.Add(1); writers.Load() != 0 {
-							bad.Add(1)
-						} else if rd > 1 {
-							overlapped.Store(true)
-						}
-						time.Sleep(time.Millisecond)
-						if writers.Load() != 0 {
-							bad.Add(1)
-						}
-						readers.Add(-1)
-					}
-					if err := lease.Release(ctxT(t)); err != nil {
-						t.Errorf("Release: %v", err)
+					if !room.visit(t, l, mode, n) {
 						return
 					}
 				}
-			}()
+			})
 		}
 	}
 	wg.Wait()
-	if k := bad.Load(); k > 0 {
+	if k := room.bad.Load(); k > 0 {
 		t.Errorf("%d times a writer was not alone", k)
 	}
-	if got, want := counter.Load(), writes.Load(); got != want {
+	if got, want := room.counter.Load(), room.writes.Load(); got != want {
 		t.Errorf("writers' counter = %d after %d writes: writers overlapped", got, want)
 	}
-	if !overlapped.Load() {
+	if !room.overlapped.Load() {
 		t.Logf("no two readers happened to hold at once") // ReadersOverlap checks that they can
 	}
+}
+
+// A room is what writerAlone's holders share: who is inside, a counter
+// only writers change, and what went wrong.
+type room struct {
+	readers, writers atomic.Int32
+	counter          atomic.Int64
+	bad              atomic.Int64 // a writer was not alone
+	overlapped       atomic.Bool  // two readers were seen inside at once
+	writes           atomic.Int64
+}
+
+// visit takes the lock of name in mode, enters, and releases it; false
+// after a failure, which it reports.
+func (rm *room) visit(t *testing.T, l *rwlock.Locker, mode rwlock.Mode, name string) bool {
+	lease, err := acquire(ctxT(t), l, mode, name, lock.WithTTL(10*time.Second))
+	if err != nil {
+		t.Errorf("%v lock: %v", mode, err)
+		return false
+	}
+	if mode == rwlock.Write {
+		rm.write()
+	} else {
+		rm.read()
+	}
+	if err := lease.Release(ctxT(t)); err != nil {
+		t.Errorf("Release: %v", err)
+		return false
+	}
+	return true
+}
+
+// write is a writer inside: alone, it bumps the counter by a read and a
+// late store, which another writer inside would make lose a write.
+func (rm *room) write() {
+	if w := rm.writers.Add(1); w != 1 || rm.readers.Load() != 0 {
+		rm.bad.Add(1)
+	}
+	v := rm.counter.Load()
+	time.Sleep(300 * time.Microsecond)
+	rm.counter.Store(v + 1)
+	rm.writes.Add(1)
+	if rm.writers.Load() != 1 || rm.readers.Load() != 0 {
+		rm.bad.Add(1)
+	}
+	rm.writers.Add(-1)
+}
+
+// read is a reader inside: no writer may be.
+func (rm *room) read() {
+	if rd := rm.readers.Add(1); rm.writers.Load() != 0 {
+		rm.bad.Add(1)
+	} else if rd > 1 {
+		rm.overlapped.Store(true)
+	}
+	time.Sleep(time.Millisecond)
+	if rm.writers.Load() != 0 {
+		rm.bad.Add(1)
+	}
+	rm.readers.Add(-1)
 }
 
 // waitingWriterBlocks: while a reader holds and a writer waits, a new reader
