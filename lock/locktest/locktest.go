@@ -219,58 +219,70 @@ func (s *suite) badInput(t *testing.T) {
 func (s *suite) mutualExclusion(t *testing.T) {
 	const lockers, perLocker, rounds = 3, 4, 8
 	k := key(t, "counter")
-	// The counter is read, then written after a pause: a lost update unless the
-	// lock serialises holders. Atomics keep the race detector quiet, since it
-	// cannot see the ordering a remote lock provides.
 	var (
-		counter    atomic.Int64
-		inside     atomic.Int32
-		lastToken  atomic.Uint64
-		overlaps   atomic.Int64
-		tokenDrops atomic.Int64
-		wg         sync.WaitGroup
+		cs critical
+		wg sync.WaitGroup
 	)
 	for range lockers {
 		l := s.locker(t)
 		for range perLocker {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for range rounds {
-					lease, err := l.Acquire(ctxT(t), k, lock.WithTTL(5*time.Second))
-					if err != nil {
-						t.Errorf("Acquire: %v", err)
-						return
-					}
-					if n := inside.Add(1); n != 1 {
-						overlaps.Add(1)
-					}
-					if lease.Token() <= lastToken.Load() {
-						tokenDrops.Add(1)
-					}
-					lastToken.Store(lease.Token())
-					v := counter.Load()
-					time.Sleep(200 * time.Microsecond)
-					counter.Store(v + 1)
-					inside.Add(-1)
-					if err := lease.Release(ctxT(t)); err != nil {
-						t.Errorf("Release: %v", err)
+					if !cs.visit(t, l, k) {
 						return
 					}
 				}
-			}()
+			})
 		}
 	}
 	wg.Wait()
-	if n := overlaps.Load(); n > 0 {
+	if n := cs.overlaps.Load(); n > 0 {
 		t.Errorf("%d times a holder entered while another was inside", n)
 	}
-	if n := tokenDrops.Load(); n > 0 {
+	if n := cs.tokenDrops.Load(); n > 0 {
 		t.Errorf("%d times a holder's token was not above its predecessor's", n)
 	}
-	if got, want := counter.Load(), int64(lockers*perLocker*rounds); got != want {
+	if got, want := cs.counter.Load(), int64(lockers*perLocker*rounds); got != want {
 		t.Fatalf("counter = %d, want %d: the lock let holders overlap", got, want)
 	}
+}
+
+// A critical section is what mutualExclusion's holders share. The counter
+// is read, then written after a pause: a lost update unless the lock
+// serialises holders. Atomics keep the race detector quiet, since it
+// cannot see the ordering a remote lock provides.
+type critical struct {
+	counter    atomic.Int64
+	inside     atomic.Int32
+	lastToken  atomic.Uint64
+	overlaps   atomic.Int64
+	tokenDrops atomic.Int64
+}
+
+// visit takes key on l, enters and releases it; false after a failure,
+// which it reports.
+func (cs *critical) visit(t *testing.T, l lock.Locker, key string) bool {
+	lease, err := l.Acquire(ctxT(t), key, lock.WithTTL(5*time.Second))
+	if err != nil {
+		t.Errorf("Acquire: %v", err)
+		return false
+	}
+	if n := cs.inside.Add(1); n != 1 {
+		cs.overlaps.Add(1)
+	}
+	if lease.Token() <= cs.lastToken.Load() {
+		cs.tokenDrops.Add(1)
+	}
+	cs.lastToken.Store(lease.Token())
+	v := cs.counter.Load()
+	time.Sleep(200 * time.Microsecond)
+	cs.counter.Store(v + 1)
+	cs.inside.Add(-1)
+	if err := lease.Release(ctxT(t)); err != nil {
+		t.Errorf("Release: %v", err)
+		return false
+	}
+	return true
 }
 
 func (s *suite) tryOnce(t *testing.T) {

@@ -272,50 +272,61 @@ func (s *suite) countMismatch(t *testing.T) {
 func (s *suite) neverMoreThanN(t *testing.T) {
 	const clients, perClient, rounds, permits = 3, 4, 6, 3
 	n := name(t)
-	var (
-		inside, most atomic.Int64
-		over         atomic.Int64
-		wg           sync.WaitGroup
-	)
+	hall := hall{permits: permits}
+	var wg sync.WaitGroup
 	for range clients {
 		c := s.client(t)
 		sm := sem(t, c, n, permits)
 		for g := range perClient {
 			k := 1 + g%2
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for range rounds {
-					p, err := sm.AcquireN(ctxT(t), k, s.long(10*time.Second))
-					if err != nil {
-						t.Errorf("AcquireN(%d): %v", k, err)
-						return
-					}
-					now := inside.Add(int64(k))
-					if now > permits {
-						over.Add(1)
-					}
-					for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
-					}
-					time.Sleep(2 * time.Millisecond)
-					if now := inside.Add(-int64(k)); now < 0 {
-						over.Add(1)
-					}
-					if err := p.Release(ctxT(t)); err != nil {
-						t.Errorf("Release: %v", err)
+					if !hall.visit(t, sm, k, s.long(10*time.Second)) {
 						return
 					}
 				}
-			}()
+			})
 		}
 	}
 	wg.Wait()
-	if k := over.Load(); k > 0 {
+	if k := hall.over.Load(); k > 0 {
 		t.Fatalf("%d times more than %d permits were held at once", k, permits)
 	}
-	if m := most.Load(); m < 2 {
+	if m := hall.most.Load(); m < 2 {
 		t.Fatalf("at most %d permit(s) were held at once by %d holders: the semaphore serialised them", m, clients*perClient)
 	}
+}
+
+// A hall counts the permits neverMoreThanN's holders hold at once.
+type hall struct {
+	permits      int64
+	inside, most atomic.Int64
+	over         atomic.Int64 // more than permits inside, or fewer than none
+}
+
+// visit takes k permits of sm, stays a moment and gives them back; false
+// after a failure, which it reports.
+func (h *hall) visit(t *testing.T, sm *semaphore.Semaphore, k int, opt lock.Option) bool {
+	p, err := sm.AcquireN(ctxT(t), k, opt)
+	if err != nil {
+		t.Errorf("AcquireN(%d): %v", k, err)
+		return false
+	}
+	now := h.inside.Add(int64(k))
+	if now > h.permits {
+		h.over.Add(1)
+	}
+	for m := h.most.Load(); now > m && !h.most.CompareAndSwap(m, now); m = h.most.Load() {
+	}
+	time.Sleep(2 * time.Millisecond)
+	if now := h.inside.Add(-int64(k)); now < 0 {
+		h.over.Add(1)
+	}
+	if err := p.Release(ctxT(t)); err != nil {
+		t.Errorf("Release: %v", err)
+		return false
+	}
+	return true
 }
 
 // allOrNone takes k permits at once: never part of them.
