@@ -58,6 +58,7 @@ func (a *acquisition) run() (*Lease, error) {
 		if l := a.handedOver(); l != nil {
 			return l, nil
 		}
+		a.behind = a.place != nil && a.m.waiters.behind(a.place)
 		if !a.behind {
 			if l, err := a.try(); !errors.Is(err, errWait) {
 				return l, err
@@ -85,7 +86,6 @@ func (a *acquisition) begin() {
 		a.stats.found() // the wait for the holder starts now
 		a.queue()
 	}
-	a.behind = a.place != nil && a.m.waiters.behind(a.place)
 }
 
 // handedOver returns the lease of the lock a holder's release took for a,
@@ -174,20 +174,14 @@ func (a *acquisition) watch() {
 // backend's release hint, or its poll, timed to the holder's lease when
 // known. It returns the error that ends the Acquire: ctx's, or
 // ErrNotAcquired once the wait allowed is over.
+//
+// A waiter behind another waits only for its turn, which the waiter ahead
+// of it or a release hands it; its timer rechecks its place.
 func (a *acquisition) wait() error {
 	if a.again {
 		a.again = false
-	} else if err := a.sleep(); err != nil {
-		return err
+		return nil
 	}
-	a.behind = a.place != nil && a.m.waiters.behind(a.place)
-	return nil
-}
-
-// sleep is wait's select. A waiter behind another waits only for its turn,
-// which the waiter ahead of it or a release hands it; its timer rechecks
-// its place.
-func (a *acquisition) sleep() error {
 	a.backoff.safetyNet = a.wake != nil
 	holderTTL := a.holderTTL
 	if a.behind {

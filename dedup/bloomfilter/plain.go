@@ -193,9 +193,9 @@ func (f *Filter) bitfields(add bool, ids []string) (get, op []any) {
 	get = make([]any, 0, 2+3*k*len(ids))
 	get = append(get, "BITFIELD_RO", f.keys[2])
 	op = make([]any, 0, 7+4*k*len(ids))
-	cmd, sub := "BITFIELD_RO", []any{"GET", "u1"}
+	cmd, sub := "BITFIELD_RO", "GET"
 	if add {
-		cmd, sub = "BITFIELD", []any{"SET", "u1"}
+		cmd, sub = "BITFIELD", "SET"
 	}
 	op = append(op, cmd, f.keys[1])
 	pos := make([]uint64, 0, k)
@@ -203,7 +203,7 @@ func (f *Filter) bitfields(add bool, ids []string) (get, op []any) {
 		pos = positions(pos[:0], id, f.size.Bits, k)
 		for _, p := range pos {
 			get = append(get, "GET", "u1", p)
-			op = append(op, sub[0], sub[1], p)
+			op = append(op, sub, "u1", p)
 			if add {
 				op = append(op, 1)
 			}
