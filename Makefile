@@ -1,5 +1,6 @@
 # latchkey — developer and CI entry points.
-#   make test       services + gofmt check + go vet + lint + race tests (what .ci/run runs)
+#   make test       services + gofmt check + go vet + lint + race tests (what .ci/run runs);
+#                   keeps artifacts/demo.png, the demo's pictures as Chromium drew them
 #   make lint       golangci-lint with .golangci.yml (scripts/lint.sh installs it)
 #   make services   install the race detector's C toolchain and the servers the tests
 #                   use, and bring up Redis, PostgreSQL, MariaDB, NATS and RabbitMQ on
@@ -16,7 +17,7 @@ GO ?= go
 # CGO_ENABLED=0 from the environment or "go env -w" would do the same.
 test: fmt-check services lint
 	$(GO) vet ./...
-	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
+	LATCHKEY_ARTIFACTS="$(CURDIR)/artifacts" CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
 
 services:
 	GO="$(GO)" bash scripts/services.sh

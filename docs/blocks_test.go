@@ -263,36 +263,38 @@ func importDecl(f *ast.File, h hint) string {
 // top level: a fragment may declare what the page uses after it.
 func declaredAtTop(f *ast.File) []string {
 	var names []string
-	add := func(id *ast.Ident) {
-		if id.Name != "_" && !slices.Contains(names, id.Name) {
-			names = append(names, id.Name)
-		}
-	}
 	for _, d := range f.Decls {
-		fn, ok := d.(*ast.FuncDecl)
-		if !ok {
-			continue
-		}
-		for _, s := range fn.Body.List {
-			switch s := s.(type) {
-			case *ast.AssignStmt:
-				if s.Tok == token.DEFINE {
-					for _, e := range s.Lhs {
-						add(e.(*ast.Ident))
-					}
-				}
-			case *ast.DeclStmt:
-				if g, ok := s.Decl.(*ast.GenDecl); ok && g.Tok == token.VAR {
-					for _, spec := range g.Specs {
-						for _, id := range spec.(*ast.ValueSpec).Names {
-							add(id)
-						}
+		if fn, ok := d.(*ast.FuncDecl); ok {
+			for _, s := range fn.Body.List {
+				for _, id := range declaredBy(s) {
+					if id.Name != "_" && !slices.Contains(names, id.Name) {
+						names = append(names, id.Name)
 					}
 				}
 			}
 		}
 	}
 	return names
+}
+
+// declaredBy returns the names a statement declares: x, y := ... or var x T.
+func declaredBy(s ast.Stmt) []*ast.Ident {
+	var ids []*ast.Ident
+	switch s := s.(type) {
+	case *ast.AssignStmt:
+		if s.Tok == token.DEFINE {
+			for _, e := range s.Lhs {
+				ids = append(ids, e.(*ast.Ident))
+			}
+		}
+	case *ast.DeclStmt:
+		if g, ok := s.Decl.(*ast.GenDecl); ok && g.Tok == token.VAR {
+			for _, spec := range g.Specs {
+				ids = append(ids, spec.(*ast.ValueSpec).Names...)
+			}
+		}
+	}
+	return ids
 }
 
 // splitImports returns a block's leading import declarations, the rest, and

@@ -14,7 +14,8 @@
 #   binaries    redis-server, redis-cli, /usr/lib/postgresql/*/bin/{initdb,pg_ctl}, etcd, etcdctl,
 #               prometheus, promtool,
 #               java + /usr/share/java/zookeeper.jar, /usr/bin/python3 with kazoo,
-#               javac + /usr/share/java/curator-recipes.jar (Apache Curator) and slf4j-nop.jar
+#               javac + /usr/share/java/curator-recipes.jar (Apache Curator) and slf4j-nop.jar,
+#               chromium + chromedriver (Debian's), for the demo's pictures in a real browser
 #
 # etcd runs no shared server: the etcd tests start their own private etcd
 # processes (internal/testsvc.StartEtcd) on free ports with temp data dirs, so
@@ -243,6 +244,20 @@ ensure_prometheus() {
   say prom "binaries only, tests start their own ($(prometheus --version 2>&1 | head -n 1))"
 }
 
+# --------------------------------------------------------------- browser
+# Debian's Chromium and its ChromeDriver: the demo's pictures (latchkey demo
+# --html) are checked in a real headless browser, over WebDriver on loopback.
+ensure_chromium() {
+  local pkgs=()
+  command -v chromium >/dev/null 2>&1 || pkgs+=(chromium)
+  command -v chromedriver >/dev/null 2>&1 || pkgs+=(chromium-driver)
+  if [ "${#pkgs[@]}" -gt 0 ]; then
+    apt_install chromium "${pkgs[@]}" fonts-dejavu-core
+  fi
+  command -v chromedriver >/dev/null 2>&1 || die "chromedriver not on PATH after installing chromium-driver"
+  say chromium "binaries only, tests start their own ($(chromium --version 2>/dev/null | head -n 1))"
+}
+
 # ------------------------------------------------------------ ZooKeeper
 ZK_JAR=/usr/share/java/zookeeper.jar
 CURATOR_JAR=/usr/share/java/curator-recipes.jar
@@ -385,5 +400,6 @@ ensure_mariadb
 ensure_etcd
 ensure_prometheus
 ensure_zookeeper
+ensure_chromium
 ensure_nats
 ensure_rabbitmq

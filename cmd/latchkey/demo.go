@@ -24,6 +24,15 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
+	var page *os.File
+	if cl.HTML != "" { // created first, so a path that cannot be written fails before the run
+		f, err := os.Create(cl.HTML)
+		if err != nil {
+			fmt.Fprintf(stderr, "latchkey demo: --html: %v\n", err)
+			return exitUsage
+		}
+		page = f
+	}
 	var progress io.Writer
 	if !cl.JSON {
 		progress = stdout
@@ -31,6 +40,11 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rep, err := demo.Run(ctx, cl.Options(), progress)
 	if err == nil && cl.JSON {
 		err = rep.WriteJSON(stdout)
+	}
+	if page != nil {
+		if err = writePage(page, rep, err); err == nil {
+			fmt.Fprintf(stderr, "latchkey demo: the report as pictures: %s\n", cl.HTML)
+		}
 	}
 	switch {
 	case errors.Is(err, demo.ErrUnknownScenario):
@@ -46,6 +60,21 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// writePage writes the HTML report to f and closes it; after a run that
+// failed (err) it removes the file instead, so no half-page is left.
+func writePage(f *os.File, rep *demo.Report, err error) error {
+	if err == nil {
+		err = rep.WriteHTML(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+	}
+	return err
 }
 
 // workerCmd is one of the demo's workers, a child process of the demo.

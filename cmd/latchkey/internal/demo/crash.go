@@ -160,8 +160,8 @@ func (d *demo) crashRun(ctx context.Context, tlU, tlG *timeline) (*crashUnguarde
 	naiveHolder.Kill()
 	killed := time.Now()
 	g.KilledAfterMS = ms(killed.Sub(held))
-	tlG.add(killed, "demo", kindKilled, "SIGKILL "+holder.name+": it never unlocks", 0)
-	tlU.add(killed, "demo", kindKilled, "SIGKILL "+naiveHolder.name+": it never unlocks", 0)
+	tlG.signal(killed, kindKilled, holder.name, "SIGKILL "+holder.name+": it never unlocks")
+	tlU.signal(killed, kindKilled, naiveHolder.name, "SIGKILL "+naiveHolder.name+": it never unlocks")
 
 	locker := d.lockFor()
 	g.ImmediateTry = "refused"

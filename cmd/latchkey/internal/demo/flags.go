@@ -13,6 +13,9 @@ type CommandLine struct {
 	// JSON is --json: print the report as one JSON document instead of
 	// the text report as it goes.
 	JSON bool
+	// HTML is --html FILE: also write the report as one HTML page of
+	// pictures, a timeline per run, to FILE.
+	HTML string
 
 	db, backend, only string
 	sabotage          bool
@@ -23,6 +26,7 @@ type CommandLine struct {
 func Flags(fs *flag.FlagSet) *CommandLine {
 	c := &CommandLine{}
 	fs.BoolVar(&c.JSON, "json", false, "print the report as one JSON document")
+	fs.StringVar(&c.HTML, "html", "", "also write the report as an HTML page of timelines to FILE")
 	fs.StringVar(&c.db, "db", "", "where the data and the idempotency keys live")
 	fs.StringVar(&c.backend, "backend", "", "lock backend URL")
 	fs.StringVar(&c.only, "only", "", "run only these scenarios")
@@ -44,7 +48,8 @@ func (c *CommandLine) Options() Options {
 const helpWidth = 79
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, `Usage: latchkey demo [--json] [--db URL] [--backend URL] [--only NAMES]
+	fmt.Fprint(w, `Usage: latchkey demo [--json] [--html FILE] [--db URL] [--backend URL]
+                     [--only NAMES]
 
 Runs the classic duplicate failures for real, with child processes on
 loopback, and shows each one without its guard (the damage, counted) and with
@@ -60,6 +65,10 @@ refused. Exit status 1 if a guarded run shows damage, 130 if interrupted.
 
 Flags:
   --json         print the report, timelines included, as one JSON document
+  --html FILE    also write the report as one self-contained HTML page: each
+                 run's timeline as a picture, a lane per instance, the locks
+                 held with their tokens, each write applied or refused, each
+                 pause and kill, the unguarded run beside the guarded one
   --db URL       the business data and the idempotency/dedup keys (1, 2):
                  a SQLite file (path or sqlite:///path), postgres://...,
                  mysql://user:pass@host:3306/db (MySQL 8.0, MariaDB 10.6), or

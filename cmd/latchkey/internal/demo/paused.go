@@ -200,7 +200,7 @@ func (d *demo) pausedRun(ctx context.Context, mode string, holder, successor *pr
 	}
 	pausedAt := time.Now()
 	defer func() { _ = holder.Resume() }() // never leave it frozen
-	tl.add(pausedAt, "demo", kindPaused, prefix+"SIGSTOP "+holder.name+": frozen mid-work, its renewals stop", 0)
+	tl.signal(pausedAt, kindPaused, holder.name, prefix+"SIGSTOP "+holder.name+": frozen mid-work, its renewals stop")
 
 	if err := successor.Go(); err != nil {
 		return nil, err
@@ -220,8 +220,8 @@ func (d *demo) pausedRun(ctx context.Context, mode string, holder, successor *pr
 		return nil, err
 	}
 	r.PausedMS = ms(resumed.Sub(pausedAt))
-	tl.add(resumed, "demo", kindResumed, fmt.Sprintf("%sSIGCONT %s after %s: it goes on where it was", prefix,
-		holder.name, seconds(resumed.Sub(pausedAt))), 0)
+	tl.signal(resumed, kindResumed, holder.name, fmt.Sprintf("%sSIGCONT %s after %s: it goes on where it was", prefix,
+		holder.name, seconds(resumed.Sub(pausedAt))))
 	expected := int64(pausedStart)
 	if r.LateWrite, err = d.pausedWrites(ctx, holder, pausedHolderAmt, r, say, &expected); err != nil {
 		return nil, err

@@ -63,6 +63,7 @@ type step struct {
 	Event string `json:"event"` // for people
 	Token uint64 `json:"token,omitempty"`
 	Count int    `json:"count,omitempty"` // > 1: this many alike steps
+	On    string `json:"on,omitempty"`    // the worker a signal went to
 }
 
 func (s *Result) say(format string, args ...any) {

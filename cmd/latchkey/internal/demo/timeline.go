@@ -30,6 +30,14 @@ func (tl *timeline) addN(t time.Time, actor string, k kind, text string, token u
 		Event: text, Token: token, Count: n})
 }
 
+// signal records the demo signalling the worker named on (a pause, a
+// resume, a kill) at t.
+func (tl *timeline) signal(t time.Time, k kind, on, text string) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.steps = append(tl.steps, step{AtMS: max(ms(t.Sub(tl.began)), 0), Actor: "demo", Kind: k, Event: text, On: on})
+}
+
 // event records what a worker reported, as actor did text: the event's
 // time, kind and token.
 func (tl *timeline) event(actor string, ev event, text string) {
