@@ -102,6 +102,23 @@ func isHelpFlag(arg string) bool { return arg == "-h" || arg == "-help" || arg =
 // status 2. When ok is false the command returns code at once. The usage is
 // whatever fs.Usage writes to fs.Output().
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	if code, ok := parseOnly(fs, args, stdout, stderr); !ok {
+		return code, false
+	}
+	return settled(fs, stderr)
+}
+
+// settled resolves the backend flags after parsing (backend_flag.go).
+func settled(fs *flag.FlagSet, stderr io.Writer) (code int, ok bool) {
+	if err := settleBackend(fs, stderr); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), strings.TrimPrefix(err.Error(), errBackendFlags.Error()+": "))
+		return exitUsage, false
+	}
+	return exitOK, true
+}
+
+// parseOnly is parseFlags without settling the backend flags.
+func parseOnly(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
 	if c, ok := stdout.(*flagCollector); ok { // completion asks for the flags (completion.go)
 		c.fs = fs
 		return exitOK, false
@@ -128,15 +145,17 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code
 // "--" ends the flags. It returns the names in their order.
 func parseNamed(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (names []string, code int, ok bool) {
 	for {
-		if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		if code, ok := parseOnly(fs, args, stdout, stderr); !ok {
 			return nil, code, false
 		}
 		rest := fs.Args()
 		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			return append(names, rest...), exitOK, true
+			code, ok := settled(fs, stderr)
+			return append(names, rest...), code, ok
 		}
 		if len(rest) == 0 {
-			return names, exitOK, true
+			code, ok := settled(fs, stderr)
+			return names, code, ok
 		}
 		names, args = append(names, rest[0]), rest[1:]
 	}

@@ -68,8 +68,7 @@ func electCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Var(&wait, "wait", "how long to wait to be elected, a `duration`: 0 tries once, forever waits until interrupted")
 	grace := fs.Duration("grace", 10*time.Second, "after a lost term, time between SIGTERM and SIGKILL")
 	again := fs.Bool("again", false, "campaign again after each term instead of exiting")
-	backend := fs.String("backend", defaultRunBackend(),
-		"lock backend URL: sqlite:///path, postgres://..., redis://host:port, etcd://..., zk://... ($"+envBackend+")")
+	backend := backendFlag(fs, "lock backend URL: sqlite:///path, postgres://..., redis://host:port, etcd://..., zk://...")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -195,7 +194,7 @@ func electWatch(ctx context.Context, sub string, args []string, stdout, stderr i
 	name := "latchkey elect " + sub
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), electUsage); fs.PrintDefaults() }
-	backend := fs.String("backend", defaultRunBackend(), "lock backend URL, as for latchkey run ($"+envBackend+")")
+	backend := backendFlag(fs, "lock backend URL, as for latchkey run")
 	asJSON := fs.Bool("json", false, "print JSON (observe: one object per line)")
 	changes := 0
 	if sub == "observe" {

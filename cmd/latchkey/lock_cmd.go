@@ -164,7 +164,7 @@ type lockFlagSet struct {
 
 func lockFlags(name string) *lockFlagSet {
 	f := &lockFlagSet{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
-	f.fs.StringVar(&f.backend, "backend", defaultRunBackend(), "lock backend URL, as for latchkey run ($"+envBackend+")")
+	backendFlagVar(f.fs, &f.backend, "lock backend URL, as for latchkey run")
 	f.fs.BoolVar(&f.json, "json", false, "print JSON")
 	return f
 }
@@ -210,7 +210,10 @@ func lockLs(ctx context.Context, l lock.Locker, v *views, f *lockFlagSet, name s
 // masked (a secret never goes to the terminal: type it in, or use the
 // environment).
 func backendArg(fs *flag.FlagSet, backend string) string {
-	if !flagSet(fs, "backend") {
+	switch {
+	case flagSet(fs, "backend-file"):
+		return " --backend-file " + strconv.Quote(fs.Lookup("backend-file").Value.String())
+	case !flagSet(fs, "backend"):
 		return ""
 	}
 	return " --backend " + strconv.Quote(lockurl.Redact(backend))

@@ -92,8 +92,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&wait, "wait", "how long to wait for a held lock, a `duration`: 0 tries once, forever waits until interrupted")
 	grace := fs.Duration("grace", 10*time.Second, "after a lost lease, time between SIGTERM and SIGKILL")
 	holder := fs.String("holder", defaultHolder(), "who holds the lock, as lock ls and show print it: at most "+strconv.Itoa(lock.MaxHolderLen)+" bytes, no secrets")
-	backend := fs.String("backend", defaultRunBackend(),
-		"lock backend URL: sqlite:///path, postgres://..., redis://host:port, ... ($"+envBackend+")")
+	backend := backendFlag(fs, "lock backend URL: sqlite:///path, postgres://..., redis://host:port, ...")
 	rw := addRWFlags(fs)
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code

@@ -31,7 +31,7 @@ Flags:
 
 func semaphoreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("semaphore show", flag.ContinueOnError)
-	backend := fs.String("backend", defaultRunBackend(), "backend URL, as for latchkey run ($"+envBackend+")")
+	backend := backendFlag(fs, "backend URL, as for latchkey run")
 	asJSON := fs.Bool("json", false, "print JSON")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), semaphoreUsage); fs.PrintDefaults() }
 	if len(args) == 0 || isHelpFlag(args[0]) {

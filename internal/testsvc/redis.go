@@ -1,6 +1,7 @@
 package testsvc
 
 import (
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -49,7 +50,10 @@ func StartRedis(t testing.TB, args ...string) *RedisServer {
 			}
 			return exec.Command(bin, append(argv, s.args...)...)
 		},
-		ready: func() bool { return pingRedis(s.Addr(), 200*time.Millisecond) == nil },
+		ready: func() bool {
+			err := pingRedis(s.Addr(), 200*time.Millisecond)
+			return err == nil || errors.Is(err, errRedisNeedsAuth) // up, with --requirepass
+		},
 	}
 	t.Cleanup(func() {
 		s.Stop()

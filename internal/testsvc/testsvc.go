@@ -30,6 +30,7 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -124,11 +125,18 @@ func pingRedis(addr string, timeout time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("reading PING reply: %w", err)
 	}
-	if line = strings.TrimRight(line, "\r\n"); line != "+PONG" {
+	switch line = strings.TrimRight(line, "\r\n"); {
+	case strings.HasPrefix(line, "-NOAUTH"):
+		return fmt.Errorf("%w: PING answered %q", errRedisNeedsAuth, line)
+	case line != "+PONG":
 		return fmt.Errorf("PING answered %q", line)
 	}
 	return nil
 }
+
+// errRedisNeedsAuth is a Redis that answers, but only to a client that
+// authenticates first (requirepass, ACL users).
+var errRedisNeedsAuth = errors.New("redis needs authentication")
 
 // PostgresURL returns the URL of the shared PostgreSQL database
 // (LATCHKEY_POSTGRES_URL, default

@@ -158,6 +158,18 @@ func TestEtcd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+
+	// user:password@ authenticates with the digest scheme: a Locker
+	// without the credentials cannot take, or even queue for, the lock.
+	held, err := open(t, "zk://alice:s3cret@"+ep+"/secure").Acquire(t.Context(), key, lock.WithTTL(5*time.Second))
+	if err != nil {
+		t.Fatalf("with credentials: %v", err)
+	}
+	defer held.Release(t.Context())
+	if _, err := open(t, "zk://"+ep+"/secure").Acquire(t.Context(), key, lock.WithWait(0)); err == nil || errors.Is(err, lock.ErrNotAcquired) ||
+		!strings.Contains(err.Error(), "not authenticated") {
+		t.Errorf("without credentials: %v, want ZooKeeper's refusal", err)
+	}
 }
 
 func TestZooKeeper(t *testing.T) {
@@ -205,7 +217,7 @@ func TestBadURLs(t *testing.T) {
 		{url: "etcd://user:" + secret + "@127.0.0.1:1", says: "127.0.0.1:1"},
 		{url: "zk://", invalid: true, says: "names no server"},
 		{url: "zk://a:1,,b:2", invalid: true, says: "empty server"},
-		{url: "zk://user:" + secret + "@127.0.0.1:1", invalid: true, says: "no user or password"},
+		{url: "zk://user@127.0.0.1:1", invalid: true, says: "needs user:password@"},
 		{url: "zk://127.0.0.1:1?bogus=1", invalid: true, says: "unknown or repeated parameter"},
 		{url: "zk://127.0.0.1:1?session=soon", invalid: true, says: "session"},
 		{url: "zk://127.0.0.1:1?tick=0s", invalid: true, says: "tick: want a positive duration"},

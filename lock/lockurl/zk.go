@@ -14,9 +14,11 @@ import (
 // earlier deadline.
 const zkDialTimeout = 5 * time.Second
 
-// zk://host:port[,host:port...][/prefix][?session=30s&tick=2s&names=kazoo]: a
+// zk://[user:password@]host:port[,host:port...][/prefix][?session=30s&tick=2s&names=kazoo]: a
 // ZooKeeper ensemble through any of the listed servers (port 2181 when none
-// is given). The path is the parent of the lock znodes (zklock.WithPrefix;
+// is given). A user and password authenticate the session with the digest
+// scheme, and the nodes created are then that identity's alone
+// (zklock.WithDigestAuth). The path is the parent of the lock znodes (zklock.WithPrefix;
 // none means /latchkey). session is the session timeout to ask for, which
 // bounds the TTLs Acquire accepts; tick is the servers' tickTime
 // (zklock.WithTickTime: give it when it is longer than 2 s); names=kazoo writes kazoo's node names
@@ -40,14 +42,18 @@ func zkConfig(u *url.URL) ([]string, []zklock.Option, error) {
 	if u.Opaque != "" || u.Host == "" {
 		return nil, nil, invalidf("zk URL names no server; write zk://host:port[,host:port][/prefix]")
 	}
-	if u.User != nil {
-		return nil, nil, invalidf("zk URL takes no user or password (digest auth is not supported)")
-	}
 	servers, err := zkServers(u.Host)
 	if err != nil {
 		return nil, nil, err
 	}
 	var opts []zklock.Option
+	if u.User != nil {
+		password, ok := u.User.Password()
+		if !ok || u.User.Username() == "" {
+			return nil, nil, invalidf("zk URL: digest authentication needs user:password@")
+		}
+		opts = append(opts, zklock.WithDigestAuth(u.User.Username(), password))
+	}
 	if p := strings.TrimSuffix(u.Path, "/"); p != "" {
 		opts = append(opts, zklock.WithPrefix(p))
 	}

@@ -60,7 +60,7 @@ var (
 func newBackend(conn *zk.Conn, log *sessionLog, h *horizon, o options) *backend {
 	b := &backend{
 		conn: conn, log: log, prefix: o.prefix, names: o.names,
-		acl:      zk.WorldACL(zk.PermAll),
+		acl:      o.acl,
 		orphans:  map[string]string{},
 		horizon:  h,
 		tickTime: o.tick,

@@ -46,6 +46,10 @@ type options struct {
 	session time.Duration
 	tick    time.Duration
 	names   NodeNames
+	digest  bool     // WithDigestAuth was given
+	user    string   // its user
+	secret  string   // and password
+	acl     []zk.ACL // of the nodes created; nil: see WithACL
 }
 
 // DefaultPrefix is the parent of every lock path unless WithPrefix is given.
@@ -91,6 +95,30 @@ func WithNodeNames(n NodeNames) Option {
 	return func(o *options) { o.names = n }
 }
 
+// WithDigestAuth authenticates the Locker's session with ZooKeeper's digest
+// scheme as user with password (what Curator's authorization("digest",
+// "user:password") and kazoo's auth_data=[("digest", "user:password")]
+// send), again after every reconnection. The nodes the Locker creates are
+// then open to that identity alone (CREATOR_ALL_ACL) unless WithACL says
+// otherwise: a client without the credentials can neither delete a held
+// lock's node nor change its data, nor contend for the lock. Every party
+// of a lock (latchkey, Curator, kazoo) must authenticate as the same user.
+// ZooKeeper does not check a digest password when a session authenticates,
+// only when a node is used: a wrong password shows as an error wrapping
+// zk.ErrNoAuth from Acquire.
+func WithDigestAuth(user, password string) Option {
+	return func(o *options) { o.user, o.secret, o.digest = user, password, true }
+}
+
+// WithACL sets the ACL of every node the Locker creates (lock, read-write
+// lock, semaphore and election nodes, and their parents). Default: with
+// WithDigestAuth, zk.AuthACL(zk.PermAll), the creator's identity alone;
+// without it, zk.WorldACL(zk.PermAll), open to any client that reaches the
+// ensemble. Nodes that already exist keep the ACL they were created with.
+func WithACL(acl []zk.ACL) Option {
+	return func(o *options) { o.acl = acl }
+}
+
 // New connects to the ZooKeeper servers (host:port each), waits until a
 // session is established or ctx is done, and returns a Locker that keeps its
 // locks under the prefix. Errors: one wrapping lock.ErrInvalid for bad
@@ -118,6 +146,9 @@ func New(ctx context.Context, servers []string, opts ...Option) (*Locker, error)
 	}
 	if o.names != CuratorNames && o.names != KazooNames {
 		return nil, fmt.Errorf("%w: zklock: unknown NodeNames %d", lock.ErrInvalid, o.names)
+	}
+	if err := o.checkAuth(); err != nil {
+		return nil, err
 	}
 	log := &sessionLog{ready: make(chan struct{})}
 	h := &horizon{}
@@ -150,6 +181,14 @@ func New(ctx context.Context, servers []string, opts ...Option) (*Locker, error)
 		conn.Close()
 		return nil, ctx.Err()
 	}
+	if o.digest {
+		// go-zookeeper keeps the credentials and sends them again after
+		// every reconnection, before any other request.
+		if err := conn.AddAuth("digest", []byte(o.user+":"+o.secret)); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("zklock: digest authentication: %w", err)
+		}
+	}
 	bmu.Lock()
 	b = newBackend(conn, log, h, o)
 	bmu.Unlock()
@@ -159,6 +198,28 @@ func New(ctx context.Context, servers []string, opts ...Option) (*Locker, error)
 		return nil, err
 	}
 	return &Locker{Manager: m, b: b}, nil
+}
+
+// checkAuth validates the credentials and the ACL, and chooses the ACL's
+// default.
+func (o *options) checkAuth() error {
+	if o.digest && (o.user == "" || strings.ContainsAny(o.user, ":\x00")) {
+		return fmt.Errorf("%w: zklock: digest user must be non-empty, without ':' or NUL", lock.ErrInvalid)
+	}
+	switch {
+	case o.acl == nil && o.digest:
+		o.acl = zk.AuthACL(zk.PermAll)
+	case o.acl == nil:
+		o.acl = zk.WorldACL(zk.PermAll)
+	case len(o.acl) == 0:
+		return fmt.Errorf("%w: zklock: empty ACL: nobody could use the nodes", lock.ErrInvalid)
+	}
+	for _, a := range o.acl {
+		if a.Scheme == "auth" && !o.digest {
+			return fmt.Errorf("%w: zklock: an ACL of the auth scheme needs WithDigestAuth", lock.ErrInvalid)
+		}
+	}
+	return nil
 }
 
 // SessionTimeout returns the session timeout the server granted, the longest
