@@ -3,6 +3,8 @@ package zklock_test
 import (
 	"context"
 	"errors"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,6 +108,47 @@ func TestDigestAuthOptionsRefuseBadInput(t *testing.T) {
 		}
 		if !errors.Is(err, lock.ErrInvalid) {
 			t.Errorf("%s: %v, want lock.ErrInvalid before any connection", name, err)
+		}
+	}
+}
+
+// kazooAuthScript tries to take a lock with kazoo, authenticated as
+// argv[3] (or not at all when it is ""), and prints what happened.
+const kazooAuthScript = `
+import sys, logging
+logging.basicConfig(level=logging.CRITICAL)
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError, LockTimeout
+auth = [("digest", sys.argv[3])] if sys.argv[3] else None
+zk = KazooClient(hosts=sys.argv[1], timeout=5, auth_data=auth)
+zk.start(timeout=10)
+lk = zk.Lock(sys.argv[2], identifier="kazoo")
+try:
+    print("got" if lk.acquire(timeout=1.5) else "busy", flush=True)
+except LockTimeout:
+    print("busy", flush=True)
+except NoAuthError:
+    print("noauth", flush=True)
+zk.stop(); zk.close()
+`
+
+// kazoo with the same digest credentials contends for a lock latchkey
+// holds (and waits: busy); kazoo without them is refused by the ACL.
+func TestDigestAuthWithKazoo(t *testing.T) {
+	if err := exec.Command(python, "-c", "import kazoo").Run(); err != nil {
+		testsvc.Unavailable(t, "kazoo not importable by %s (apt-get install python3-kazoo): %v", python, err)
+	}
+	srv := startZK(t)
+	ours := newLocker(t, srv, zklock.WithDigestAuth("alice", "s3cret"), zklock.WithPrefix("/locks"), zklock.WithNodeNames(zklock.KazooNames))
+	lease, err := ours.Acquire(t.Context(), "shared", lock.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(t.Context())
+	for creds, want := range map[string]string{"alice:s3cret": "busy", "": "noauth", "alice:guess": "noauth"} {
+		out, err := exec.Command(python, "-c", kazooAuthScript, srv.Endpoint(), "/locks/shared", creds).Output()
+		if got := strings.TrimSpace(string(out)); err != nil || got != want {
+			t.Errorf("kazoo with credentials %q: %q, %v; want %q", creds, got, err, want)
 		}
 	}
 }
