@@ -18,7 +18,7 @@ func openRedis(ctx context.Context, raw string, _ *url.URL) (Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	opt, err := redis.ParseURL(raw)
+	opt, err := backendurl.RedisOptions(raw)
 	if err != nil {
 		return nil, invalidf("%w", err)
 	}

@@ -158,8 +158,21 @@ func SQLiteDSN(path string) string {
 
 // ClusterOptions reads redis-cluster://[user:pass@]host1:port1,host2:port2[?opts],
 // a Redis Cluster reached through any of the listed nodes, with the options
-// redis.ParseClusterURL knows.
-func ClusterOptions(raw string) (*redis.ClusterOptions, error) {
+// redis.ParseClusterURL knows and the TLS files of RedisOptions.
+func ClusterOptions(rawURL string) (*redis.ClusterOptions, error) {
+	raw, cfg, err := TakeTLS(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis-cluster URL: %w", err)
+	}
+	opt, err := clusterOptions(raw)
+	if err != nil {
+		return nil, err
+	}
+	opt.TLSConfig = mergeTLS(opt.TLSConfig, cfg)
+	return opt, nil
+}
+
+func clusterOptions(raw string) (*redis.ClusterOptions, error) {
 	// redis.ParseClusterURL reads redis://host:port?addr=host2:port2; accept
 	// the friendlier comma-separated host list too.
 	rest := strings.TrimPrefix(raw, "redis-cluster://")

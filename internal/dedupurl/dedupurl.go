@@ -148,7 +148,7 @@ func openRedis(ctx context.Context, raw string, u *url.URL) (Store, error) {
 		}
 		c = redis.NewClusterClient(opt)
 	} else {
-		opt, err := redis.ParseURL(raw)
+		opt, err := backendurl.RedisOptions(raw)
 		if err != nil {
 			return nil, invalidf("%w", err)
 		}

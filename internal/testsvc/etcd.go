@@ -1,6 +1,8 @@
 package testsvc
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"net/http"
 	"os"
@@ -35,14 +37,43 @@ const etcdStartTimeout = 20 * time.Second
 // is shown when it fails to start.
 func StartEtcd(t testing.TB, args ...string) *EtcdServer {
 	t.Helper()
+	return startEtcd(t, "http", &http.Client{Timeout: 500 * time.Millisecond}, args)
+}
+
+// StartEtcdTLS is StartEtcd for a member that serves its clients over TLS
+// only, with c's server certificate, and with clientCerts requires a client
+// certificate signed by c's CA (--client-cert-auth), as a Kubernetes etcd
+// does.
+func StartEtcdTLS(t testing.TB, c *Certs, clientCerts bool, args ...string) *EtcdServer {
+	t.Helper()
+	tlsArgs := []string{"--cert-file", c.ServerCert, "--key-file", c.ServerKey, "--trusted-ca-file", c.CA}
+	if clientCerts {
+		tlsArgs = append(tlsArgs, "--client-cert-auth")
+	}
+	pool := x509.NewCertPool()
+	pem, err := os.ReadFile(c.CA)
+	if err != nil || !pool.AppendCertsFromPEM(pem) {
+		t.Fatalf("testsvc: read the CA %s: %v", c.CA, err)
+	}
+	pair, err := tls.LoadX509KeyPair(c.ClientCert, c.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 500 * time.Millisecond, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
+	}}
+	return startEtcd(t, "https", hc, append(tlsArgs, args...))
+}
+
+func startEtcd(t testing.TB, scheme string, hc *http.Client, args []string) *EtcdServer {
+	t.Helper()
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		Unavailable(t, "testsvc: etcd not found on PATH (apt-get install etcd-server etcd-client)")
 	}
 	dir := t.TempDir()
 	s := &EtcdServer{}
-	client := func() string { return "http://" + s.Endpoint() }
-	hc := &http.Client{Timeout: 500 * time.Millisecond}
+	client := func() string { return scheme + "://" + s.Endpoint() }
 	s.process = &process{
 		t: t, name: "etcd", dir: dir, log: filepath.Join(dir, "etcd.log"),
 		timeout: etcdStartTimeout,

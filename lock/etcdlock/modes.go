@@ -17,11 +17,10 @@ import (
 // keys are read at the default places: a lock's under <name>/ (hexadecimal
 // lease ids, as concurrency.Mutex writes them), a read-write lock's under
 // <name>/read/ and <name>/write/, a semaphore's under
-// DefaultSemaphorePrefix<name>/; a Locker with WithPrefix reads its own
-// prefix for locks and read-write locks.
+// DefaultSemaphorePrefix<name>/, each after the prefix of WithPrefix.
 
 // modeOps are the count-only reads of the keys of name's modes other than
-// own, under the lock and read-write prefix prefix; modeOf reads their
+// own, under the Locker's prefix; modeOf reads their
 // answers back.
 func modeOps(prefix, name, own string) []clientv3.Op {
 	dir := prefix + name + "/"
@@ -36,7 +35,7 @@ func modeOps(prefix, name, own string) []clientv3.Op {
 			clientv3.OpGet(dir+"write/", clientv3.WithPrefix(), clientv3.WithCountOnly()))
 	}
 	if own != lock.ModeSemaphore {
-		ops = append(ops, clientv3.OpGet(DefaultSemaphorePrefix+name+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()))
+		ops = append(ops, clientv3.OpGet(prefix+DefaultSemaphorePrefix+name+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()))
 	}
 	return ops
 }

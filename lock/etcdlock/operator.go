@@ -88,12 +88,12 @@ func parentOf(rel string) (string, bool) {
 // lockName returns the name of the lock whose contender's key is rel
 // (<name>/<lease ID in hex>), or false for a key of another kind: a
 // read-write lock's (<name>/read/… or <name>/write/…) or a semaphore's
-// under DefaultSemaphorePrefix, when the Locker's prefix is above it. A
+// under the Locker's prefix and DefaultSemaphorePrefix. A
 // lock whose own name ends in "/read" or "/write" is therefore not listed
 // (InspectLock still shows it).
 func (b *backend) lockName(rel string) (string, bool) {
 	name, ok := parentOf(rel)
-	if _, rw := rwName(rel); !ok || rw || strings.HasPrefix(b.prefix+rel, DefaultSemaphorePrefix) {
+	if _, rw := rwName(rel); !ok || rw || strings.HasPrefix(rel, DefaultSemaphorePrefix) {
 		return "", false
 	}
 	return name, true

@@ -19,8 +19,10 @@ import (
 	"github.com/latchkey-go/latchkey/semaphore"
 )
 
-// DefaultSemaphorePrefix starts every key of NewSemaphores's Client unless
-// WithPrefix says otherwise.
+// DefaultSemaphorePrefix starts every key of NewSemaphores's Client, after
+// the prefix of WithPrefix if one is given: a semaphore of a Client with
+// WithPrefix(p) lives under p+DefaultSemaphorePrefix, beside the locks of a
+// Locker with the same prefix, so a role allowed p alone can use both.
 const DefaultSemaphorePrefix = "latchkey/semaphore/"
 
 // NewSemaphores returns a semaphore.Client whose permits live in the etcd
@@ -45,19 +47,20 @@ func NewSemaphores(c Client, opts ...Option) (*semaphore.Client, error) {
 	if c == nil || (reflect.ValueOf(c).Kind() == reflect.Pointer && reflect.ValueOf(c).IsNil()) {
 		return nil, fmt.Errorf("%w: etcdlock: nil client", lock.ErrInvalid)
 	}
-	o := options{prefix: DefaultSemaphorePrefix}
+	var o options
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
 	}
-	return semaphore.New(&semBackend{c: c, prefix: o.prefix, byOwner: map[string]*permit{}, idle: map[int64][]idleLease{}})
+	return semaphore.New(&semBackend{c: c, prefix: o.prefix + DefaultSemaphorePrefix, lockPrefix: o.prefix, byOwner: map[string]*permit{}, idle: map[int64][]idleLease{}})
 }
 
 // semBackend is the semaphore lock.Backend on etcd.
 type semBackend struct {
-	c      Client
-	prefix string
+	c          Client
+	prefix     string // of the semaphores' keys
+	lockPrefix string // of the locks' and read-write locks' of the same names
 
 	mu      sync.Mutex
 	byOwner map[string]*permit    // guarded by mu
@@ -268,7 +271,7 @@ func (b *semBackend) putLocked(ctx context.Context, p *permit, r semaphore.Reque
 	resp, err := b.c.Txn(ctx).Then(append([]clientv3.Op{
 		clientv3.OpPut(p.key, value(r, owner), clientv3.WithLease(p.lease)),
 		clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
-	}, modeOps("", r.Name, lock.ModeSemaphore)...)...).Commit()
+	}, modeOps(b.lockPrefix, r.Name, lock.ModeSemaphore)...)...).Commit()
 	if reused {
 		rf := <-refreshed
 		if rf.err != nil && err == nil {

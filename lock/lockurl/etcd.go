@@ -2,13 +2,17 @@ package lockurl
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/latchkey-go/latchkey/internal/backendurl"
 	"github.com/latchkey-go/latchkey/lock/etcdlock"
 )
 
@@ -16,10 +20,15 @@ import (
 // no earlier deadline.
 const etcdDialTimeout = 5 * time.Second
 
-// etcd://[user:password@]host:port[,host:port...][/prefix]: an etcd cluster
-// through any of the listed members, plain HTTP (gRPC without TLS). The path,
-// without its leading slash, is the key prefix (etcdlock.WithPrefix); none
-// means the layout of `etcdctl lock` and concurrency.Mutex.
+// etcd://[user:password@]host:port[,host:port...][/prefix][?cacert=FILE&cert=FILE&key=FILE]:
+// an etcd cluster through any of the listed members. The path, without its
+// leading slash, is the key prefix (etcdlock.WithPrefix); none means the
+// layout of `etcdctl lock` and concurrency.Mutex. The user and password
+// are those of etcd's authentication (etcdctl's --user); cacert, cert and
+// key are etcdctl's --cacert, --cert and --key, and turn TLS on: the CA
+// that signs the members' certificates, and the client's certificate for a
+// cluster started with --client-cert-auth. Without them the connection is
+// plain gRPC.
 func openEtcd(ctx context.Context, _ string, u *url.URL) (Locker, error) {
 	c, opts, err := etcdConnect(ctx, u)
 	if err != nil {
@@ -46,25 +55,43 @@ func etcdConnect(ctx context.Context, u *url.URL) (*clientv3.Client, []etcdlock.
 		}
 		eps = append(eps, h)
 	}
-	cfg := clientv3.Config{Endpoints: eps, DialTimeout: etcdDialTimeout, Logger: zap.NewNop(), Context: context.Background()}
+	rest, tlsCfg, err := backendurl.TakeTLS(u.String())
+	if err != nil {
+		return nil, nil, invalidf("etcd URL: %w", err)
+	}
+	if _, query, ok := strings.Cut(rest, "?"); ok && query != "" {
+		return nil, nil, invalidf("etcd URL: unknown parameters %q (known: cacert=FILE, cert=FILE, key=FILE)", query)
+	}
+	cfg := clientv3.Config{Endpoints: eps, DialTimeout: etcdDialTimeout, Logger: zap.NewNop(), Context: context.Background(), TLS: tlsCfg}
 	if u.User != nil {
 		cfg.Username = u.User.Username()
 		cfg.Password, _ = u.User.Password()
+	}
+	if tlsCfg != nil {
+		if err := backendurl.ProbeTLS(ctx, eps, tlsCfg); err != nil {
+			return nil, nil, fmt.Errorf("etcd: %w", err)
+		}
 	}
 	c, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	// clientv3.New does not contact the server: check it answers now.
+	var opts []etcdlock.Option
+	prefix := strings.TrimPrefix(u.Path, "/")
+	if prefix != "" {
+		opts = append(opts, etcdlock.WithPrefix(prefix))
+	}
+	// clientv3.New does not contact the server: check it answers now, and
+	// that the user may read where the locks live.
 	sctx, cancel := context.WithTimeout(ctx, etcdDialTimeout)
 	defer cancel()
-	if _, err := c.Get(sctx, "latchkey-lockurl-ping", clientv3.WithCountOnly()); err != nil {
+	if _, err := c.Get(sctx, prefix+"latchkey-lockurl-ping", clientv3.WithCountOnly()); err != nil {
 		_ = c.Close()
+		if errors.Is(err, rpctypes.ErrPermissionDenied) {
+			return nil, nil, fmt.Errorf("etcd: user %q may not use the keys under %q: %w (grant its role readwrite on that prefix)",
+				cfg.Username, prefix, err)
+		}
 		return nil, nil, err
-	}
-	var opts []etcdlock.Option
-	if p := strings.TrimPrefix(u.Path, "/"); p != "" {
-		opts = append(opts, etcdlock.WithPrefix(p))
 	}
 	return c, opts, nil
 }

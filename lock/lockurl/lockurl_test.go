@@ -158,18 +158,6 @@ func TestEtcd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-
-	// user:password@ authenticates with the digest scheme: a Locker
-	// without the credentials cannot take, or even queue for, the lock.
-	held, err := open(t, "zk://alice:s3cret@"+ep+"/secure").Acquire(t.Context(), key, lock.WithTTL(5*time.Second))
-	if err != nil {
-		t.Fatalf("with credentials: %v", err)
-	}
-	defer held.Release(t.Context())
-	if _, err := open(t, "zk://"+ep+"/secure").Acquire(t.Context(), key, lock.WithWait(0)); err == nil || errors.Is(err, lock.ErrNotAcquired) ||
-		!strings.Contains(err.Error(), "not authenticated") {
-		t.Errorf("without credentials: %v, want ZooKeeper's refusal", err)
-	}
 }
 
 func TestZooKeeper(t *testing.T) {
@@ -191,6 +179,18 @@ func TestZooKeeper(t *testing.T) {
 		if err := l.Release(t.Context()); err != nil {
 			t.Fatal(err)
 		}
+	}
+
+	// user:password@ authenticates with the digest scheme: a Locker
+	// without the credentials cannot take, or even queue for, the lock.
+	held, err := open(t, "zk://alice:s3cret@"+ep+"/secure").Acquire(t.Context(), key, lock.WithTTL(5*time.Second))
+	if err != nil {
+		t.Fatalf("with credentials: %v", err)
+	}
+	defer held.Release(t.Context())
+	if _, err := open(t, "zk://"+ep+"/secure").Acquire(t.Context(), key, lock.WithWait(0)); err == nil || errors.Is(err, lock.ErrNotAcquired) ||
+		!strings.Contains(err.Error(), "not authenticated") {
+		t.Errorf("without credentials: %v, want ZooKeeper's refusal", err)
 	}
 }
 

@@ -11,9 +11,11 @@ import (
 )
 
 // redis://[user:password@]host:port[/db][?opts]: one Redis, options as
-// redis.ParseURL reads them (rediss:// for TLS). redis-cluster://host1:port1,
-// host2:port2[?opts]: a Redis Cluster reached through any of the listed
-// nodes.
+// redis.ParseURL reads them (rediss:// for TLS), plus cacert=FILE (the CA
+// that signs the server's certificate) and cert=FILE&key=FILE (the client's
+// certificate, for a server that asks for one), which turn TLS on.
+// redis-cluster://host1:port1,host2:port2[?opts]: a Redis Cluster reached
+// through any of the listed nodes, with the same TLS files.
 func openRedis(ctx context.Context, raw string, u *url.URL) (Locker, error) {
 	c, err := redisConnect(ctx, raw, u)
 	if err != nil {
@@ -46,7 +48,7 @@ func redisConnect(ctx context.Context, raw string, u *url.URL) (redisClient, err
 		opt.ContextTimeoutEnabled = true
 		c = redis.NewClusterClient(opt)
 	} else {
-		opt, err := redis.ParseURL(raw)
+		opt, err := backendurl.RedisOptions(raw)
 		if err != nil {
 			return nil, invalidf("%w", err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/latchkey-go/latchkey/internal/backendurl"
 	"github.com/latchkey-go/latchkey/lock/redlock"
 )
 
@@ -36,7 +37,7 @@ func openRedlock(ctx context.Context, raw string, u *url.URL) (Locker, error) {
 			return nil, invalidf("redlock URL has an empty node in %q", u.Host)
 		}
 		node := &url.URL{Scheme: "redis", Host: h, Path: u.Path, RawQuery: u.RawQuery}
-		opt, err := redis.ParseURL(strings.Replace(node.String(), "redis://", "redis://"+auth, 1))
+		opt, err := backendurl.RedisOptions(strings.Replace(node.String(), "redis://", "redis://"+auth, 1))
 		if err != nil {
 			closeAll()
 			return nil, invalidf("%w", err)

@@ -3,7 +3,6 @@ package lockurl
 import (
 	"context"
 	"net/url"
-	"strings"
 
 	"github.com/latchkey-go/latchkey/internal/backendurl"
 	"github.com/latchkey-go/latchkey/lock"
@@ -111,9 +110,6 @@ func openEtcdSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphores,
 	c, opts, err := etcdConnect(ctx, u)
 	if err != nil {
 		return nil, err
-	}
-	if strings.TrimPrefix(u.Path, "/") == "" {
-		opts = nil // etcdlock's own semaphore prefix
 	}
 	s, err := etcdlock.NewSemaphores(c, opts...)
 	return owning(s, err)(c.Close)
