@@ -1,6 +1,8 @@
 package backendurl
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -15,7 +17,11 @@ import (
 // none is given), the database the path names (required: the tables live
 // there), and the query parameters as the driver's DSN parameters
 // (clientFoundRows, tls, timeout, readTimeout, or a session variable such as
-// tx_isolation='READ-COMMITTED'). parseTime=true unless the URL says otherwise, so
+// tx_isolation='READ-COMMITTED'). cacert=FILE, cert=FILE and key=FILE, as
+// on the other backends' URLs, turn on TLS verified against that CA (with
+// the client's certificate, for a server that asks for one); without them
+// the driver's own tls=true verifies against the system's roots.
+// parseTime=true unless the URL says otherwise, so
 // DATETIME columns of the program's own tables scan into time.Time, and
 // interpolateParams=true, so a statement is one round trip, not two. The DSN
 // holds the password: never print it; print Redact(rawURL).
@@ -31,11 +37,28 @@ func MySQLDSN(u *url.URL) (string, error) {
 	if u.Port() == "" {
 		addr = net.JoinHostPort(u.Hostname(), "3306")
 	}
-	// The driver parses the parameters; user and password are set after, as
-	// fields, so no character of theirs can be read as DSN syntax.
-	cfg, err := mysql.ParseDSN("tcp(" + addr + ")/" + db + "?" + u.RawQuery)
+	rest, tlsCfg, err := TakeTLS("?" + u.RawQuery)
 	if err != nil {
 		return "", fmt.Errorf("mysql URL: %w", err)
+	}
+	query := strings.TrimPrefix(rest, "?")
+	if tlsCfg != nil && u.Query().Has("tls") {
+		return "", errors.New("mysql URL: tls= and cacert=, cert=, key= both say how to verify the server; give one")
+	}
+	// The driver parses the parameters; user and password are set after, as
+	// fields, so no character of theirs can be read as DSN syntax.
+	cfg, err := mysql.ParseDSN("tcp(" + addr + ")/" + db + "?" + query)
+	if err != nil {
+		return "", fmt.Errorf("mysql URL: %w", err)
+	}
+	if tlsCfg != nil {
+		// A DSN names a TLS configuration by the name it was registered
+		// under: one name per set of files, registered anew each time, so
+		// a renewed certificate is read again.
+		cfg.TLSConfig = tlsConfigName(u.Query())
+		if err := mysql.RegisterTLSConfig(cfg.TLSConfig, tlsCfg); err != nil {
+			return "", fmt.Errorf("mysql URL: %w", err)
+		}
 	}
 	cfg.User = u.User.Username()
 	cfg.Passwd, _ = u.User.Password()
@@ -50,4 +73,13 @@ func MySQLDSN(u *url.URL) (string, error) {
 		cfg.InterpolateParams = true
 	}
 	return cfg.FormatDSN(), nil
+}
+
+// tlsConfigName names the TLS configuration of a mysql:// URL's files.
+func tlsConfigName(q url.Values) string {
+	h := sha256.New()
+	for _, k := range []string{ParamCACert, ParamCert, ParamKey} {
+		fmt.Fprintf(h, "%s=%q;", k, q.Get(k))
+	}
+	return "latchkey-" + hex.EncodeToString(h.Sum(nil)[:8])
 }

@@ -29,6 +29,7 @@ type PostgresServer struct {
 	data    string
 	logFile string
 	port    int
+	opts    string // more of postgres's -c settings, for StartPostgresTLS
 
 	mu sync.Mutex
 }
@@ -52,6 +53,44 @@ const pgStartTimeout = 60
 // processes that died without cleaning up are removed, and their servers
 // stopped, by the next StartPostgres.
 func StartPostgres(t testing.TB) *PostgresServer {
+	t.Helper()
+	return startPostgres(t, nil)
+}
+
+// StartPostgresTLS is StartPostgres for a server that takes TCP connections
+// over TLS only (hostssl in pg_hba.conf), with c's server certificate:
+// connect with sslmode=verify-full&sslrootcert=c.CA.
+func StartPostgresTLS(t testing.TB, c *Certs) *PostgresServer {
+	t.Helper()
+	return startPostgres(t, func(s *PostgresServer, owner *user.User) error {
+		// postgres refuses a key others can read, and must own it.
+		var files []string
+		for _, f := range []string{c.ServerCert, c.ServerKey} {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			dst := filepath.Join(s.dir, filepath.Base(f))
+			if err := os.WriteFile(dst, b, 0o600); err != nil {
+				return err
+			}
+			if err := chownTo(dst, owner); err != nil {
+				return err
+			}
+			files = append(files, dst)
+		}
+		hba := filepath.Join(s.data, "pg_hba.conf")
+		if err := os.WriteFile(hba, []byte("local all all trust\nhostssl all all 127.0.0.1/32 trust\n"), 0o600); err != nil {
+			return err
+		}
+		s.opts = fmt.Sprintf(" -c ssl=on -c ssl_cert_file=%s -c ssl_key_file=%s", files[0], files[1])
+		return chownTo(hba, owner)
+	})
+}
+
+// startPostgres starts a private cluster, after prepare (when not nil) has
+// changed its data directory or settings.
+func startPostgres(t testing.TB, prepare func(*PostgresServer, *user.User) error) *PostgresServer {
 	t.Helper()
 	binDir, err := postgresBinDir()
 	if err != nil {
@@ -94,6 +133,11 @@ func StartPostgres(t testing.TB) *PostgresServer {
 
 	if err := s.initData(base, owner); err != nil {
 		t.Fatalf("testsvc: %v", err)
+	}
+	if prepare != nil {
+		if err := prepare(s, owner); err != nil {
+			t.Fatalf("testsvc: prepare postgres: %v", err)
+		}
 	}
 
 	var lastErr error
@@ -193,7 +237,7 @@ func postmasterPid(data string) int {
 }
 
 func (s *PostgresServer) startLocked() error {
-	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off", s.port, s.dir)
+	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off", s.port, s.dir) + s.opts
 	out, err := s.pgCommand("pg_ctl", "-D", s.data, "-l", s.logFile, "-w", "-t", strconv.Itoa(pgStartTimeout), "-o", opts, "start")
 	if err != nil {
 		// pg_ctl may have left a half-started server behind.

@@ -141,3 +141,52 @@ func TestEtcdWithAuthentication(t *testing.T) {
 	refused(t, "etcd://billing:guess@"+ep+"/payments/", "authentication failed", "guess")
 	refused(t, "etcd://"+ep+"/payments/", "user name is empty", "")
 }
+
+// A PostgreSQL that takes TCP connections over TLS only, reached with
+// libpq's own parameters through pgx (sslmode=verify-full, sslrootcert):
+// locks, read-write locks and semaphores work; a CA that did not sign the
+// server's certificate is refused at Open, in TLS's words; and sslmode=disable is refused by the
+// server, which takes nothing without TLS.
+func TestPostgresVerifyFull(t *testing.T) {
+	c := testsvc.NewCerts(t)
+	srv := testsvc.StartPostgresTLS(t, c)
+	base := "postgres://postgres@127.0.0.1:" + strconv.Itoa(srv.Port()) + "/postgres?connect_timeout=5&"
+	verified := base + url.Values{"sslmode": {"verify-full"}, "sslrootcert": {c.CA}}.Encode()
+	holds(t, verified)
+	rw, err := lockurl.OpenRW(t.Context(), verified)
+	if err != nil {
+		t.Fatalf("OpenRW over TLS: %v", err)
+	}
+	rw.Close()
+	sems, err := lockurl.OpenSemaphores(t.Context(), verified)
+	if err != nil {
+		t.Fatalf("OpenSemaphores over TLS: %v", err)
+	}
+	sems.Close()
+
+	refused(t, base+url.Values{"sslmode": {"verify-full"}, "sslrootcert": {c.OtherCA}}.Encode(), "certificate signed by unknown authority", "")
+	refused(t, base+"sslmode=disable", "no pg_hba.conf entry", "")
+}
+
+// A MariaDB that requires TLS of every TCP client, reached with the CA in
+// the URL (cacert=, as on the other backends): locks and semaphores work; a CA that did not sign the server's
+// certificate is refused at Open in TLS's words, and a connection without
+// TLS by the server.
+func TestMySQLVerifiedTLS(t *testing.T) {
+	c := testsvc.NewCerts(t)
+	srv := testsvc.StartMySQLTLS(t, c)
+	base := "mysql://app@" + srv.Addr() + "/test?timeout=5s"
+	verified := base + "&" + url.Values{"cacert": {c.CA}}.Encode()
+	holds(t, verified)
+	sems, err := lockurl.OpenSemaphores(t.Context(), verified)
+	if err != nil {
+		t.Fatalf("OpenSemaphores over TLS: %v", err)
+	}
+	sems.Close()
+
+	refused(t, base+"&"+url.Values{"cacert": {c.OtherCA}}.Encode(), "certificate signed by unknown authority", "")
+	// MariaDB answers a client without TLS, under require_secure_transport,
+	// as it answers a wrong password.
+	refused(t, base, "Access denied", "")
+	refused(t, verified+"&tls=true", "give one", "")
+}
