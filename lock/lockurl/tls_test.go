@@ -190,3 +190,22 @@ func TestMySQLVerifiedTLS(t *testing.T) {
 	refused(t, base, "Access denied", "")
 	refused(t, verified+"&tls=true", "give one", "")
 }
+
+// A Redis Cluster whose nodes serve clients over TLS, ask for their
+// certificates and talk to each other over TLS, with an ACL user: reached
+// through any node's TLS port with the URL's files, and refused without
+// the client certificate.
+func TestRedisClusterWithTLS(t *testing.T) {
+	const userSecret = "cl0ster-pw"
+	c := testsvc.NewCerts(t)
+	tlsPorts := make([]string, 3)
+	testsvc.StartRedisCluster(t, func(i int) []string {
+		tlsPorts[i] = strconv.Itoa(testsvc.FreePort(t))
+		return []string{"--tls-port", tlsPorts[i], "--tls-cluster", "yes",
+			"--tls-cert-file", c.ServerCert, "--tls-key-file", c.ServerKey, "--tls-ca-cert-file", c.CA,
+			"--tls-auth-clients", "yes", "--user", "alice", "on", ">" + userSecret, "~*", "&*", "+@all"}
+	})
+	files := tlsQuery(c.CA, c.ClientCert, c.ClientKey)
+	holds(t, "redis-cluster://alice:"+userSecret+"@127.0.0.1:"+tlsPorts[0]+",127.0.0.1:"+tlsPorts[1]+"?"+files)
+	refused(t, "redis-cluster://alice:"+userSecret+"@127.0.0.1:"+tlsPorts[2]+"?"+tlsQuery(c.CA, "", ""), "certificate required", userSecret)
+}

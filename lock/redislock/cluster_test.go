@@ -1,12 +1,7 @@
 package redislock
 
 import (
-	"context"
-	"os/exec"
-	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -17,52 +12,10 @@ import (
 	"github.com/latchkey-go/latchkey/lock/locktest"
 )
 
-// startCluster starts a 3-master Redis Cluster of private servers, each with
-// an explicit cluster bus port (so no port+10000 needs to be free), and
-// returns its nodes once every node reports cluster_state:ok.
+// startCluster starts a 3-master Redis Cluster of private servers.
 func startCluster(t *testing.T) []*testsvc.RedisServer {
 	t.Helper()
-	cli, err := exec.LookPath("redis-cli")
-	if err != nil {
-		testsvc.Unavailable(t, "redis-cli not found on PATH (apt-get install redis-tools)")
-	}
-	var nodes []*testsvc.RedisServer
-	args := []string{"--cluster", "create"}
-	for range 3 {
-		bus := testsvc.FreePort(t)
-		n := testsvc.StartRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000", "--cluster-port", strconv.Itoa(bus))
-		nodes = append(nodes, n)
-		args = append(args, n.Addr())
-	}
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
-	}
-	waitClusterOK(t, nodes)
-	return nodes
-}
-
-func waitClusterOK(t *testing.T, nodes []*testsvc.RedisServer) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for _, n := range nodes {
-		c := redis.NewClient(&redis.Options{Addr: n.Addr()})
-		for {
-			info, err := c.ClusterInfo(context.Background()).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") {
-				break
-			}
-			if time.Now().After(deadline) {
-				c.Close()
-				t.Fatalf("cluster node %s not ok: %v %s", n.Addr(), err, info)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		c.Close()
-	}
+	return testsvc.StartRedisCluster(t, nil)
 }
 
 func newClusterClient(t testing.TB, nodes []*testsvc.RedisServer) *redis.ClusterClient {
@@ -97,7 +50,7 @@ func TestConformanceCluster(t *testing.T) {
 			for _, n := range nodes {
 				n.Restart()
 			}
-			waitClusterOK(t, nodes)
+			testsvc.WaitRedisCluster(t, nodes)
 		},
 	})
 }
