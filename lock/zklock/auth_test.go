@@ -152,3 +152,47 @@ func TestDigestAuthWithKazoo(t *testing.T) {
 		}
 	}
 }
+
+// Curator with the same digest credentials and CREATOR_ALL ACLs shares a
+// lock with latchkey both ways; its nodes, like ours, are its identity's
+// alone; Curator without the credentials cannot even queue.
+func TestDigestAuthWithCurator(t *testing.T) {
+	compiled := compileCurator(t)
+	srv := startZK(t)
+	const dir = "/curator/shared"
+	ours := newLocker(t, srv, zklock.WithDigestAuth("alice", "s3cret"), zklock.WithPrefix("/curator"))
+	lease, err := ours.Acquire(t.Context(), "shared", lock.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	java, classes := compiled()
+	cur := startCuratorMain(t, java, classes, "CuratorLock", srv.Endpoint(), dir, "alice:s3cret")
+	cur.send("try c1 300")
+	cur.expect("busy", "c1")
+	if err := lease.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	cur.send("acquire c1")
+	node, tok := cur.held("c1")
+	if tok <= lease.Token() {
+		t.Errorf("Curator's token %d is not above ours %d", tok, lease.Token())
+	}
+	if _, err := ours.Acquire(t.Context(), "shared", lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("our try while Curator holds: %v, want ErrNotAcquired", err)
+	}
+	anon := authConn(t, srv, "")
+	if err := anon.Delete(dir+"/"+node, -1); !errors.Is(err, zk.ErrNoAuth) {
+		t.Errorf("a client without the credentials deleted Curator's held node: %v", err)
+	}
+	if _, err := anon.Set(dir+"/"+node, []byte("forged"), -1); !errors.Is(err, zk.ErrNoAuth) {
+		t.Errorf("a client without the credentials rewrote Curator's held node: %v", err)
+	}
+
+	stranger := startCuratorMain(t, java, classes, "CuratorLock", srv.Endpoint(), dir)
+	stranger.send("try s1 300")
+	if f := stranger.expect("error", "s1"); !strings.Contains(strings.Join(f, " "), "NoAuth") {
+		t.Errorf("Curator without the credentials: %q, want ZooKeeper's NoAuth", f)
+	}
+	cur.send("release c1")
+	cur.expect("released", "c1")
+}

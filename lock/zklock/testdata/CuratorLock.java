@@ -3,7 +3,10 @@
 // javac and runs it). Usage:
 //
 //	java -cp DIR:/usr/share/java/curator-recipes.jar:/usr/share/java/slf4j-nop.jar \
-//	    CuratorLock HOST:PORT[,HOST:PORT...] /lock/path
+//	    CuratorLock HOST:PORT[,HOST:PORT...] /lock/path [USER:PASSWORD]
+//
+// With USER:PASSWORD the session authenticates with the digest scheme and
+// every node it creates carries CREATOR_ALL_ACL, as zklock.WithDigestAuth's.
 //
 // It prints "ready" once connected, then reads one command per line on stdin
 // and answers on stdout, one line each. ID names a contender: each ID is its
@@ -31,11 +34,14 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 
+import org.apache.curator.framework.api.ACLProvider;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.retry.RetryNTimes;
 import org.apache.curator.utils.ZKPaths;
+import org.apache.zookeeper.ZooDefs;
+import org.apache.zookeeper.data.ACL;
 
 public final class CuratorLock {
     /** Exposes the node of an acquired mutex, which Curator keeps protected. */
@@ -71,12 +77,26 @@ public final class CuratorLock {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 2) {
-            System.err.println("usage: CuratorLock HOSTS PATH");
+        if (args.length != 2 && args.length != 3) {
+            System.err.println("usage: CuratorLock HOSTS PATH [USER:PASSWORD]");
             System.exit(2);
         }
         String path = args[1];
-        CuratorFramework client = CuratorFrameworkFactory.newClient(args[0], 10000, 10000, new RetryNTimes(5, 200));
+        CuratorFrameworkFactory.Builder builder = CuratorFrameworkFactory.builder().connectString(args[0])
+                .sessionTimeoutMs(10000).connectionTimeoutMs(10000).retryPolicy(new RetryNTimes(5, 200));
+        if (args.length == 3) {
+            builder = builder.authorization("digest", args[2].getBytes(StandardCharsets.UTF_8))
+                    .aclProvider(new ACLProvider() {
+                        public List<ACL> getDefaultAcl() {
+                            return ZooDefs.Ids.CREATOR_ALL_ACL;
+                        }
+
+                        public List<ACL> getAclForPath(String p) {
+                            return ZooDefs.Ids.CREATOR_ALL_ACL;
+                        }
+                    });
+        }
+        CuratorFramework client = builder.build();
         client.start();
         if (!client.blockUntilConnected(20, TimeUnit.SECONDS)) {
             say("error not connected to " + args[0]);
