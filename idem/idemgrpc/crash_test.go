@@ -1,0 +1,174 @@
+package idemgrpc_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/interop/grpc_testing"
+
+	"github.com/latchkey-go/latchkey/idem/idemgrpc"
+	"github.com/latchkey-go/latchkey/idem/redisstore"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+)
+
+// The environment of a crash test's server process.
+const (
+	envCrashRedis   = "IDEMGRPC_CRASH_REDIS"  // the Redis address; set only in the child
+	envCrashPrefix  = "IDEMGRPC_CRASH_PREFIX" // its key prefix
+	envCrashBlock   = "IDEMGRPC_CRASH_BLOCK"  // "1": the handler never returns
+	crashInProgress = 1500 * time.Millisecond
+)
+
+// crashChild serves UnaryCall on a loopback port, guarded by a Redis store,
+// when the test binary is re-executed as a crash test's server. It prints
+// "addr ADDR", then "running N" each time the handler starts (N counts runs
+// across every server process), and never returns.
+func crashChild() {
+	addr := os.Getenv(envCrashRedis)
+	if addr == "" {
+		return
+	}
+	prefix := os.Getenv(envCrashPrefix)
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	store := redisstore.New(rdb, redisstore.WithPrefix(prefix))
+	svc := &paySvc{answer: func(ctx context.Context, _ *grpc_testing.SimpleRequest, _ int32) (*grpc_testing.SimpleResponse, error) {
+		n, err := rdb.Incr(ctx, prefix+"runs").Result()
+		if err != nil {
+			return nil, err
+		}
+		fmt.Printf("running %d\n", n)
+		if os.Getenv(envCrashBlock) == "1" {
+			select {} // mid-payment when the process is killed
+		}
+		return &grpc_testing.SimpleResponse{Username: fmt.Sprintf("charge-%d", n)}, nil
+	}}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "crash child:", err)
+		os.Exit(2)
+	}
+	srv := grpc.NewServer(grpc.UnaryInterceptor(idemgrpc.UnaryServerInterceptor(store,
+		idemgrpc.WithMethods(unaryCall), idemgrpc.WithInProgress(crashInProgress))))
+	grpc_testing.RegisterTestServiceServer(srv, svc)
+	fmt.Printf("addr %s\n", lis.Addr())
+	_ = srv.Serve(lis)
+	os.Exit(3)
+}
+
+// serverProcess is a crash test's server, a child process.
+type serverProcess struct {
+	cmd   *exec.Cmd
+	lines chan string
+	addr  string
+}
+
+func startServerProcess(t *testing.T, redisAddr, prefix string, block bool) *serverProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envCrashRedis+"="+redisAddr, envCrashPrefix+"="+prefix,
+		envCrashBlock+"="+map[bool]string{true: "1", false: "0"}[block])
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &serverProcess{cmd: cmd, lines: make(chan string, 16)}
+	t.Cleanup(p.kill)
+	go func() {
+		s := bufio.NewScanner(out)
+		for s.Scan() {
+			p.lines <- s.Text()
+		}
+		close(p.lines)
+	}()
+	p.addr = strings.TrimPrefix(p.expect(t, "addr "), "addr ")
+	return p
+}
+
+// expect waits for the next line of the server's output, which must start
+// with prefix.
+func (p *serverProcess) expect(t *testing.T, prefix string) string {
+	t.Helper()
+	select {
+	case l, ok := <-p.lines:
+		if !ok || !strings.HasPrefix(l, prefix) {
+			t.Fatalf("server process said %q (open %v), want %q...", l, ok, prefix)
+		}
+		return l
+	case <-time.After(20 * time.Second):
+		t.Fatalf("server process did not say %q", prefix)
+	}
+	return ""
+}
+
+// kill sends SIGKILL and reaps the process.
+func (p *serverProcess) kill() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+}
+
+// The server process dies mid-payment; a new process with the same store
+// refuses the retries while the dead claim lasts, then runs the handler
+// exactly once and replays its answer to every other retry.
+func TestCrashedServerIsTakenOverOnce(t *testing.T) {
+	redisAddr := testsvc.RedisAddr(t)
+	prefix := testsvc.KeyPrefix(t)
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	t.Cleanup(func() { cleanRedis(rdb, prefix) })
+
+	first := startServerProcess(t, redisAddr, prefix, true)
+	lost := make(chan call, 1)
+	firstClient := dial(t, first.addr)
+	go func() { lost <- pay(t, firstClient, "crash-1", "100 EUR") }()
+	first.expect(t, "running 1")
+	first.kill()
+	if got := <-lost; got.st.Code() != codes.Unavailable {
+		t.Fatalf("the call to the killed server answered %v, want Unavailable", got.st)
+	}
+
+	second := startServerProcess(t, redisAddr, prefix, false)
+	var refused atomic.Int32
+	calls := make([]call, 4)
+	var wg sync.WaitGroup
+	for i := range calls {
+		c := dial(t, second.addr)
+		wg.Go(func() {
+			for {
+				calls[i] = pay(t, c, "crash-1", "100 EUR")
+				if calls[i].st.Code() != codes.Aborted {
+					return
+				}
+				refused.Add(1)
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	for i, c := range calls {
+		if c.st.Code() != codes.OK || c.resp.GetUsername() != "charge-2" {
+			t.Fatalf("retry %d: %v %v, want charge-2", i, c.st, c.resp)
+		}
+	}
+	runs, err := rdb.Get(context.Background(), prefix+"runs").Int()
+	if err != nil || runs != 2 {
+		t.Fatalf("handler runs across both processes: %d (%v), want 2: the killed one and one takeover", runs, err)
+	}
+	if refused.Load() == 0 {
+		t.Fatal("no retry saw the dead claim in progress; the test proved nothing")
+	}
+}
