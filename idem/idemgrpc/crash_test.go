@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/latchkey-go/latchkey/idem/idemgrpc"
+	"github.com/latchkey-go/latchkey/idem/internal/teststores"
 	"github.com/latchkey-go/latchkey/idem/redisstore"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
@@ -129,7 +130,7 @@ func TestCrashedServerIsTakenOverOnce(t *testing.T) {
 	redisAddr := testsvc.RedisAddr(t)
 	prefix := testsvc.KeyPrefix(t)
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-	t.Cleanup(func() { cleanRedis(rdb, prefix) })
+	t.Cleanup(func() { teststores.CleanRedis(rdb, prefix) })
 
 	first := startServerProcess(t, redisAddr, prefix, true)
 	lost := make(chan call, 1)

@@ -1,23 +1,20 @@
 package idemgrpc_test
 
 import (
-	"context"
-	"database/sql"
 	"sync"
 	"testing"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemgrpc"
+	"github.com/latchkey-go/latchkey/idem/internal/teststores"
 	"github.com/latchkey-go/latchkey/idem/layered"
 	"github.com/latchkey-go/latchkey/idem/memstore"
-	"github.com/latchkey-go/latchkey/idem/redisstore"
 	"github.com/latchkey-go/latchkey/idem/sqlstore"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
@@ -40,40 +37,12 @@ var realStores = []struct {
 }
 
 func openRedis(t *testing.T) idem.Store {
-	c := redis.NewClient(&redis.Options{Addr: testsvc.RedisAddr(t)})
-	prefix := testsvc.KeyPrefix(t)
-	t.Cleanup(func() { cleanRedis(c, prefix) })
-	return redisstore.New(c, redisstore.WithPrefix(prefix))
-}
-
-func cleanRedis(c *redis.Client, prefix string) {
-	ctx := context.Background()
-	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		c.Del(ctx, iter.Val())
-	}
-	_ = c.Close()
+	s, _, _ := teststores.Redis(t)
+	return s
 }
 
 func openSQL(t *testing.T, driver, dsn string) *sqlstore.Store {
-	t.Helper()
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	table := "idemgrpc_" + idem.NewToken()[:12]
-	s, err := sqlstore.New(db, sqlstore.WithTable(table), sqlstore.WithTokenTable(table+"_tok"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = db.Exec("DROP TABLE IF EXISTS " + table)
-		_, _ = db.Exec("DROP TABLE IF EXISTS " + table + "_tok")
-		_ = db.Close()
-	})
+	s, _ := teststores.SQL(t, driver, dsn, "idemgrpc")
 	return s
 }
 

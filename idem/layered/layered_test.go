@@ -16,6 +16,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemtest"
+	"github.com/latchkey-go/latchkey/idem/internal/teststores"
 	"github.com/latchkey-go/latchkey/idem/layered"
 	"github.com/latchkey-go/latchkey/idem/redisstore"
 	"github.com/latchkey-go/latchkey/idem/sqlstore"
@@ -67,23 +68,7 @@ func redisFront(t *testing.T, addr string) (*redisstore.Store, *redis.Client, st
 func pgBack(t *testing.T) (*sqlstore.Store, string, string) {
 	t.Helper()
 	url := testsvc.PostgresURL(t)
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	table := "layered_" + idem.NewToken()[:12]
-	s, err := sqlstore.New(db, sqlstore.WithTable(table), sqlstore.WithTokenTable(table+"_tok"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = db.Exec("DROP TABLE IF EXISTS " + table)
-		_, _ = db.Exec("DROP TABLE IF EXISTS " + table + "_tok")
-		_ = db.Close()
-	})
+	s, table := teststores.SQL(t, "pgx", url, "layered")
 	return s, url, table
 }
 
