@@ -28,19 +28,34 @@ type Election struct {
 	poll   time.Duration
 }
 
-// An Option configures New.
-type Option func(*Election) error
+// An Option configures New. Options of New, Campaign and Run are distinct
+// types, so the compiler refuses one given to the wrong call; each records
+// a bad value, and the call returns it as an error wrapping ErrInvalid, as
+// every option of latchkey does.
+type Option func(*config)
+
+type config struct {
+	ttl, poll time.Duration
+	invalid   error // the first bad option's
+}
+
+// reject records err unless an earlier option was bad already.
+func (c *config) reject(err error) {
+	if c.invalid == nil {
+		c.invalid = err
+	}
+}
 
 // WithTTL sets the term's lease length: a leader that dies is replaced
 // after at most this long. Default: lock.DefaultTTL (30 s). It must lie in
 // [lock.MinTTL, lock.MaxTTL]; the term is renewed every TTL/3 while held.
 func WithTTL(d time.Duration) Option {
-	return func(e *Election) error {
+	return func(c *config) {
 		if d < lock.MinTTL || d > lock.MaxTTL {
-			return fmt.Errorf("%w: elect: TTL %v outside [%v, %v]", ErrInvalid, d, lock.MinTTL, lock.MaxTTL)
+			c.reject(fmt.Errorf("%w: elect: TTL %v outside [%v, %v]", ErrInvalid, d, lock.MinTTL, lock.MaxTTL))
+			return
 		}
-		e.ttl = d
-		return nil
+		c.ttl = d
 	}
 }
 
@@ -51,12 +66,12 @@ func WithTTL(d time.Duration) Option {
 // (DefaultPollInterval); at least 10 ms. Backends that signal every change
 // (etcd, ZooKeeper, memory) do not poll.
 func WithPollInterval(d time.Duration) Option {
-	return func(e *Election) error {
+	return func(c *config) {
 		if d < 10*time.Millisecond {
-			return fmt.Errorf("%w: elect: poll interval %v shorter than 10ms", ErrInvalid, d)
+			c.reject(fmt.Errorf("%w: elect: poll interval %v shorter than 10ms", ErrInvalid, d))
+			return
 		}
-		e.poll = d
-		return nil
+		c.poll = d
 	}
 }
 
@@ -71,16 +86,16 @@ func New(l lock.Locker, name string, opts ...Option) (*Election, error) {
 	if err := lock.CheckKey(name); err != nil {
 		return nil, fmt.Errorf("elect: name: %w", err)
 	}
-	e := &Election{locker: l, name: name, ttl: lock.DefaultTTL, poll: DefaultPollInterval}
+	c := config{ttl: lock.DefaultTTL, poll: DefaultPollInterval}
 	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(e); err != nil {
-			return nil, err
+		if o != nil {
+			o(&c)
 		}
 	}
-	return e, nil
+	if c.invalid != nil {
+		return nil, c.invalid
+	}
+	return &Election{locker: l, name: name, ttl: c.ttl, poll: c.poll}, nil
 }
 
 // Name returns the election's name.
@@ -95,12 +110,20 @@ type CampaignOption func(*campaign)
 type campaign struct {
 	wait    time.Duration
 	hasWait bool
+	invalid error
 }
 
 // WithWait bounds how long Campaign waits to be elected, as lock.WithWait
-// bounds Acquire: WithWait(0) tries once. Default: until ctx is done.
+// bounds Acquire: WithWait(0) tries once. Default: until ctx is done. A
+// negative d is invalid.
 func WithWait(d time.Duration) CampaignOption {
-	return func(c *campaign) { c.wait, c.hasWait = d, true }
+	return func(c *campaign) {
+		if d < 0 {
+			c.invalid = fmt.Errorf("%w: elect: negative wait %v", ErrInvalid, d)
+			return
+		}
+		c.wait, c.hasWait = d, true
+	}
 }
 
 // Campaign blocks until the caller leads the election, ctx is done or the
@@ -122,11 +145,11 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...CampaignO
 			o(&c)
 		}
 	}
+	if c.invalid != nil {
+		return nil, c.invalid
+	}
 	lopts := []lock.Option{lock.WithHolder(value), lock.WithTTL(e.ttl)}
 	if c.hasWait {
-		if c.wait < 0 {
-			return nil, fmt.Errorf("%w: elect: negative wait %v", ErrInvalid, c.wait)
-		}
 		lopts = append(lopts, lock.WithWait(c.wait))
 	}
 	lease, err := e.locker.Acquire(ctx, e.name, lopts...)

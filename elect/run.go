@@ -17,6 +17,7 @@ type runConfig struct {
 	again    bool
 	min, max time.Duration
 	ended    func(t *Term, err error)
+	invalid  error
 }
 
 // Again makes Run campaign again after each term ends, instead of
@@ -31,7 +32,13 @@ func Again() RunOption { return func(c *runConfig) { c.again = true } }
 // max. Default: 100 ms and 10 s. min must be at least 0 and max at least
 // min.
 func WithBackoff(min, max time.Duration) RunOption {
-	return func(c *runConfig) { c.min, c.max = min, max }
+	return func(c *runConfig) {
+		if min < 0 || max < min {
+			c.invalid = fmt.Errorf("%w: elect: backoff [%v, %v] is not a range", ErrInvalid, min, max)
+			return
+		}
+		c.min, c.max = min, max
+	}
 }
 
 // OnTermEnd makes Run, with Again, call f after each term with the term
@@ -63,8 +70,8 @@ func (e *Election) Run(ctx context.Context, value string, fn func(ctx context.Co
 	switch {
 	case fn == nil:
 		return fmt.Errorf("%w: elect: nil function", ErrInvalid)
-	case c.min < 0 || c.max < c.min:
-		return fmt.Errorf("%w: elect: backoff [%v, %v] is not a range", ErrInvalid, c.min, c.max)
+	case c.invalid != nil:
+		return c.invalid
 	}
 	if err := checkValue(value); err != nil {
 		return err

@@ -11,7 +11,9 @@
 // pause, SIGSTOP, partition), so the resource must have the last word.
 //
 // Backends (lock/sqllock, lock/memlock, and the Redis, etcd and ZooKeeper
-// packages) implement the small [Backend] interface; a [Manager] turns a Backend
+// packages) implement the small Backend interface of package
+// [github.com/latchkey-go/latchkey/lock/driver], the backend authors'
+// contract with its optional capabilities; a [Manager] turns a Backend
 // into a Locker, so renewal, waiting, loss detection and release behave the same
 // everywhere. A Manager keeps one timer while it holds leases, not one per
 // lease, which runs a goroutine only when a renewal or a deadline is due,
@@ -28,12 +30,12 @@
 // release, and a Manager hands a key straight to its own next waiter at
 // most every other release, so no Manager's waiters starve another's. On
 // a single Redis server a release takes the key for its Manager's next
-// waiter in the release script itself ([HandoverReleaser]), but only
+// waiter in the release script itself (driver.Transferer), but only
 // while no waiter of another Manager has marked the key; once one has,
 // every release leaves the key free for all the Managers' waiters.
 //
 // A holder can change its label while it holds ([Lease.SetHolder], on
-// backends that are a [Relabeler]), and anyone can follow a lock's holder
+// backends that are a driver.Relabeler), and anyone can follow a lock's holder
 // without taking it ([Manager.WatchHolder]): package elect builds leader
 // election on both.
 //

@@ -9,9 +9,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/latchkey-go/latchkey/lock/driver"
 )
 
-// A Manager implements Locker on top of a Backend: it validates input, waits
+// A Manager implements Locker on top of a driver.Backend: it validates input, waits
 // for held keys, renews held leases in the background and detects their loss.
 // Backends wrap one in their own Locker type. The zero value is not usable; use
 // NewManager.
@@ -20,14 +22,14 @@ import (
 // holds at least one, and no goroutine between events, so it needs no
 // Close: taking and releasing a lease costs no goroutine start or wake-up.
 type Manager struct {
-	backend Backend
-	ownerID string          // the first half of every owner id it makes (newOwner)
-	batch   BatchRenewer    // backend's, or nil
-	partial PartialAcquirer // backend's, or nil
-	renewer PartialRenewer  // backend's, or nil
-	handoff HandoffReleaser // backend's, or nil
-	// handover is the backend's HandoverReleaser, or nil.
-	handover HandoverReleaser
+	backend driver.Backend
+	ownerID string                   // the first half of every owner id it makes (newOwner)
+	batch   driver.BatchRenewer      // backend's, or nil
+	partial driver.BoundedAcquirer   // backend's, or nil
+	renewer driver.BoundedRenewer    // backend's, or nil
+	handoff driver.PipelinedReleaser // backend's, or nil
+	// handover is the backend's driver.Transferer, or nil.
+	handover driver.Transferer
 	// watch is the backend's WatchReleaseOwner, or its WatchRelease with
 	// the owner ignored, or nil.
 	watch func(ctx context.Context, key, owner string) (<-chan struct{}, func(), error)
@@ -44,30 +46,32 @@ type Manager struct {
 
 var _ Locker = (*Manager)(nil)
 
-// NewManager returns a Manager for b. If b also implements BatchRenewer,
-// PartialAcquirer, HandoffReleaser, OwnerWatcher, ReleaseWatcher or
-// SharedBackend, the Manager uses them. Unless b is an OwnerWatcher, whose
-// server queues the waiters, the Manager serves its waiting Acquire calls on
-// one key in arrival order. It returns an error wrapping ErrInvalid if b is nil.
-func NewManager(b Backend) (*Manager, error) {
+// NewManager returns a Manager for b. It uses each optional capability of
+// package driver that b also implements (BatchRenewer, BoundedAcquirer,
+// BoundedRenewer, PipelinedReleaser, Transferer, ServerQueue,
+// ReleaseWatcher, Shared, Relabeler, HolderWatcher). Unless b is a
+// driver.ServerQueue, whose server queues the waiters, the Manager serves
+// its waiting Acquire calls on one key in arrival order. It returns an
+// error wrapping ErrInvalid if b is nil.
+func NewManager(b driver.Backend) (*Manager, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: nil backend", ErrInvalid)
 	}
 	m := &Manager{backend: b, ownerID: newOwnerID()}
-	m.batch, _ = b.(BatchRenewer)
-	m.partial, _ = b.(PartialAcquirer)
-	m.renewer, _ = b.(PartialRenewer)
-	m.handoff, _ = b.(HandoffReleaser)
-	m.handover, _ = b.(HandoverReleaser)
-	_, serverQueue := b.(OwnerWatcher)
+	m.batch, _ = b.(driver.BatchRenewer)
+	m.partial, _ = b.(driver.BoundedAcquirer)
+	m.renewer, _ = b.(driver.BoundedRenewer)
+	m.handoff, _ = b.(driver.PipelinedReleaser)
+	m.handover, _ = b.(driver.Transferer)
+	_, serverQueue := b.(driver.ServerQueue)
 	m.waiters.fifo = !serverQueue
-	if s, ok := b.(SharedBackend); ok {
+	if s, ok := b.(driver.Shared); ok {
 		m.waiters.shared = s.Shared
 	}
 	switch w := b.(type) {
-	case OwnerWatcher:
+	case driver.ServerQueue:
 		m.watch = w.WatchReleaseOwner
-	case ReleaseWatcher:
+	case driver.ReleaseWatcher:
 		m.watch = func(ctx context.Context, key, _ string) (<-chan struct{}, func(), error) {
 			return w.WatchRelease(ctx, key)
 		}
@@ -90,7 +94,7 @@ func (m *Manager) Acquire(ctx context.Context, key string, opts ...Option) (*Lea
 
 // tryAcquire makes one attempt and returns, on success, how long from its
 // start the lock is certainly held: the full TTL unless the backend is a
-// PartialAcquirer and the lease is renewed.
+// driver.BoundedAcquirer and the lease is renewed.
 func (m *Manager) tryAcquire(ctx context.Context, key, owner string, cfg config) (token uint64, valid, holderTTL time.Duration, err error) {
 	if m.partial == nil || cfg.fixed {
 		token, holderTTL, err = m.backend.TryAcquire(ctx, key, owner, cfg.ttl)
@@ -112,7 +116,7 @@ func (m *Manager) abandon(ctx context.Context, key, owner string, ttl time.Durat
 // release deletes owner's lock on key. Every other time (handoffsInARow)
 // someone of this Manager waits for key, it also wakes the longest of them
 // itself, without waiting for the backend's release hint, and in the
-// release's own round trip if the backend is a HandoffReleaser; the other
+// release's own round trip if the backend is a driver.PipelinedReleaser; the other
 // times the hint wakes it as it wakes other Managers' waiters.
 func (m *Manager) release(ctx context.Context, key, owner string) error {
 	if m.handover != nil {
@@ -328,9 +332,9 @@ func (m *Manager) renew(due []*Lease) {
 	sent := time.Now()
 
 	if m.batch != nil {
-		reqs := make([]Renewal, len(due))
+		reqs := make([]driver.Renewal, len(due))
 		for i, l := range due {
-			reqs[i] = Renewal{Key: l.key, Owner: l.owner, TTL: l.ttl}
+			reqs[i] = driver.Renewal{Key: l.key, Owner: l.owner, TTL: l.ttl}
 		}
 		errs := m.batch.RenewBatch(ctx, reqs)
 		for i, l := range due {
@@ -360,7 +364,7 @@ func (m *Manager) renew(due []*Lease) {
 
 // renewOne renews one lease and returns, on success, how long from the
 // call's start it is certainly held: the TTL unless the backend is a
-// PartialRenewer.
+// driver.BoundedRenewer.
 func (m *Manager) renewOne(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
 	if m.renewer == nil {
 		return ttl, m.backend.Renew(ctx, key, owner, ttl)

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/latchkey-go/latchkey/lock/driver"
 )
 
 // fakeBackend lets a test control the order of events, which a real server
@@ -84,7 +86,7 @@ func (f *fakeBackend) Release(_ context.Context, key, owner string) error {
 
 type batchFake struct{ *fakeBackend }
 
-func (b batchFake) RenewBatch(ctx context.Context, batch []Renewal) []error {
+func (b batchFake) RenewBatch(ctx context.Context, batch []driver.Renewal) []error {
 	b.batches.Add(1)
 	errs := make([]error, len(batch))
 	for i, r := range batch {
@@ -316,7 +318,7 @@ func TestSchedulerExitsOnLastRelease(t *testing.T) {
 	waitScheduler(t, m)
 }
 
-// partialFake is a PartialAcquirer whose acquisitions are certain for
+// partialFake is a driver.BoundedAcquirer whose acquisitions are certain for
 // valid only, as when a kept lease is reused without a refresh.
 type partialFake struct {
 	*fakeBackend
@@ -443,7 +445,7 @@ func TestNoGoroutineWhileHolding(t *testing.T) {
 	}
 }
 
-// handoverFake is a HandoverReleaser whose hand-overs wait for proceed
+// handoverFake is a driver.Transferer whose hand-overs wait for proceed
 // after telling entered, so a test can act while one is on its way: a
 // real server cannot hold a release script at that point.
 type handoverFake struct {

@@ -5,21 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-)
 
-// A Relabeler is a Backend that can change the owner stored with a held
-// lock without giving the lock up, so that a holder can change its holder
-// label (Lease.SetHolder) while it holds: a leader proclaiming a new value,
-// say.
-type Relabeler interface {
-	// Relabel replaces owner by newOwner (never equal) on key's lock, in one atomic step,
-	// if owner holds it; the lease keeps its expiry. It returns an error
-	// wrapping ErrNotHeld if owner does not hold key. newOwner has owner's
-	// random id and another label. The Manager makes no renewal of the
-	// lease while Relabel runs, and uses newOwner from then on once
-	// Relabel returned nil.
-	Relabel(ctx context.Context, key, owner, newOwner string) error
-}
+	"github.com/latchkey-go/latchkey/lock/driver"
+)
 
 // SetHolder replaces the lease's holder label (WithHolder) on the server
 // while it keeps the lock: inspection and Holder show label from then on.
@@ -42,7 +30,7 @@ func (l *Lease) SetHolder(ctx context.Context, label string) error {
 		return err
 	}
 	m := l.m
-	rl, ok := m.backend.(Relabeler)
+	rl, ok := m.backend.(driver.Relabeler)
 	if !ok {
 		return fmt.Errorf("%w: changing the holder label", ErrUnsupported)
 	}

@@ -37,7 +37,7 @@ func (m Mode) String() string {
 }
 
 // A Backend keeps read-write locks on a server. Names and owners are those
-// of [lock.Backend] (owners are chosen by lock's Manager, new for every
+// of [driver.Backend] (owners are chosen by lock's Manager, new for every
 // Acquire); time is the server's. All methods must be safe for concurrent
 // use.
 type Backend interface {
@@ -47,7 +47,7 @@ type Backend interface {
 	// it returns the name's next fencing token, greater than every token
 	// issued for name before in either mode, and a writer's own intent
 	// ends. Otherwise it returns an error wrapping lock.ErrNotAcquired and,
-	// as lock.Backend's TryAcquire, how long the holders that keep owner
+	// as driver.Backend's TryAcquire, how long the holders that keep owner
 	// out have left, or 0 for unknown. intent (writers only) means the
 	// writer waits: a failed attempt then records, or renews, its intent
 	// for IntentTTL from now, and no reader gets in while it lives.
@@ -70,7 +70,7 @@ type Backend interface {
 }
 
 // A Bounded is a Backend whose holds are certain for less than their TTL
-// from the call that confirmed them, as a lock.PartialRenewer's leases are
+// from the call that confirmed them, as a driver.BoundedRenewer's leases are
 // (ZooKeeper behind a follower).
 type Bounded interface {
 	// Certain returns how long from sent a hold of ttl that a call sent
@@ -82,7 +82,7 @@ type Bounded interface {
 // become free for them (pub/sub, LISTEN/NOTIFY, watches), so they need not
 // poll. Without one, waiters poll every few milliseconds.
 type ReleaseWatcher interface {
-	// WatchRelease is lock.ReleaseWatcher's WatchRelease for name: the
+	// WatchRelease is driver.ReleaseWatcher's WatchRelease for name: the
 	// channel receives a value when name may have become free for someone
 	// (a release, a withdrawn intent). Signals may be spurious; a missed
 	// one costs only latency (the Manager keeps a slow poll).

@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/driver"
 )
 
-// A view is one mode of a Backend as a lock.Backend, for a lock.Manager. It
-// is a lock.OwnerWatcher, so the Manager keeps no queue of its own: every
+// A view is one mode of a Backend as a driver.Backend, for a lock.Manager. It
+// is a driver.ServerQueue, so the Manager keeps no queue of its own: every
 // waiting reader attempts when woken (they may all get in together), and
 // the writers' view learns which owners wait, which is what turns their
 // failed attempts into intents.
@@ -39,16 +40,16 @@ type waiting struct {
 }
 
 var (
-	_ lock.Backend         = (*view)(nil)
-	_ lock.OwnerWatcher    = (*view)(nil)
-	_ lock.PartialAcquirer = boundedView{}
-	_ lock.PartialRenewer  = boundedView{}
-	_ lock.OwnerWatcher    = boundedView{}
+	_ driver.Backend         = (*view)(nil)
+	_ driver.ServerQueue     = (*view)(nil)
+	_ driver.BoundedAcquirer = boundedView{}
+	_ driver.BoundedRenewer  = boundedView{}
+	_ driver.ServerQueue     = boundedView{}
 )
 
-// newView returns mode's view of b: a lock.PartialAcquirer and
-// lock.PartialRenewer too when b is Bounded.
-func newView(b Backend, mode Mode) lock.Backend {
+// newView returns mode's view of b: a driver.BoundedAcquirer and
+// driver.BoundedRenewer too when b is Bounded.
+func newView(b Backend, mode Mode) driver.Backend {
 	watcher, _ := b.(ReleaseWatcher)
 	v := &view{b: b, watcher: watcher, mode: mode}
 	if bounded, ok := b.(Bounded); ok {

@@ -60,7 +60,7 @@
 //
 // # Backends
 //
-// A backend implements [lock.Backend] for keys made by [Key]: the name, the
+// A backend implements [driver.Backend] for keys made by [Key]: the name, the
 // permit count and how many permits one acquisition takes, which it reads
 // back with [ParseKey]; TryAcquire takes that many permits or fails with
 // lock.ErrNotAcquired, telling when the earliest holder's lease ends. The

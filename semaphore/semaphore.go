@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/driver"
 )
 
 // A Client hands out permits of the semaphores on one backend. Its
@@ -14,13 +15,13 @@ import (
 // All its methods are safe for concurrent use.
 type Client struct {
 	m *lock.Manager
-	b lock.Backend
+	b driver.Backend
 }
 
 // New returns a Client on b, a backend that takes permits for keys made by
 // Key (each backend package's NewSemaphores constructs its own). It
 // returns an error wrapping lock.ErrInvalid if b is nil.
-func New(b lock.Backend) (*Client, error) {
+func New(b driver.Backend) (*Client, error) {
 	m, err := lock.NewManager(b)
 	if err != nil {
 		return nil, fmt.Errorf("semaphore: %w", err)

@@ -4,7 +4,9 @@
 // Acquire the wake-up its predecessor watches send.
 package contend
 
-import "sync"
+import (
+	"sync"
+)
 
 // A Waiter is the part of a contender that a waiting Acquire shares with the
 // goroutines watching for its turn. Backends embed it in their contender;
@@ -101,7 +103,7 @@ func (r *Registry[C]) Take(owner string) C {
 }
 
 // Wait makes c, a new contender, owner's contender for a waiting Acquire,
-// for lock.OwnerWatcher's WatchReleaseOwner: it returns the channel Signal
+// for driver.ServerQueue's WatchReleaseOwner: it returns the channel Signal
 // wakes, and the stop that ends the wait. stop calls leave with mu, c's own
 // mutex, held: leave stops c's watches and withdraws its place unless it
 // holds the lock, and reports whether it does. A contender that does not

@@ -1,4 +1,4 @@
-// Package redisnode is the lock.Backend on one Redis server or Cluster that
+// Package redisnode is the driver.Backend on one Redis server or Cluster that
 // lock/redislock's Locker runs on and that lock/redlock runs on each of its
 // independent servers: the scripts, the key layout, the batching and the
 // shared pub/sub subscription that wakes waiters. Its guarantees (keys,
@@ -22,6 +22,7 @@ import (
 	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/internal/redisbatch"
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/driver"
 )
 
 var (
@@ -112,9 +113,9 @@ type Client interface {
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
-// A Node is the lock.Backend of one Redis server or Cluster. It implements
-// lock.Backend, lock.BatchRenewer, lock.ReleaseWatcher and
-// lock.HandoffReleaser with the meanings documented there, and the methods
+// A Node is the driver.Backend of one Redis server or Cluster. It implements
+// driver.Backend, driver.BatchRenewer, driver.ReleaseWatcher and
+// driver.PipelinedReleaser with the meanings documented there, and the methods
 // of lock.Inspector, lock.Lister and lock.Breaker. Close stops its pub/sub
 // subscription.
 type Node struct {
@@ -130,11 +131,11 @@ type Node struct {
 }
 
 var (
-	_ lock.Backend          = (*Node)(nil)
-	_ lock.BatchRenewer     = (*Node)(nil)
-	_ lock.ReleaseWatcher   = (*Node)(nil)
-	_ lock.HandoffReleaser  = (*Node)(nil)
-	_ lock.HandoverReleaser = (*Node)(nil)
+	_ driver.Backend           = (*Node)(nil)
+	_ driver.BatchRenewer      = (*Node)(nil)
+	_ driver.ReleaseWatcher    = (*Node)(nil)
+	_ driver.PipelinedReleaser = (*Node)(nil)
+	_ driver.Transferer        = (*Node)(nil)
 )
 
 // New returns a Node on client. It returns an error wrapping lock.ErrInvalid
@@ -177,7 +178,7 @@ func (b *Node) Close() error {
 	return nil
 }
 
-// TryAcquire implements lock.Backend.
+// TryAcquire implements driver.Backend.
 func (b *Node) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
 	ks := lockKeys(b.prefix, key)
 	n, err := b.exec.Run(ctx, nil, acquireScript, ks[:], owner, ttlArg(ttl), b.retentionArg, waitersFlagTTLArg).Int64()
@@ -190,7 +191,7 @@ func (b *Node) TryAcquire(ctx context.Context, key, owner string, ttl time.Durat
 	return uint64(n), 0, nil
 }
 
-// Renew implements lock.Backend.
+// Renew implements driver.Backend.
 func (b *Node) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
 	n, err := b.exec.Run(ctx, nil, renewScript, []string{LockKey(b.prefix, key)}, owner, millis(ttl)).Int64()
 	if err != nil {
@@ -202,10 +203,10 @@ func (b *Node) Renew(ctx context.Context, key, owner string, ttl time.Duration) 
 	return nil
 }
 
-// RenewBatch implements lock.BatchRenewer: one pipeline for the whole batch
+// RenewBatch implements driver.BatchRenewer: one pipeline for the whole batch
 // (on Redis Cluster, one per master, sent in parallel).
-func (b *Node) RenewBatch(ctx context.Context, batch []lock.Renewal) []error {
-	return b.renewBatch(ctx, renewScript, errNotHeld, batch, func(r lock.Renewal) ([]string, error) {
+func (b *Node) RenewBatch(ctx context.Context, batch []driver.Renewal) []error {
+	return b.renewBatch(ctx, renewScript, errNotHeld, batch, func(r driver.Renewal) ([]string, error) {
 		return []string{LockKey(b.prefix, r.Key)}, nil
 	})
 }
@@ -213,7 +214,7 @@ func (b *Node) RenewBatch(ctx context.Context, batch []lock.Renewal) []error {
 // renewBatch runs s, a renewal script answering 1 when renewed, for every
 // lease in batch in one pipeline; keys returns a lease's script keys, or an
 // error that is that lease's answer. A refused renewal's answer is notHeld.
-func (b *Node) renewBatch(ctx context.Context, s *redis.Script, notHeld error, batch []lock.Renewal, keys func(lock.Renewal) ([]string, error)) []error {
+func (b *Node) renewBatch(ctx context.Context, s *redis.Script, notHeld error, batch []driver.Renewal, keys func(driver.Renewal) ([]string, error)) []error {
 	errs := make([]error, len(batch))
 	if len(batch) == 0 {
 		return errs
@@ -270,12 +271,12 @@ func (b *Node) renewBatch(ctx context.Context, s *redis.Script, notHeld error, b
 // it, the releasing one's included.
 const anonymous = "----------------"
 
-// Release implements lock.Backend.
+// Release implements driver.Backend.
 func (b *Node) Release(ctx context.Context, key, owner string) error {
 	return b.release(ctx, key, owner, anonymous, nil)
 }
 
-// ReleaseHandoff implements lock.HandoffReleaser: handoff runs as soon as
+// ReleaseHandoff implements driver.PipelinedReleaser: handoff runs as soon as
 // an attempt is sure to reach Redis after this release, so with batching
 // both travel in one round trip. The release message carries this Locker's
 // id, which its own subscription skips. If the release fails, the wake-up
@@ -305,7 +306,7 @@ func (b *Node) release(ctx context.Context, key, owner, id string, ordered func(
 	return nil
 }
 
-// ReleaseHandover implements lock.HandoverReleaser.
+// ReleaseHandover implements driver.Transferer.
 func (b *Node) ReleaseHandover(ctx context.Context, key, owner, next string, ttl time.Duration) (uint64, error) {
 	ks := lockKeys(b.prefix, key)
 	v, err := b.exec.Run(ctx, nil, releaseHandoverScript, ks[:], owner, next, ttlArg(ttl), b.retentionArg, b.channel, anonymous).Int64()
@@ -338,7 +339,7 @@ func (b *Node) WatchReleaseFunc(key string, notify func()) (subscribing <-chan s
 	return subscribing, func() { b.w.leave(wt) }, nil
 }
 
-// WatchRelease implements lock.ReleaseWatcher.
+// WatchRelease implements driver.ReleaseWatcher.
 func (b *Node) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	return b.w.watch(ctx, key)
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/driver"
 )
 
 var (
@@ -16,9 +16,9 @@ var (
 	relabelScript = redis.NewScript(relabelLua)
 )
 
-var _ lock.Relabeler = (*Node)(nil)
+var _ driver.Relabeler = (*Node)(nil)
 
-// Relabel implements lock.Relabeler: one script replaces the owner if it is
+// Relabel implements driver.Relabeler: one script replaces the owner if it is
 // still ours, keeping the lock's expiry, and publishes the change on the
 // release channel, which watchers of the key (an election's observers)
 // hear; waiters woken by it find the lock held and wait on.

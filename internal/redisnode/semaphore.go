@@ -14,6 +14,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/driver"
 	"github.com/latchkey-go/latchkey/semaphore"
 )
 
@@ -39,7 +40,7 @@ var (
 const semSuffix = ":sem"
 
 // Semaphores is the semaphore backend on one Redis server or Cluster: a
-// lock.Backend for the keys semaphore.Key makes. A name's permits are two
+// driver.Backend for the keys semaphore.Key makes. A name's permits are two
 // keys beside its lock's, with its hash tag: a sorted set of the holders'
 // lease ends (server time, ms) and a hash of N, the permits used and each
 // holder's count, token and start; beside them the fencing counter and the
@@ -51,12 +52,12 @@ type Semaphores struct {
 }
 
 var (
-	_ lock.Backend         = (*Semaphores)(nil)
-	_ lock.BatchRenewer    = (*Semaphores)(nil)
-	_ lock.ReleaseWatcher  = (*Semaphores)(nil)
-	_ lock.HandoffReleaser = (*Semaphores)(nil)
-	_ lock.SharedBackend   = (*Semaphores)(nil)
-	_ semaphore.Inspector  = (*Semaphores)(nil)
+	_ driver.Backend           = (*Semaphores)(nil)
+	_ driver.BatchRenewer      = (*Semaphores)(nil)
+	_ driver.ReleaseWatcher    = (*Semaphores)(nil)
+	_ driver.PipelinedReleaser = (*Semaphores)(nil)
+	_ driver.Shared            = (*Semaphores)(nil)
+	_ semaphore.Inspector      = (*Semaphores)(nil)
 )
 
 // NewSemaphores returns the semaphore backend on client, with the options of
@@ -93,7 +94,7 @@ func SemaphoreKeys(prefix, name string) (ends, holders string) {
 
 var errPermitNotHeld = lockerr.NotHeld("redislock: the permit expired or was revoked")
 
-// TryAcquire implements lock.Backend.
+// TryAcquire implements driver.Backend.
 func (s *Semaphores) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
 	r, err := semaphore.ParseKey(key)
 	if err != nil {
@@ -114,7 +115,7 @@ func (s *Semaphores) TryAcquire(ctx context.Context, key, owner string, ttl time
 	return uint64(n), 0, nil
 }
 
-// Renew implements lock.Backend.
+// Renew implements driver.Backend.
 func (s *Semaphores) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
 	r, err := semaphore.ParseKey(key)
 	if err != nil {
@@ -130,10 +131,10 @@ func (s *Semaphores) Renew(ctx context.Context, key, owner string, ttl time.Dura
 	return nil
 }
 
-// RenewBatch implements lock.BatchRenewer: every permit due, of any name,
+// RenewBatch implements driver.BatchRenewer: every permit due, of any name,
 // in one pipeline.
-func (s *Semaphores) RenewBatch(ctx context.Context, batch []lock.Renewal) []error {
-	return s.n.renewBatch(ctx, semRenewScript, errPermitNotHeld, batch, func(r lock.Renewal) ([]string, error) {
+func (s *Semaphores) RenewBatch(ctx context.Context, batch []driver.Renewal) []error {
+	return s.n.renewBatch(ctx, semRenewScript, errPermitNotHeld, batch, func(r driver.Renewal) ([]string, error) {
 		req, err := semaphore.ParseKey(r.Key)
 		if err != nil {
 			return nil, err
@@ -142,12 +143,12 @@ func (s *Semaphores) RenewBatch(ctx context.Context, batch []lock.Renewal) []err
 	})
 }
 
-// Release implements lock.Backend.
+// Release implements driver.Backend.
 func (s *Semaphores) Release(ctx context.Context, key, owner string) error {
 	return s.release(ctx, key, owner, anonymous, nil)
 }
 
-// ReleaseHandoff implements lock.HandoffReleaser, as Node's does.
+// ReleaseHandoff implements driver.PipelinedReleaser, as Node's does.
 func (s *Semaphores) ReleaseHandoff(ctx context.Context, key, owner string, handoff func()) error {
 	return s.release(ctx, key, owner, s.n.id, handoff)
 }
@@ -171,7 +172,7 @@ func (s *Semaphores) release(ctx context.Context, key, owner, id string, ordered
 	return nil
 }
 
-// WatchRelease implements lock.ReleaseWatcher, by name: a release wakes the
+// WatchRelease implements driver.ReleaseWatcher, by name: a release wakes the
 // waiters of every count.
 func (s *Semaphores) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	r, err := semaphore.ParseKey(key)
@@ -181,7 +182,7 @@ func (s *Semaphores) WatchRelease(ctx context.Context, key string) (<-chan struc
 	return s.n.w.watch(ctx, r.Name)
 }
 
-// Shared implements lock.SharedBackend.
+// Shared implements driver.Shared.
 func (s *Semaphores) Shared(key string) bool {
 	r, err := semaphore.ParseKey(key)
 	return err == nil && r.Permits > 1

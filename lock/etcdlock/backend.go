@@ -14,6 +14,7 @@ import (
 	"github.com/latchkey-go/latchkey/internal/contend"
 	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/driver"
 )
 
 // cleanupTimeout bounds the best-effort calls that withdraw a key or revoke
@@ -25,7 +26,7 @@ const cleanupTimeout = time.Second
 // holder for the concurrency a service typically runs.
 const maxIdleLeases = 256
 
-// backend implements lock.Backend with one etcd lease and one key per
+// backend implements driver.Backend with one etcd lease and one key per
 // contender (see the package doc).
 type backend struct {
 	c      Client
@@ -40,9 +41,9 @@ type backend struct {
 }
 
 var (
-	_ lock.Backend         = (*backend)(nil)
-	_ lock.PartialAcquirer = (*backend)(nil)
-	_ lock.OwnerWatcher    = (*backend)(nil)
+	_ driver.Backend         = (*backend)(nil)
+	_ driver.BoundedAcquirer = (*backend)(nil)
+	_ driver.ServerQueue     = (*backend)(nil)
 )
 
 func newBackend(c Client, o options) *backend {
@@ -167,7 +168,7 @@ func (b *backend) close() error {
 	return nil
 }
 
-// TryAcquire implements lock.Backend: it puts the owner's key if it is not
+// TryAcquire implements driver.Backend: it puts the owner's key if it is not
 // in the queue yet and holds the lock when that key has the lowest create
 // revision under the name, the rule concurrency.Mutex follows.
 //
@@ -181,7 +182,7 @@ func (b *backend) TryAcquire(ctx context.Context, name, owner string, ttl time.D
 	return token, holderTTL, err
 }
 
-// TryAcquirePartial implements lock.PartialAcquirer: TryAcquire, except
+// TryAcquirePartial implements driver.BoundedAcquirer: TryAcquire, except
 // that a kept lease confirmed at most a third of the TTL ago is used as it
 // is, without the keep-alive, and the lock is reported certain only for what
 // is left of that lease. A renewed lease is in that state just before each
@@ -485,7 +486,7 @@ func (b *backend) drop(ctx context.Context, c *contender) {
 	c.lease, c.rev = 0, 0
 }
 
-// Renew implements lock.Backend: one keep-alive of the key's lease and,
+// Renew implements driver.Backend: one keep-alive of the key's lease and,
 // in parallel, a read that the key is still there with our create revision
 // (an operator may have deleted it: etcd #6127, #10811).
 func (b *backend) Renew(ctx context.Context, name, owner string, ttl time.Duration) error {
@@ -541,7 +542,7 @@ func (b *backend) lost(ctx context.Context, c *contender, owner string) {
 	b.owners.Forget(owner, c)
 }
 
-// Release implements lock.Backend: it deletes the key, which only this
+// Release implements driver.Backend: it deletes the key, which only this
 // contender writes (see deleteKey), and learns from the count deleted
 // whether the key was still there. The lease, now without a key, is kept for the Locker's next lock; if the
 // key was already gone, or the outcome is unknown, the lease is revoked.

@@ -9,14 +9,15 @@ import (
 
 	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/driver"
 )
 
 var (
-	_ lock.Relabeler     = (*backend)(nil)
-	_ lock.HolderWatcher = (*backend)(nil)
+	_ driver.Relabeler     = (*backend)(nil)
+	_ driver.HolderWatcher = (*backend)(nil)
 )
 
-// Relabel implements lock.Relabeler as etcd's Election.Proclaim does: one
+// Relabel implements driver.Relabeler as etcd's Election.Proclaim does: one
 // transaction puts the new label as the key's value, on the key's lease, if
 // the key still has our create revision. The key, its create revision (the
 // fencing token) and its place in the queue stay.
@@ -49,7 +50,7 @@ func (b *backend) Relabel(ctx context.Context, name, owner, newOwner string) err
 	return nil
 }
 
-// WatchHolder implements lock.HolderWatcher with one watch of the name's
+// WatchHolder implements driver.HolderWatcher with one watch of the name's
 // queue (<prefix><name>/): every put and delete there, lease expiries
 // included, signals, which covers every change of the head. If the watch
 // ends (a lost leader, a compaction) it is opened again, and signals once

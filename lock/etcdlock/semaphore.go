@@ -16,6 +16,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/driver"
 	"github.com/latchkey-go/latchkey/semaphore"
 )
 
@@ -56,7 +57,7 @@ func NewSemaphores(c Client, opts ...Option) (*semaphore.Client, error) {
 	return semaphore.New(&semBackend{c: c, prefix: o.prefix + DefaultSemaphorePrefix, lockPrefix: o.prefix, byOwner: map[string]*permit{}, idle: map[int64][]idleLease{}})
 }
 
-// semBackend is the semaphore lock.Backend on etcd.
+// semBackend is the semaphore driver.Backend on etcd.
 type semBackend struct {
 	c          Client
 	prefix     string // of the semaphores' keys
@@ -69,9 +70,9 @@ type semBackend struct {
 }
 
 var (
-	_ lock.Backend        = (*semBackend)(nil)
-	_ lock.OwnerWatcher   = (*semBackend)(nil)
-	_ lock.SharedBackend  = (*semBackend)(nil)
+	_ driver.Backend      = (*semBackend)(nil)
+	_ driver.ServerQueue  = (*semBackend)(nil)
+	_ driver.Shared       = (*semBackend)(nil)
 	_ semaphore.Inspector = (*semBackend)(nil)
 )
 
@@ -132,7 +133,7 @@ func parseValue(v []byte) (permits, count int, owner string, ok bool) {
 	return n, k, f[2], err1 == nil && err2 == nil && n > 0 && k > 0
 }
 
-// WatchReleaseOwner implements lock.OwnerWatcher: owner's Acquire waits, so
+// WatchReleaseOwner implements driver.ServerQueue: owner's Acquire waits, so
 // its key stays queued between attempts. stop withdraws it unless it holds.
 func (b *semBackend) WatchReleaseOwner(_ context.Context, _, owner string) (<-chan struct{}, func(), error) {
 	p := b.permitOf(owner, true)
@@ -164,7 +165,7 @@ func (b *semBackend) withdrawLocked(p *permit, owner string) {
 	b.forget(owner)
 }
 
-// TryAcquire implements lock.Backend.
+// TryAcquire implements driver.Backend.
 func (b *semBackend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
 	r, err := semaphore.ParseKey(key)
 	if err != nil {
@@ -439,7 +440,7 @@ func (b *semBackend) keepQueued(ctx context.Context, lease clientv3.LeaseID, ttl
 	}
 }
 
-// Renew implements lock.Backend: a keep-alive of the permit's lease, then a
+// Renew implements driver.Backend: a keep-alive of the permit's lease, then a
 // check that its key is still there.
 func (b *semBackend) Renew(ctx context.Context, _, owner string, _ time.Duration) error {
 	p := b.permitOf(owner, false)
@@ -476,7 +477,7 @@ func (b *semBackend) Renew(ctx context.Context, _, owner string, _ time.Duration
 	return nil
 }
 
-// Release implements lock.Backend: the key is deleted if it is still this
+// Release implements driver.Backend: the key is deleted if it is still this
 // permit's (compare-and-delete on its create revision), then its lease
 // revoked.
 func (b *semBackend) Release(ctx context.Context, _, owner string) error {
@@ -567,7 +568,7 @@ func (b *semBackend) Close() error {
 	return nil
 }
 
-// Shared implements lock.SharedBackend.
+// Shared implements driver.Shared.
 func (b *semBackend) Shared(key string) bool {
 	r, err := semaphore.ParseKey(key)
 	return err == nil && r.Permits > 1

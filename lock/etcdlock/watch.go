@@ -8,7 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// WatchReleaseOwner implements lock.OwnerWatcher. It marks owner's attempts as
+// WatchReleaseOwner implements driver.ServerQueue. It marks owner's attempts as
 // those of a waiting Acquire: they leave their key in the queue, keep its lease
 // alive and watch only the key just ahead of it (no herd). stop withdraws the
 // key unless the Acquire got the lock.

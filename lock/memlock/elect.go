@@ -4,15 +4,15 @@ import (
 	"context"
 	"time"
 
-	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/driver"
 )
 
 var (
-	_ lock.Relabeler     = (*store)(nil)
-	_ lock.HolderWatcher = (*store)(nil)
+	_ driver.Relabeler     = (*store)(nil)
+	_ driver.HolderWatcher = (*store)(nil)
 )
 
-// Relabel implements lock.Relabeler.
+// Relabel implements driver.Relabeler.
 func (s *store) Relabel(_ context.Context, key, owner, newOwner string) error {
 	s.mu.Lock()
 	e, ok := s.locks[key]
@@ -26,7 +26,7 @@ func (s *store) Relabel(_ context.Context, key, owner, newOwner string) error {
 	return nil
 }
 
-// WatchHolder implements lock.HolderWatcher: acquisitions, releases,
+// WatchHolder implements driver.HolderWatcher: acquisitions, releases,
 // revocations and relabels signal at once; an expiry is signalled by a
 // timer set for the holder's expiry, which a renewal only moves.
 func (s *store) WatchHolder(ctx context.Context, key string) (<-chan struct{}, func(), error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/driver"
 	"github.com/latchkey-go/latchkey/semaphore"
 )
 
@@ -64,10 +65,10 @@ type semStore struct {
 }
 
 var (
-	_ lock.Backend        = (*semStore)(nil)
-	_ lock.ReleaseWatcher = (*semStore)(nil)
-	_ lock.SharedBackend  = (*semStore)(nil)
-	_ semaphore.Inspector = (*semStore)(nil)
+	_ driver.Backend        = (*semStore)(nil)
+	_ driver.ReleaseWatcher = (*semStore)(nil)
+	_ driver.Shared         = (*semStore)(nil)
+	_ semaphore.Inspector   = (*semStore)(nil)
 )
 
 // live returns name's entry with expired holders dropped, nil if nobody
@@ -157,14 +158,14 @@ func (s *semStore) Release(_ context.Context, key, owner string) error {
 	return nil
 }
 
-// Shared implements lock.SharedBackend: a name with more than one permit
+// Shared implements driver.Shared: a name with more than one permit
 // may have several holders.
 func (s *semStore) Shared(key string) bool {
 	r, err := semaphore.ParseKey(key)
 	return err == nil && r.Permits > 1
 }
 
-// WatchRelease implements lock.ReleaseWatcher, by name: a release wakes
+// WatchRelease implements driver.ReleaseWatcher, by name: a release wakes
 // the waiters of every count.
 func (s *semStore) WatchRelease(_ context.Context, key string) (<-chan struct{}, func(), error) {
 	r, err := semaphore.ParseKey(key)
@@ -228,4 +229,4 @@ func (s *semStore) InspectSemaphore(_ context.Context, name string) (semaphore.I
 // Backend returns the store behind ss, for another semaphore.Client on the
 // same permits (semaphore.New), as a separate part of the program with its
 // own waiters and renewals would have.
-func (ss *Semaphores) Backend() lock.Backend { return ss.s }
+func (ss *Semaphores) Backend() driver.Backend { return ss.s }

@@ -14,6 +14,7 @@ import (
 	"github.com/latchkey-go/latchkey/internal/redisbatch"
 	"github.com/latchkey-go/latchkey/internal/redisnode"
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/driver"
 )
 
 var (
@@ -22,8 +23,8 @@ var (
 	raiseScript = redis.NewScript(raiseLua)
 )
 
-// backend implements lock.Backend, lock.BatchRenewer, lock.ReleaseWatcher
-// and lock.HandoffReleaser by running redislock's per-server backend on
+// backend implements driver.Backend, driver.BatchRenewer, driver.ReleaseWatcher
+// and driver.PipelinedReleaser by running redislock's per-server backend on
 // every node and counting.
 type backend struct {
 	nodes     []*redisnode.Node
@@ -35,10 +36,10 @@ type backend struct {
 }
 
 var (
-	_ lock.Backend         = (*backend)(nil)
-	_ lock.BatchRenewer    = (*backend)(nil)
-	_ lock.ReleaseWatcher  = (*backend)(nil)
-	_ lock.HandoffReleaser = (*backend)(nil)
+	_ driver.Backend           = (*backend)(nil)
+	_ driver.BatchRenewer      = (*backend)(nil)
+	_ driver.ReleaseWatcher    = (*backend)(nil)
+	_ driver.PipelinedReleaser = (*backend)(nil)
 )
 
 func (b *backend) close() {
@@ -121,7 +122,7 @@ func eachNode[T any](ctx context.Context, b *backend, timeout time.Duration, f f
 	return vals, errs
 }
 
-// TryAcquire implements lock.Backend: SET NX on every node at once, the
+// TryAcquire implements driver.Backend: SET NX on every node at once, the
 // choice of the token among the quorum's and, only where the nodes' counters
 // do not already fence it, its write-back (see the package doc). It succeeds
 // only if a quorum was taken, the token is fenced, and less than TTL - drift
@@ -261,16 +262,16 @@ func (b *backend) verdict(errs []error) error {
 	}
 }
 
-// Renew implements lock.Backend.
+// Renew implements driver.Backend.
 func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
 	return b.verdict(b.each(ctx, b.nodeTimeout(ttl), func(ctx context.Context, i int) error {
 		return b.nodes[i].Renew(ctx, key, owner, ttl)
 	}))
 }
 
-// RenewBatch implements lock.BatchRenewer: one pipeline per node, all nodes
+// RenewBatch implements driver.BatchRenewer: one pipeline per node, all nodes
 // at once, then a quorum per lease.
-func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error {
+func (b *backend) RenewBatch(ctx context.Context, batch []driver.Renewal) []error {
 	out := make([]error, len(batch))
 	if len(batch) == 0 {
 		return out
@@ -299,7 +300,7 @@ func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error 
 	return out
 }
 
-// Release implements lock.Backend: compare-and-delete on every node, each
+// Release implements driver.Backend: compare-and-delete on every node, each
 // of which publishes the release to every Locker's waiters.
 func (b *backend) Release(ctx context.Context, key, owner string) error {
 	return b.verdict(b.each(ctx, b.nodeTimeout(lock.MaxTTL), func(ctx context.Context, i int) error {
@@ -307,7 +308,7 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 	}))
 }
 
-// ReleaseHandoff implements lock.HandoffReleaser: compare-and-delete on
+// ReleaseHandoff implements driver.PipelinedReleaser: compare-and-delete on
 // every node, whose release messages this Locker's own watches skip, then
 // handoff. So the waiter of this Locker that handoff wakes attempts once
 // every node has answered, and finds every node free, instead of a first
@@ -325,7 +326,7 @@ func (b *backend) ReleaseHandoff(ctx context.Context, key, owner string, handoff
 // one.
 const subscribeWait = time.Second
 
-// WatchRelease implements lock.ReleaseWatcher: it watches key on every node
+// WatchRelease implements driver.ReleaseWatcher: it watches key on every node
 // (each node's release messages): a release seen on any node wakes the
 // returned channel. Nodes that cannot watch are left out; the Manager's poll
 // covers them. It starts no goroutine: the nodes wake the channel from their

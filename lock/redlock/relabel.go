@@ -4,11 +4,12 @@ import (
 	"context"
 
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/driver"
 )
 
-var _ lock.Relabeler = (*backend)(nil)
+var _ driver.Relabeler = (*backend)(nil)
 
-// Relabel implements lock.Relabeler: the owner is replaced on every node
+// Relabel implements driver.Relabeler: the owner is replaced on every node
 // at once, and the change stands when a quorum confirmed it. A node that
 // missed it keeps the old owner and refuses the renewals that follow,
 // which the quorum outvotes; where no quorum confirms, the lease is lost

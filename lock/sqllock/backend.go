@@ -13,9 +13,10 @@ import (
 	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/internal/sqlconn"
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/driver"
 )
 
-// backend implements lock.Backend and lock.BatchRenewer on a lease table.
+// backend implements driver.Backend and driver.BatchRenewer on a lease table.
 type backend struct {
 	db      sqlconn.DB
 	dialect Dialect
@@ -24,8 +25,8 @@ type backend struct {
 }
 
 var (
-	_ lock.Backend      = (*backend)(nil)
-	_ lock.BatchRenewer = (*backend)(nil)
+	_ driver.Backend      = (*backend)(nil)
+	_ driver.BatchRenewer = (*backend)(nil)
 )
 
 func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
@@ -154,7 +155,7 @@ var errNotHeld = lockerr.NotHeld("sqllock: the lock expired or another owner hol
 // maxBatch bounds the leases renewed by one statement.
 const maxBatch = 1000
 
-func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error {
+func (b *backend) RenewBatch(ctx context.Context, batch []driver.Renewal) []error {
 	errs := make([]error, len(batch))
 	for start := 0; start < len(batch); start += maxBatch {
 		chunk := batch[start:min(start+maxBatch, len(batch))]
@@ -171,7 +172,7 @@ func (b *backend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error 
 	return errs
 }
 
-func (b *backend) renewChunk(ctx context.Context, chunk []lock.Renewal) (map[string]bool, error) {
+func (b *backend) renewChunk(ctx context.Context, chunk []driver.Renewal) (map[string]bool, error) {
 	var args []any
 	switch b.dialect {
 	case MySQL:
@@ -207,7 +208,7 @@ func (b *backend) renewChunk(ctx context.Context, chunk []lock.Renewal) (map[str
 // renewChunkMySQL renews a chunk in one UPDATE; only when fewer rows changed
 // than leases were asked does a SELECT tell which are still held. Keys and
 // owners travel hex-encoded, so JSON keeps every byte.
-func (b *backend) renewChunkMySQL(ctx context.Context, chunk []lock.Renewal) (map[string]bool, error) {
+func (b *backend) renewChunkMySQL(ctx context.Context, chunk []driver.Renewal) (map[string]bool, error) {
 	triples := make([][3]any, len(chunk))
 	for i, r := range chunk {
 		triples[i] = [3]any{hex.EncodeToString([]byte(r.Key)), hex.EncodeToString([]byte(r.Owner)), r.TTL.Milliseconds()}

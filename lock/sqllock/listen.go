@@ -39,7 +39,7 @@ func newListener(pool *pgxpool.Pool, channel string) *listener {
 	}
 }
 
-// WatchRelease implements lock.ReleaseWatcher. It returns once the LISTEN is
+// WatchRelease implements driver.ReleaseWatcher. It returns once the LISTEN is
 // active (or after readyWait), so a release after it returns is not missed.
 func (ln *listener) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	h := keyHash(key)

@@ -12,6 +12,7 @@ import (
 	"github.com/latchkey-go/latchkey/internal/sqlconn/pgxconn"
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/driver"
 )
 
 // DefaultTable is the lease table's name unless WithTable says otherwise.
@@ -92,7 +93,7 @@ func newLocker(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.Pool
 	}
 	b := &backend{db: db, dialect: d, q: q, marks: newMarks(d)}
 	l := &Locker{backend: b, iq: newInspectQueries(d, o.table)}
-	var lb lock.Backend = b
+	var lb driver.Backend = b
 	if pool != nil {
 		l.listener = newListener(pool, o.table+channelSuffix)
 		lb = watchingBackend{b, l.listener}
@@ -118,4 +119,4 @@ type watchingBackend struct {
 	*listener
 }
 
-var _ lock.ReleaseWatcher = watchingBackend{}
+var _ driver.ReleaseWatcher = watchingBackend{}

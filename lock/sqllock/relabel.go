@@ -5,12 +5,12 @@ import (
 	"fmt"
 
 	"github.com/latchkey-go/latchkey/internal/sqlconn"
-	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/driver"
 )
 
-var _ lock.Relabeler = (*backend)(nil)
+var _ driver.Relabeler = (*backend)(nil)
 
-// Relabel implements lock.Relabeler: one UPDATE replaces the owner if it is
+// Relabel implements driver.Relabeler: one UPDATE replaces the owner if it is
 // still ours and unexpired, keeping the expiry; on PostgreSQL it notifies
 // the release channel too, so LISTENing watchers (an election's observers)
 // read the change.

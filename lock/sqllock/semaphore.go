@@ -17,6 +17,7 @@ import (
 	"github.com/latchkey-go/latchkey/internal/sqlconn/pgxconn"
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/driver"
 	"github.com/latchkey-go/latchkey/semaphore"
 )
 
@@ -31,7 +32,9 @@ const DefaultSemaphoreTable = "latchkey_semaphores"
 // end, by the database's clock). An acquisition is one transaction that
 // locks the name's row, drops the holders whose lease has ended, counts the
 // rest and, if enough permits are free, raises the counter and adds its
-// holder row; a renewal or a release is one statement on the holder's row,
+// holder row; on SQLite a read first refuses it, without the transaction,
+// while the live holders leave too few permits. A renewal or a release is
+// one statement on the holder's row,
 // and renewals of many permits one statement per dialect batch (PostgreSQL
 // and SQLite; MySQL renews each on its own). Waiters poll; NewPgxSemaphores
 // wakes them by NOTIFY. WithTable names the semaphore table (default
@@ -82,7 +85,7 @@ func newSemaphores(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.
 		return nil, fmt.Errorf("sqllock: creating the semaphore tables: %w", err)
 	}
 	b := &semBackend{db: db, dialect: d, q: q, modes: modeQuery(d), marks: newMarks(d)}
-	var lb lock.Backend = b
+	var lb driver.Backend = b
 	switch {
 	case pool != nil:
 		lb = watchingSemBackend{semBatchBackend{b}, newListener(pool, o.table+channelSuffix)}
@@ -130,6 +133,7 @@ type semQueries struct {
 	migrate []string
 	ensure  string // $1 name, $2 N -> the name's row, created if missing (locked; PG, SQLite: -> permits, token)
 	locked  string // $1 name -> permits, token (MySQL: read with a lock after ensure)
+	peek    string // SQLite, before the transaction: $1 name -> permits, live holders, permits held, ms until the first lease ends, another mode holds it
 	purge   string // $1 name: drop holders whose lease ended
 	count   string // $1, $2 name -> live holders, permits held, ms until the first lease ends, ended holders
 	take    string // $1 N, $2 name -> the next token
@@ -181,6 +185,12 @@ WHERE name = $1 AND expires_at > {now_ms} ORDER BY token`),
 ON CONFLICT (name) DO UPDATE SET token = s.token
 RETURNING permits, token`)
 		q.take = fill(`UPDATE {table} SET permits = $1, token = {greatest}(token + 1, {now_us}) WHERE name = $2 RETURNING token`)
+		if d == SQLite {
+			q.peek = fill(`SELECT s.permits, COUNT(h.owner), COALESCE(SUM(h.permits), 0), COALESCE(MIN(h.expires_at) - {now_ms}, 0),
+	` + lockLive + ` OR ` + rwLive + `
+FROM {table} AS s LEFT JOIN {holders} AS h ON h.name = s.name AND h.expires_at > {now_ms}
+WHERE s.name = $1 GROUP BY s.permits`)
+		}
 	case MySQL:
 		q.ensure = fill(`INSERT INTO {table} (name, permits, token) VALUES ($1, $2, 0) ON DUPLICATE KEY UPDATE token = token`)
 		q.locked = fill(`SELECT permits, token FROM {table} WHERE name = $1 FOR UPDATE`)
@@ -256,7 +266,7 @@ RETURNING owner`)
 	return q
 }
 
-// semBackend is the semaphore lock.Backend on the two tables.
+// semBackend is the semaphore driver.Backend on the two tables.
 type semBackend struct {
 	db      sqlconn.DB
 	dialect Dialect
@@ -275,18 +285,18 @@ type watchingSemBackend struct {
 }
 
 var (
-	_ lock.Backend        = (*semBackend)(nil)
-	_ lock.SharedBackend  = (*semBackend)(nil)
-	_ semaphore.Inspector = (*semBackend)(nil)
-	_ lock.BatchRenewer   = semBatchBackend{}
-	_ lock.ReleaseWatcher = watchingSemBackend{}
+	_ driver.Backend        = (*semBackend)(nil)
+	_ driver.Shared         = (*semBackend)(nil)
+	_ semaphore.Inspector   = (*semBackend)(nil)
+	_ driver.BatchRenewer   = semBatchBackend{}
+	_ driver.ReleaseWatcher = watchingSemBackend{}
 )
 
 var errPermitNotHeld = lockerr.NotHeld("sqllock: the permit expired or was revoked")
 
 // acquired is an acquisition's outcome. A refusal (too few free permits, a
-// count mismatch) still commits its transaction, which dropped the holders
-// whose lease had ended.
+// count mismatch) found by the transaction still commits it, which dropped
+// the holders whose lease had ended.
 type acquired struct {
 	token     uint64
 	holderTTL time.Duration
@@ -303,6 +313,15 @@ func (b *semBackend) TryAcquire(ctx context.Context, key, owner string, ttl time
 		return b.acquireInOne(ctx, r, owner, ttl)
 	}
 	var a acquired
+	if b.q.peek != "" {
+		refused, err := b.peek(ctx, r, &a)
+		if err != nil {
+			return 0, 0, fmt.Errorf("sqllock: %w", err)
+		}
+		if refused {
+			return 0, a.holderTTL, a.err
+		}
+	}
 	remarked := false
 	for try := 1; ; try++ {
 		err = b.tryAcquire(ctx, r, owner, ttl, &a)
@@ -442,9 +461,31 @@ func (b *semBackend) ensureIn(ctx context.Context, tx sqlconn.Tx, r semaphore.Re
 	return permits, err
 }
 
+// peek is SQLite's look at r's holders before the acquisition's
+// transaction, a read that waits for no writer: it returns true, with the
+// refusal in a, when the live holders leave r no room or hold the name with
+// another N. SQLite lets one writer in at a time and its busy handler
+// retries a waiting writer every 100 ms, in no order, so fresh writers get
+// in first: waiters polling a full semaphore (every 10 ms at most) with a
+// write transaction each kept the write lock so busy that a holder's
+// renewal waited past its lease's deadline. A name that is free, not yet
+// known, or held in another mode goes to the transaction, which decides
+// again, and reports the other mode first.
+func (b *semBackend) peek(ctx context.Context, r semaphore.Request, a *acquired) (bool, error) {
+	var (
+		permits, holders, used, firstEnds int64
+		otherMode                         bool
+	)
+	ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.peek, r.Name), &permits, &holders, &used, &firstEnds, &otherMode)
+	if err != nil || !ok || otherMode {
+		return false, err
+	}
+	room(r, permits, holders, used, firstEnds, a)
+	return a.err != nil, nil
+}
+
 // checkRoomIn counts r's live holders in tx, purging the ended ones, and
-// sets a.err when r cannot get in: a *semaphore.MismatchError for another
-// N, ErrNotAcquired (with the first holder's time left) for no room.
+// sets a.err when r cannot get in (see room).
 func (b *semBackend) checkRoomIn(ctx context.Context, tx sqlconn.Tx, r semaphore.Request, permits int64, a *acquired) error {
 	var holders, used, firstEnds, ended int64
 	if _, err := sqlconn.ScanOne(tx.QueryRow(ctx, b.q.count, r.Name, r.Name), &holders, &used, &firstEnds, &ended); err != nil {
@@ -455,6 +496,15 @@ func (b *semBackend) checkRoomIn(ctx context.Context, tx sqlconn.Tx, r semaphore
 			return err
 		}
 	}
+	room(r, permits, holders, used, firstEnds, a)
+	return nil
+}
+
+// room sets a.err when r cannot get in beside holders live holders, of
+// used permits in all, who agreed on N = permits, the first lease ending in
+// firstEnds ms: a *semaphore.MismatchError for another N, ErrNotAcquired
+// (with the first holder's time left) for no room.
+func room(r semaphore.Request, permits, holders, used, firstEnds int64, a *acquired) {
 	switch {
 	case holders > 0 && permits != int64(r.Permits):
 		a.err = &semaphore.MismatchError{Name: r.Name, Asked: r.Permits, Holders: int(permits)}
@@ -462,7 +512,6 @@ func (b *semBackend) checkRoomIn(ctx context.Context, tx sqlconn.Tx, r semaphore
 		a.holderTTL = time.Duration(max(firstEnds, 1)) * time.Millisecond
 		a.err = lock.ErrNotAcquired
 	}
-	return nil
 }
 
 // nextTokenIn takes r's next token in tx.
@@ -524,15 +573,15 @@ func (b *semBackend) release(ctx context.Context, name, owner string) error {
 	return nil
 }
 
-// Shared implements lock.SharedBackend.
+// Shared implements driver.Shared.
 func (b *semBackend) Shared(key string) bool {
 	r, err := semaphore.ParseKey(key)
 	return err == nil && r.Permits > 1
 }
 
-// RenewBatch implements lock.BatchRenewer: one statement per maxBatch
+// RenewBatch implements driver.BatchRenewer: one statement per maxBatch
 // permits.
-func (b semBatchBackend) RenewBatch(ctx context.Context, batch []lock.Renewal) []error {
+func (b semBatchBackend) RenewBatch(ctx context.Context, batch []driver.Renewal) []error {
 	errs := make([]error, len(batch))
 	for start := 0; start < len(batch); start += maxBatch {
 		chunk := batch[start:min(start+maxBatch, len(batch))]
@@ -573,7 +622,7 @@ func (b semBatchBackend) RenewBatch(ctx context.Context, batch []lock.Renewal) [
 	return errs
 }
 
-// WatchRelease implements lock.ReleaseWatcher by name: a release wakes the
+// WatchRelease implements driver.ReleaseWatcher by name: a release wakes the
 // waiters of every count.
 func (b watchingSemBackend) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	r, err := semaphore.ParseKey(key)

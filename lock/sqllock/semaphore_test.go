@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,18 +46,26 @@ func (c *cutters) cut(t *testing.T, s *semaphore.Client) {
 }
 
 func TestSemaphoreSQLiteConformance(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "sems.db")
-	admin := openSQLite(t, path)
+	dir := t.TempDir()
+	// Each of the suite's tests gets its own file, shared by its Clients.
+	// SQLite lets one writer in at a time and its busy handler retries in
+	// no order, so a test that keeps the write lock busy by design
+	// (NeverMoreThanN's twelve holders cycling through three permits) once
+	// kept a renewal of another test waiting past its lease's deadline.
+	file := func(t *testing.T) string {
+		return filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".db")
+	}
 	var cuts cutters
 	semaphoretest.Run(t, semaphoretest.Harness{
-		// The suite's parallel tests all write to one file, one writer at a
-		// time: a 1 s lease's renewal, waiting its turn for the write lock
-		// on a loaded 2-core machine, once missed its deadline. A 2 s lease
-		// gives it room, as in the suites of etcd and ZooKeeper.
+		// SQLite runs inside the test process, instrumented by -race like
+		// the rest: on a 2-core machine at load 10, a 1 s lease's renewal,
+		// due with 0.66 s left, missed its deadline even on a file of its
+		// own. A 2 s lease gives it room, as in the suites of etcd and
+		// ZooKeeper.
 		TTL: 2 * time.Second,
 		// Each Client gets its own *sql.DB, as a separate process would.
 		New: func(t *testing.T) *semaphore.Client {
-			db := openSQLite(t, path)
+			db := openSQLite(t, file(t))
 			c, err := sqllock.NewSemaphores(t.Context(), db, sqllock.SQLite)
 			if err != nil {
 				t.Fatal(err)
@@ -65,11 +74,70 @@ func TestSemaphoreSQLiteConformance(t *testing.T) {
 		},
 		Cut: cuts.cut,
 		Revoke: func(t *testing.T, name string) {
+			admin := openSQLite(t, file(t))
 			if _, err := admin.Exec(`DELETE FROM latchkey_semaphores_holders WHERE name = ?`, name); err != nil {
 				t.Fatal(err)
 			}
 		},
 	})
+}
+
+// TestSemaphoreSQLiteRefusalTakesNoWriteLock checks that an acquisition that
+// finds no room on SQLite is refused by a read, without waiting for the one
+// write lock: waiters polling a full semaphore each took it, and kept a
+// holder's renewal waiting past its lease's deadline.
+func TestSemaphoreSQLiteRefusalTakesNoWriteLock(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "sems.db")
+	newClient := func() *semaphore.Client {
+		c, err := sqllock.NewSemaphores(ctx, openSQLite(t, path), sqllock.SQLite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	a, b := newClient(), newClient()
+	sa, err := a.Semaphore("full", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sa.Acquire(ctx, lock.WithTTL(time.Minute), lock.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Release(context.Background()) }()
+
+	// Another process holds the write lock until the checks are done.
+	conn, err := openSQLite(t, path).Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = conn.ExecContext(context.Background(), `ROLLBACK`) }()
+
+	// Without the read each attempt would wait for the write lock until its
+	// context ends; the bound is a failure timeout.
+	check := func(n int, want error) {
+		t.Helper()
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		sb, err := b.Semaphore("full", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q, err := sb.Acquire(actx, lock.WithWait(0)); !errors.Is(err, want) {
+			if q != nil {
+				_ = q.Release(ctx)
+			}
+			t.Fatalf("try-once of N=%d while the write lock is held = %v, want %v", n, err, want)
+		}
+	}
+	check(1, lock.ErrNotAcquired)
+	check(2, semaphore.ErrMismatch)
 }
 
 // TestSemaphorePostgresConformance runs the suite on the shared PostgreSQL

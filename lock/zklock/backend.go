@@ -16,6 +16,7 @@ import (
 	"github.com/latchkey-go/latchkey/internal/contend"
 	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/driver"
 )
 
 // cleanupTimeout bounds the best-effort deletes of nodes nobody will use
@@ -27,7 +28,7 @@ const cleanupTimeout = time.Second
 // session is not connected: the Manager retries renewals until its deadline.
 var errNoSession = errors.New("zklock: not connected to a server")
 
-// backend implements lock.Backend with one ephemeral-sequential node per
+// backend implements driver.Backend with one ephemeral-sequential node per
 // contender (see the package doc).
 type backend struct {
 	conn   *zk.Conn
@@ -49,10 +50,10 @@ type backend struct {
 }
 
 var (
-	_ lock.Backend         = (*backend)(nil)
-	_ lock.OwnerWatcher    = (*backend)(nil)
-	_ lock.PartialAcquirer = (*backend)(nil)
-	_ lock.PartialRenewer  = (*backend)(nil)
+	_ driver.Backend         = (*backend)(nil)
+	_ driver.ServerQueue     = (*backend)(nil)
+	_ driver.BoundedAcquirer = (*backend)(nil)
+	_ driver.BoundedRenewer  = (*backend)(nil)
 )
 
 // newBackend returns the backend of a connected session and starts its
@@ -274,7 +275,7 @@ func position(children []string, ours string) (found bool, pred string) {
 	return found, pred
 }
 
-// TryAcquire implements lock.Backend: it creates the owner's node if it is
+// TryAcquire implements driver.Backend: it creates the owner's node if it is
 // not in the queue yet, and holds the lock when no contender has a lower
 // sequence number.
 func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
@@ -528,13 +529,13 @@ func (b *backend) sweep(ctx context.Context) {
 	}
 }
 
-// Renew implements lock.Backend; the Manager calls RenewPartial.
+// Renew implements driver.Backend; the Manager calls RenewPartial.
 func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
 	_, err := b.RenewPartial(ctx, key, owner, ttl)
 	return err
 }
 
-// RenewPartial implements lock.PartialRenewer. ZooKeeper's session keeps the
+// RenewPartial implements driver.BoundedRenewer. ZooKeeper's session keeps the
 // node alive, so renewal is a check: the session is connected and our node
 // still exists with our czxid. The answer may come from a follower cut off
 // from the leader, so it vouches for the lease only up to the session's
@@ -547,7 +548,7 @@ func (b *backend) RenewPartial(ctx context.Context, key, owner string, ttl time.
 	return b.certain(sent, ttl), nil
 }
 
-// TryAcquirePartial implements lock.PartialAcquirer: TryAcquire, certain up
+// TryAcquirePartial implements driver.BoundedAcquirer: TryAcquire, certain up
 // to the session's horizon (horizon.go).
 func (b *backend) TryAcquirePartial(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, time.Duration, error) {
 	sent := time.Now()
@@ -598,7 +599,7 @@ func (b *backend) renew(ctx context.Context, owner string, ttl time.Duration) er
 	return nil
 }
 
-// Release implements lock.Backend: a version-checked delete of our own node,
+// Release implements driver.Backend: a version-checked delete of our own node,
 // whose name (GUID and sequence number) no other contender can have; it never
 // deletes the next holder's node.
 func (b *backend) Release(ctx context.Context, key, owner string) error {

@@ -10,14 +10,15 @@ import (
 
 	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/driver"
 )
 
 var (
-	_ lock.Relabeler     = (*backend)(nil)
-	_ lock.HolderWatcher = (*backend)(nil)
+	_ driver.Relabeler     = (*backend)(nil)
+	_ driver.HolderWatcher = (*backend)(nil)
 )
 
-// Relabel implements lock.Relabeler: a version-checked SetData of our own
+// Relabel implements driver.Relabeler: a version-checked SetData of our own
 // node puts the new label as its data, where Curator's LeaderSelector and
 // kazoo's Election read a participant's id. The node, its czxid (the fencing
 // token) and its place in the queue stay.
@@ -57,7 +58,7 @@ func (b *backend) Relabel(ctx context.Context, key, owner, newOwner string) erro
 	return nil
 }
 
-// WatchHolder implements lock.HolderWatcher: a children watch of the lock's
+// WatchHolder implements driver.HolderWatcher: a children watch of the lock's
 // znode (an exists watch while it does not exist) and a data watch of the
 // head contender's node, set again after each event, and a signal once
 // they are set again; a lost session fires every watch, and they are set

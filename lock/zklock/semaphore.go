@@ -14,6 +14,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/driver"
 	"github.com/latchkey-go/latchkey/semaphore"
 )
 
@@ -58,7 +59,7 @@ func NewSemaphores(ctx context.Context, servers []string, opts ...Option) (*sema
 // kazoo does.
 const semLockSuffix = "-__lock__"
 
-// semBackend is the semaphore lock.Backend on ZooKeeper.
+// semBackend is the semaphore driver.Backend on ZooKeeper.
 type semBackend struct {
 	inner *Locker  // the semaphore locks, and the session
 	b     *backend // inner's, for the session and its calls
@@ -69,11 +70,11 @@ type semBackend struct {
 }
 
 var (
-	_ lock.Backend        = (*semBackend)(nil)
-	_ lock.PartialRenewer = (*semBackend)(nil)
-	_ lock.OwnerWatcher   = (*semBackend)(nil)
-	_ lock.SharedBackend  = (*semBackend)(nil)
-	_ semaphore.Inspector = (*semBackend)(nil)
+	_ driver.Backend        = (*semBackend)(nil)
+	_ driver.BoundedRenewer = (*semBackend)(nil)
+	_ driver.ServerQueue    = (*semBackend)(nil)
+	_ driver.Shared         = (*semBackend)(nil)
+	_ semaphore.Inspector   = (*semBackend)(nil)
 )
 
 // A zkPermit is one acquisition's permit nodes.
@@ -112,7 +113,7 @@ func (s *semBackend) semDir(name string) (string, error) {
 	return s.b.dir(name)
 }
 
-// WatchReleaseOwner implements lock.OwnerWatcher: the waiting Acquire queues
+// WatchReleaseOwner implements driver.ServerQueue: the waiting Acquire queues
 // for the semaphore's lock at once, in the background.
 func (s *semBackend) WatchReleaseOwner(_ context.Context, key, owner string) (<-chan struct{}, func(), error) {
 	r, err := semaphore.ParseKey(key)
@@ -151,7 +152,7 @@ func (s *semBackend) WatchReleaseOwner(_ context.Context, key, owner string) (<-
 	return w.wake, stop, nil
 }
 
-// TryAcquire implements lock.Backend: with the semaphore's lock held (a
+// TryAcquire implements driver.Backend: with the semaphore's lock held (a
 // waiter's, or taken once for a try), it creates the permit nodes if enough
 // are free.
 func (s *semBackend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
@@ -345,7 +346,7 @@ func (s *semBackend) deleteNodes(nodes []string) {
 
 var errZKPermitNotHeld = lockerr.NotHeld("zklock: the permit's node is gone (session expired or deleted)")
 
-// TryAcquirePartial implements lock.PartialAcquirer: TryAcquire, certain up
+// TryAcquirePartial implements driver.BoundedAcquirer: TryAcquire, certain up
 // to the session's horizon (horizon.go).
 func (s *semBackend) TryAcquirePartial(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, time.Duration, error) {
 	sent := time.Now()
@@ -356,7 +357,7 @@ func (s *semBackend) TryAcquirePartial(ctx context.Context, key, owner string, t
 	return token, s.b.certain(sent, ttl), 0, nil
 }
 
-// RenewPartial implements lock.PartialRenewer: Renew, certain up to the
+// RenewPartial implements driver.BoundedRenewer: Renew, certain up to the
 // session's horizon.
 func (s *semBackend) RenewPartial(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
 	sent := time.Now()
@@ -366,7 +367,7 @@ func (s *semBackend) RenewPartial(ctx context.Context, key, owner string, ttl ti
 	return s.b.certain(sent, ttl), nil
 }
 
-// Renew implements lock.Backend, as the Locker's renewal: the session is
+// Renew implements driver.Backend, as the Locker's renewal: the session is
 // connected and the first permit node is still ours.
 func (s *semBackend) Renew(ctx context.Context, _, owner string, ttl time.Duration) error {
 	s.mu.Lock()
@@ -394,7 +395,7 @@ func (s *semBackend) Renew(ctx context.Context, _, owner string, ttl time.Durati
 	return nil
 }
 
-// Release implements lock.Backend: the permit nodes are deleted in one
+// Release implements driver.Backend: the permit nodes are deleted in one
 // multi-operation, which fails, deleting none, if one is gone.
 func (s *semBackend) Release(ctx context.Context, _, owner string) error {
 	s.mu.Lock()
@@ -419,7 +420,7 @@ func (s *semBackend) Release(ctx context.Context, _, owner string) error {
 	return err
 }
 
-// Shared implements lock.SharedBackend.
+// Shared implements driver.Shared.
 func (s *semBackend) Shared(key string) bool {
 	r, err := semaphore.ParseKey(key)
 	return err == nil && r.Permits > 1

@@ -6,7 +6,7 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// WatchReleaseOwner implements lock.OwnerWatcher. It marks owner's attempts
+// WatchReleaseOwner implements driver.ServerQueue. It marks owner's attempts
 // as those of a waiting Acquire: they leave their node in the queue and watch
 // only the contender just ahead of it (no herd). stop withdraws the node
 // unless the Acquire got the lock.
