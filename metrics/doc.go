@@ -1,5 +1,5 @@
-// Package metrics exports latchkey's locks, idempotency middleware and
-// message deduplication to Prometheus. It is the only latchkey package that
+// Package metrics exports latchkey's locks, idempotency middleware,
+// message deduplication and outboxes to Prometheus. It is the only latchkey package that
 // imports client_golang: the core packages report through small hooks
 // (lock.Observer, idemhttp.WithObserver, dedup.WithObserver, fence.SetObserver,
 // state.SetObserver) and this package
@@ -15,6 +15,8 @@
 //	locker.SetObserver(locks.Observer("redis"))     // any backend's Locker
 //	mw := idemhttp.Middleware(store, idemhttp.WithObserver(idm.Observer("pay")))
 //	d, _ := dedup.New(store, dedup.WithObserver(dd.Observer("orders")))
+//	ob := metrics.NewOutbox()                       // pending messages and their age, read at each scrape
+//	ob.Add("payments", payments)                    // an *outbox.Outbox
 //	dd.BloomFill("views", func() float64 {          // any func() float64, read at each scrape
 //		s, _ := filter.Stats(context.Background()) // a bloomfilter.Filter
 //		return s.Current.FillRatio

@@ -42,6 +42,8 @@ func commands() []command {
 			subs: []string{"show", "forget"}},
 		{name: "dedup", summary: "show or forget the processed mark of a message id", run: dedupCmd,
 			subs: []string{"show", "forget"}},
+		{name: "outbox", summary: "show a transactional outbox: pending messages, lag, the relay's term", run: outboxCmd,
+			subs: []string{"show"}},
 		{name: "completion", summary: "print a shell completion script: bash, zsh or fish", run: completionCmd,
 			subs: []string{"bash", "zsh", "fish"}},
 		{name: "version", summary: "print the version", run: versionCmd},
