@@ -30,7 +30,7 @@
 // release, and a Manager hands a key straight to its own next waiter at
 // most every other release, so no Manager's waiters starve another's. On
 // a single Redis server a release takes the key for its Manager's next
-// waiter in the release script itself (driver.Transferer), but only
+// waiter in the release script itself (driver.HandoverReleaser), but only
 // while no waiter of another Manager has marked the key; once one has,
 // every release leaves the key free for all the Managers' waiters.
 //

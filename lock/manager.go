@@ -28,8 +28,8 @@ type Manager struct {
 	partial driver.BoundedAcquirer   // backend's, or nil
 	renewer driver.BoundedRenewer    // backend's, or nil
 	handoff driver.PipelinedReleaser // backend's, or nil
-	// handover is the backend's driver.Transferer, or nil.
-	handover driver.Transferer
+	// handover is the backend's driver.HandoverReleaser, or nil.
+	handover driver.HandoverReleaser
 	// watch is the backend's WatchReleaseOwner, or its WatchRelease with
 	// the owner ignored, or nil.
 	watch func(ctx context.Context, key, owner string) (<-chan struct{}, func(), error)
@@ -48,7 +48,7 @@ var _ Locker = (*Manager)(nil)
 
 // NewManager returns a Manager for b. It uses each optional capability of
 // package driver that b also implements (BatchRenewer, BoundedAcquirer,
-// BoundedRenewer, PipelinedReleaser, Transferer, ServerQueue,
+// BoundedRenewer, PipelinedReleaser, HandoverReleaser, ServerQueue,
 // ReleaseWatcher, Shared, Relabeler, HolderWatcher). Unless b is a
 // driver.ServerQueue, whose server queues the waiters, the Manager serves
 // its waiting Acquire calls on one key in arrival order. It returns an
@@ -62,7 +62,7 @@ func NewManager(b driver.Backend) (*Manager, error) {
 	m.partial, _ = b.(driver.BoundedAcquirer)
 	m.renewer, _ = b.(driver.BoundedRenewer)
 	m.handoff, _ = b.(driver.PipelinedReleaser)
-	m.handover, _ = b.(driver.Transferer)
+	m.handover, _ = b.(driver.HandoverReleaser)
 	_, serverQueue := b.(driver.ServerQueue)
 	m.waiters.fifo = !serverQueue
 	if s, ok := b.(driver.Shared); ok {

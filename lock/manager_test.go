@@ -445,7 +445,7 @@ func TestNoGoroutineWhileHolding(t *testing.T) {
 	}
 }
 
-// handoverFake is a driver.Transferer whose hand-overs wait for proceed
+// handoverFake is a driver.HandoverReleaser whose hand-overs wait for proceed
 // after telling entered, so a test can act while one is on its way: a
 // real server cannot hold a release script at that point.
 type handoverFake struct {

@@ -53,7 +53,7 @@ type waiter struct {
 	granted    *grant        // a release handed it the lock; guarded by waiters.mu
 }
 
-// A grant is a lock a release took for a waiter (driver.Transferer).
+// A grant is a lock a release took for a waiter (driver.HandoverReleaser).
 type grant struct {
 	token uint64
 	start time.Time // when the release that took it was sent

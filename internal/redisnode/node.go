@@ -135,7 +135,7 @@ var (
 	_ driver.BatchRenewer      = (*Node)(nil)
 	_ driver.ReleaseWatcher    = (*Node)(nil)
 	_ driver.PipelinedReleaser = (*Node)(nil)
-	_ driver.Transferer        = (*Node)(nil)
+	_ driver.HandoverReleaser  = (*Node)(nil)
 )
 
 // New returns a Node on client. It returns an error wrapping lock.ErrInvalid
@@ -306,7 +306,7 @@ func (b *Node) release(ctx context.Context, key, owner, id string, ordered func(
 	return nil
 }
 
-// ReleaseHandover implements driver.Transferer.
+// ReleaseHandover implements driver.HandoverReleaser.
 func (b *Node) ReleaseHandover(ctx context.Context, key, owner, next string, ttl time.Duration) (uint64, error) {
 	ks := lockKeys(b.prefix, key)
 	v, err := b.exec.Run(ctx, nil, releaseHandoverScript, ks[:], owner, next, ttlArg(ttl), b.retentionArg, b.channel, anonymous).Int64()

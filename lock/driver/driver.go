@@ -126,11 +126,11 @@ type PipelinedReleaser interface {
 	ReleaseHandoff(ctx context.Context, key, owner string, handoff func()) error
 }
 
-// A Transferer is a Backend that can release a lock and take it for the
+// A HandoverReleaser is a Backend that can release a lock and take it for the
 // next owner in one step on its server, with a new fencing token: the
 // Manager's longest waiter for the key then gets the lock without an
 // attempt of its own, one round trip instead of two per hand-over.
-type Transferer interface {
+type HandoverReleaser interface {
 	// ReleaseHandover deletes owner's lock on key and, in the same step,
 	// takes it for next with ttl, returning next's token (> 0) when it
 	// did. It returns token 0 and a nil error when it released the lock but
