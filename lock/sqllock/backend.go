@@ -33,6 +33,11 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	if b.dialect == MySQL {
 		return b.tryAcquireMySQL(ctx, key, owner, ttl)
 	}
+	if b.dialect == SQLite {
+		if left, err := b.peekSQLite(ctx, key); err != nil {
+			return 0, left, err
+		}
+	}
 	var (
 		token sql.NullInt64
 		left  int64
