@@ -94,19 +94,26 @@ func TestLeaseReuse(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var since time.Time
 	reset := func() {
 		cc.grants.Store(0)
 		cc.revokes.Store(0)
 		cc.txns.Store(0)
 		cc.deletes.Store(0)
 		sc.keepAlives.Store(0)
+		since = time.Now()
 	}
+	// The kept lease is confirmed again once a third of its TTL has passed
+	// since the last confirmation, so a loaded machine whose pairs take
+	// longer than that sees one more keep-alive per third of the TTL: more
+	// than that would be a keep-alive per pair.
 	check := func(what string, pairs int, keepAlives int64) {
 		t.Helper()
 		g, r, x, d, k := cc.grants.Load(), cc.revokes.Load(), cc.txns.Load(), cc.deletes.Load(), sc.keepAlives.Load()
-		if g != 0 || r != 0 || x != int64(pairs) || d != int64(pairs) || k != keepAlives {
-			t.Fatalf("%d %s sent %d grants, %d revokes, %d transactions, %d deletes, %d keep-alives; want 0, 0, %d, %d, %d",
-				pairs, what, g, r, x, d, k, pairs, pairs, keepAlives)
+		slack := int64(time.Since(since) / (ttl / 3))
+		if g != 0 || r != 0 || x != int64(pairs) || d != int64(pairs) || k < keepAlives || k > keepAlives+slack {
+			t.Fatalf("%d %s sent %d grants, %d revokes, %d transactions, %d deletes, %d keep-alives; want 0, 0, %d, %d, %d (+%d for the time taken)",
+				pairs, what, g, r, x, d, k, pairs, pairs, keepAlives, slack)
 		}
 	}
 
