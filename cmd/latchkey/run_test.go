@@ -43,6 +43,12 @@ func cliProc(t *testing.T, dir, command string, args ...string) (*exec.Cmd, *byt
 	return cmd, &out
 }
 
+// runHangs is how long a test waits for a latchkey run before it calls it
+// hung: a failure timeout, not a measure of speed. Twenty race-built
+// processes taking one lock in turn on a loaded 2-core machine have taken
+// over a minute together.
+const runHangs = 3 * time.Minute
+
 func exitCode(t *testing.T, cmd *exec.Cmd) int {
 	t.Helper()
 	done := make(chan error, 1)
@@ -57,7 +63,7 @@ func exitCode(t *testing.T, cmd *exec.Cmd) int {
 			t.Fatal(err)
 		}
 		return 0
-	case <-time.After(60 * time.Second):
+	case <-time.After(runHangs):
 		t.Fatal("latchkey run did not end")
 		return -1
 	}
