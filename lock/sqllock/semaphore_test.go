@@ -108,16 +108,7 @@ func TestSemaphoreSQLiteRefusalTakesNoWriteLock(t *testing.T) {
 	}
 	defer func() { _ = p.Release(context.Background()) }()
 
-	// Another process holds the write lock until the checks are done.
-	conn, err := openSQLite(t, path).Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close() }()
-	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _, _ = conn.ExecContext(context.Background(), `ROLLBACK`) }()
+	holdWriteLock(t, path) // as another process would, until the checks are done
 
 	// Without the read each attempt would wait for the write lock until its
 	// context ends; the bound is a failure timeout.

@@ -44,16 +44,7 @@ func TestSQLiteRefusalTakesNoWriteLock(t *testing.T) {
 	}
 	defer func() { _ = reader.Release(context.Background()) }()
 
-	// Another process holds the write lock until the checks are done.
-	conn, err := openSQLite(t, path).Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close() }()
-	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _, _ = conn.ExecContext(context.Background(), `ROLLBACK`) }()
+	holdWriteLock(t, path) // as another process would, until the checks are done
 
 	// Without the read each attempt would wait for the write lock until its
 	// context ends; the bound is a failure timeout.
@@ -70,4 +61,21 @@ func TestSQLiteRefusalTakesNoWriteLock(t *testing.T) {
 	}
 	check("held", lock.ErrNotAcquired)
 	check("prices", lock.ErrOtherMode)
+}
+
+// holdWriteLock makes another connection take the SQLite file's write lock
+// (BEGIN IMMEDIATE) and keep it until the test ends.
+func holdWriteLock(t *testing.T, path string) {
+	t.Helper()
+	conn, err := openSQLite(t, path).Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(t.Context(), `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = conn.ExecContext(context.Background(), `ROLLBACK`)
+		_ = conn.Close()
+	})
 }
