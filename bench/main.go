@@ -132,6 +132,9 @@ func main() {
 	if *sqlTable {
 		sqlBench(ctx, *runs, *dur)
 	}
+	if *sqlLockTable {
+		sqlLockBench(ctx, *runs, *dur, *sqlLockOnly)
+	}
 	if *otelTable {
 		if err := otelBench(ctx, *addr, prefix, *runs, *dur); err != nil {
 			fmt.Fprintln(os.Stderr, "otel:", err)

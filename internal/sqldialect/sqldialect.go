@@ -143,9 +143,10 @@ var specs = map[Dialect]spec{
 			// UTC_TIMESTAMP(6): exact, and free of the session's time zone
 			// (UNIX_TIMESTAMP(NOW(6)) converts local time back, which is an
 			// hour off in the repeated hour when daylight saving time ends).
-			// UTC_TIMESTAMP is fixed for the whole statement.
-			"{now_ms}", "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)",
-			"{now_us}", "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))",
+			// UTC_TIMESTAMP is fixed for the whole statement. '1970-1-1' is
+			// MySQL's relaxed form of 1970-01-01 00:00:00 (shorter on the wire).
+			"{now_ms}", "(TIMESTAMPDIFF(MICROSECOND,'1970-1-1',UTC_TIMESTAMP(6))DIV 1000)",
+			"{now_us}", "TIMESTAMPDIFF(MICROSECOND,'1970-1-1',UTC_TIMESTAMP(6))",
 			"{greatest}", "GREATEST",
 			"{blob}", "LONGBLOB",
 			// MySQL indexes no TEXT column whole; bytes compare exactly.

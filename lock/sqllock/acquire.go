@@ -10,9 +10,11 @@ import (
 // [lock.Locker]: it blocks until the lock is held, ctx is done, or the wait
 // limit ([lock.WithWait]) passes; the lease is renewed every TTL/3 unless
 // [lock.WithFixedTTL]; [lock.Lease.Done] closes the moment it may be lost.
-// Here the lock lives in PostgreSQL or SQLite: waiters are woken by
-// LISTEN/NOTIFY (PostgreSQL through pgx) or poll with capped backoff, and a
-// failed try reports the holder's time left (*lock.HeldError).
+// Here the lock lives in PostgreSQL, MySQL or SQLite: a release hands the
+// lock to this Locker's next waiter in its own statement; other Lockers'
+// waiters are woken by LISTEN/NOTIFY (PostgreSQL through pgx) or poll with
+// capped backoff, and a failed try reports the holder's time left
+// (*lock.HeldError).
 //
 // Errors: lock.ErrNotAcquired (held elsewhere), ctx.Err(), an error wrapping
 // lock.ErrInvalid for bad input (no server is touched), or the server's error.

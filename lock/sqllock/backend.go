@@ -34,7 +34,7 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 		return b.tryAcquireMySQL(ctx, key, owner, ttl)
 	}
 	if b.dialect == SQLite {
-		if left, err := b.peekSQLite(ctx, key); err != nil {
+		if left, err := b.peekSQLite(ctx, key, owner); err != nil {
 			return 0, left, err
 		}
 	}
@@ -59,7 +59,8 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 		// A lease in its last millisecond is reported as 1 ms, not unknown.
 		var held sql.NullInt64
 		var rw, permits int64
-		if ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.holder, key), &held, &rw, &permits); err != nil || !ok {
+		var marked sql.NullBool // the upsert marked the row if it had to
+		if ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.holder, key, owner), &held, &rw, &permits, &marked); err != nil || !ok {
 			left = 0
 		} else if err := modeError(key, lock.ModeLock, 0, rw, permits); err != nil {
 			return 0, 0, err
@@ -81,11 +82,17 @@ func (b *backend) tryAcquireMySQL(ctx context.Context, key, owner string, ttl ti
 		return uint64(token), 0, nil
 	}
 	// A lease in its last millisecond is reported as 1 ms, not unknown.
-	var left int64
-	if ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.holder, key), &left); err != nil || !ok {
+	var (
+		left int64
+		mark bool
+	)
+	if ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.holder, owner, key), &left, &mark); err != nil || !ok {
 		left = 0
 	} else {
 		left = max(left, 1)
+	}
+	if mark {
+		_, _ = b.db.Exec(ctx, b.q.mark, key, owner) // a hint: the safety-net poll covers a lost one
 	}
 	if left > lock.MaxTTL.Milliseconds() {
 		return b.takeOver(ctx, key, owner, ttl)

@@ -2,6 +2,7 @@ package sqllock
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
@@ -33,16 +34,43 @@ const channelSuffix = "_released"
 // queries are the statements for one dialect and table.
 type queries struct {
 	migrate []string
-	acquire string // $1 key, $2 owner, $3 ttl ms -> token, holder's remaining ms (at least 1)
-	holder  string // $1 key -> remaining ms (SQLite, MySQL; PostgreSQL's acquire says it)
+	acquire string // $1 key, $2 owner, $3 ttl ms -> token (NULL when held), holder's remaining ms (at least 1)
+	holder  string // $1 key -> remaining ms (SQLite; MySQL: see mysqlQueries; PostgreSQL's acquire says it)
+	mark    string // MySQL, SQLite: $1 key, $2 owner -> marks the row as waited for by owner's Locker
 	renew   string // $1 key, $2 owner, $3 ttl ms -> rows affected
-	release string // $1 key, $2 owner -> rows (PostgreSQL also notifies)
-	relabel string // $1 key, $2 owner, $3 new owner -> rows (PostgreSQL also notifies); MySQL: $1 new owner, $2 key, $3 owner
-	batch   string // $1 keys, $2 owners, $3 ttls -> renewed keys
+	release string // $1 key, $2 owner -> rows (PostgreSQL also notifies, if waited for)
+	// handover releases and takes the lock for the next owner in one step
+	// unless another Locker's waiter marked the row: $1 key, $2 owner,
+	// $3 next, $4 ttl ms -> next's token, 0 when released for everyone
+	// (PostgreSQL: $5 key hash, notified then). MySQL: $1 next, $2 ttl ms,
+	// $3 key, $4 owner -> rows changed, the token as LAST_INSERT_ID.
+	handover string
+	relabel  string // $1 key, $2 owner, $3 new owner -> rows (PostgreSQL also notifies); MySQL: $1 new owner, $2 key, $3 owner
+	batch    string // $1 keys, $2 owners, $3 ttls -> renewed keys
 	// held (MySQL) lists the keys of a batch that their owners hold, after
 	// the batch's UPDATE, which returns none.
 	held string
+	// hasWaited reads the waited column, failing on a table made before
+	// it (addWaited adds it).
+	hasWaited, addWaited string
 }
+
+// A failed attempt on a lock that another Locker holds marks its row as
+// waited for (the column waited: until when, in ms of the database clock),
+// so that the row's releases wake waiters: PostgreSQL's notify only then,
+// and a release with a waiter of its own Locker behind it takes the lock
+// for that waiter in the same statement only while no other Locker's
+// waiter marked the row, whose waiters then attempt with even odds. A
+// waiting Acquire attempts at least once a second (the Manager's safety-net
+// poll), re-marking the row once half of the mark's time has passed, so the
+// mark outlives the wait; once nobody waits, releases stop notifying. A
+// Locker's own waiters do not mark: its releases hand the lock to them.
+// Owners whose first 16 characters agree are one Locker's (lock.Manager
+// makes them so).
+const (
+	waitedMark  = "10000" // ms a mark lasts
+	waitedRenew = "5000"  // ms left of a mark that a failed attempt leaves as it is
+)
 
 func newQueries(d Dialect, table string) (queries, error) {
 	if !d.Supported() {
@@ -51,7 +79,9 @@ func newQueries(d Dialect, table string) (queries, error) {
 	if err := sqldialect.Ident("table", table, channelSuffix); err != nil {
 		return queries{}, err
 	}
-	fill := func(q string) string { return d.Fill(q, "{table}", table, "{channel}", table+channelSuffix) }
+	fill := func(q string) string {
+		return d.Fill(q, "{table}", table, "{channel}", table+channelSuffix, "{mark}", waitedMark, "{renew}", waitedRenew)
+	}
 	if d == MySQL {
 		return mysqlQueries(fill), nil
 	}
@@ -60,31 +90,75 @@ func newQueries(d Dialect, table string) (queries, error) {
 	key        TEXT PRIMARY KEY,
 	owner      TEXT,
 	expires_at BIGINT NOT NULL,
-	token      BIGINT NOT NULL
+	token      BIGINT NOT NULL,
+	waited     BIGINT NOT NULL DEFAULT 0
 )`)},
-		holder: fill(`SELECT expires_at - {now_ms} FROM {table} WHERE key = $1 AND owner IS NOT NULL`),
-		renew:  fill(`UPDATE {table} SET expires_at = {now_ms} + $3 WHERE key = $1 AND owner = $2 AND expires_at > {now_ms}`),
+		holder:    fill(`SELECT expires_at - {now_ms} FROM {table} WHERE key = $1 AND owner IS NOT NULL`),
+		renew:     fill(`UPDATE {table} SET expires_at = {now_ms} + $3 WHERE key = $1 AND owner = $2 AND expires_at > {now_ms}`),
+		hasWaited: fill(`SELECT waited FROM {table} WHERE 1 = 0`),
+		addWaited: fill(`ALTER TABLE {table} ADD COLUMN waited BIGINT NOT NULL DEFAULT 0`),
 	}
+	// SQLite's acquisition: the upsert takes a free or expired row, or
+	// marks a row another Locker holds as waited for; every condition reads
+	// the one clock reading the token took (excluded.token, in µs), so the
+	// columns agree. The hand-over, for SQLite and PostgreSQL: {now} and
+	// {us} are one clock reading in ms and µs.
 	acquire := `INSERT INTO {table} AS l (key, owner, expires_at, token)
 VALUES ($1, $2, {now_ms} + $3, {now_us})
-ON CONFLICT (key) DO UPDATE
-SET owner = excluded.owner, expires_at = excluded.expires_at, token = {greatest}(l.token + 1, excluded.token)
-WHERE l.owner IS NULL OR l.expires_at <= {now_ms}
-RETURNING token`
+ON CONFLICT (key) DO UPDATE SET
+	owner = CASE WHEN {free} THEN excluded.owner ELSE l.owner END,
+	expires_at = CASE WHEN {free} THEN excluded.token / 1000 + $3 ELSE l.expires_at END,
+	token = CASE WHEN {free} THEN {greatest}(l.token + 1, excluded.token) ELSE l.token END,
+	waited = CASE WHEN {free} THEN l.waited ELSE excluded.token / 1000 + {mark} END
+WHERE {free} OR l.waited < excluded.token / 1000 + {renew} AND {other}`
+	acquire = strings.NewReplacer("{free}", "(l.owner IS NULL OR l.expires_at <= excluded.token / 1000)").Replace(acquire)
+	handover := `UPDATE {table} SET
+	owner = CASE WHEN waited > {now} THEN NULL ELSE $3 END,
+	expires_at = CASE WHEN waited > {now} THEN 0 ELSE {now} + $4 END,
+	token = CASE WHEN waited > {now} THEN token ELSE {greatest}(token + 1, {us}) END
+WHERE key = $1 AND owner = $2 AND expires_at > {now}`
 	switch d {
 	case Postgres:
-		// One round trip either way: the outer SELECT reads the snapshot
-		// from before the INSERT, so when nothing was acquired it sees the
-		// holder's row.
-		q.acquire = fill("WITH acquired AS (\n" + acquire + "\n)\n" + `SELECT token, 0::bigint FROM acquired
+		// One round trip either way. A take of a free or expired row, an insert of a missing one, and
+		// the mark, each an UPDATE or INSERT whose WHERE reads the
+		// statement's snapshot and one clock reading (v): a failed attempt
+		// on a held row writes nothing (no row lock, no commit record to
+		// flush) unless it marks the row, at most once per waitedRenew. The
+		// last SELECT reads the snapshot from before the statement's writes,
+		// so when nothing was taken it sees the holder's row.
+		q.acquire = fill(`WITH v AS (SELECT {now_us} AS us),
+t AS (
+	UPDATE {table} AS l SET owner = $2, expires_at = v.us / 1000 + $3, token = GREATEST(l.token + 1, v.us)
+	FROM v WHERE l.key = $1 AND (l.owner IS NULL OR l.expires_at <= v.us / 1000)
+	RETURNING l.token
+), i AS (
+	INSERT INTO {table} (key, owner, expires_at, token)
+	SELECT $1, $2, v.us / 1000 + $3, v.us FROM v WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE key = $1)
+	ON CONFLICT (key) DO NOTHING
+	RETURNING token
+), m AS (
+	UPDATE {table} AS l SET waited = v.us / 1000 + {mark}
+	FROM v WHERE l.key = $1 AND l.owner IS NOT NULL AND l.expires_at > v.us / 1000
+		AND l.waited < v.us / 1000 + {renew} AND left(l.owner, 16) <> left($2, 16)
+)
+SELECT token, 0::bigint FROM t
 UNION ALL
-SELECT NULL, GREATEST(expires_at - {now_ms}, 1) FROM {table}
-WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM acquired)`)
-		q.release = fill(`WITH released AS (
+SELECT token, 0 FROM i
+UNION ALL
+SELECT NULL, GREATEST(l.expires_at - v.us / 1000, 1) FROM {table} AS l, v
+WHERE l.key = $1 AND NOT EXISTS (SELECT 1 FROM t) AND NOT EXISTS (SELECT 1 FROM i)`)
+		q.release = fill(`WITH r AS (
 	UPDATE {table} SET owner = NULL, expires_at = 0
 	WHERE key = $1 AND owner = $2 AND expires_at > {now_ms}
-	RETURNING key
-) SELECT 1 FROM released, LATERAL (SELECT pg_notify('{channel}', $3)) AS n`)
+	RETURNING waited > {now_ms} AS w
+) SELECT 1 FROM r LEFT JOIN LATERAL (SELECT pg_notify('{channel}', $3) WHERE r.w) AS n ON true`)
+		// One clock reading (the CTE, evaluated once) for every condition.
+		q.handover = fill("WITH v AS (SELECT {now_us} AS us), h AS (\n" +
+			strings.NewReplacer("{table} SET", "{table} AS l SET", "WHERE key", "FROM v WHERE key", "{now}", "v.us / 1000", "{us}", "v.us").Replace(handover) + `
+	RETURNING owner IS NOT NULL AS handed, token
+) SELECT CASE WHEN handed THEN token ELSE 0 END FROM h
+LEFT JOIN LATERAL (SELECT pg_notify('{channel}', $5) WHERE NOT h.handed) AS n ON true`)
+		q.addWaited = fill(`ALTER TABLE {table} ADD COLUMN IF NOT EXISTS waited BIGINT NOT NULL DEFAULT 0`)
 		q.relabel = fill(`WITH relabeled AS (
 	UPDATE {table} SET owner = $3
 	WHERE key = $1 AND owner = $2 AND expires_at > {now_ms}
@@ -97,19 +171,25 @@ RETURNING l.key`)
 	case SQLite:
 		// The insert only where no other mode holds the key (modes.go);
 		// the SELECT's WHERE also keeps the upsert apart from its ON.
-		q.acquire = fill(`INSERT INTO {table} AS l (key, owner, expires_at, token)
-SELECT $1, $2, {now_ms} + $3, {now_us}
-WHERE NOT ` + rwLive + ` AND ` + semPermits + ` = 0
-ON CONFLICT (key) DO UPDATE
-SET owner = excluded.owner, expires_at = excluded.expires_at, token = {greatest}(l.token + 1, excluded.token)
-WHERE l.owner IS NULL OR l.expires_at <= {now_ms}
-RETURNING token, 0`)
-		// The holder's time left, and whether other modes hold the key.
+		q.acquire = fill(strings.NewReplacer("VALUES ($1, $2, {now_ms} + $3, {now_us})",
+			"SELECT $1, $2, {now_ms} + $3, {now_us}\nWHERE NOT "+rwLive+" AND "+semPermits+" = 0",
+			"{other}", "substr(l.owner, 1, 16) <> substr($2, 1, 16)").Replace(acquire) + `
+RETURNING CASE WHEN owner = $2 THEN token END, 0`)
+		// The holder's time left, whether other modes hold the key, and
+		// whether the attempt of owner $2 is to mark the row (peekSQLite
+		// refuses an attempt on a held lock before the upsert could).
 		q.holder = fill(`SELECT (SELECT expires_at - {now_ms} FROM {table} WHERE key = $1 AND owner IS NOT NULL), ` +
-			rwLive + `, ` + semPermits)
+			rwLive + `, ` + semPermits + `, (SELECT waited < {now_ms} + {renew} AND substr(owner, 1, 16) <> substr($2, 1, 16)
+	FROM {table} WHERE key = $1 AND owner IS NOT NULL AND expires_at > {now_ms})`)
+		q.mark = fill(`UPDATE {table} SET waited = {now_ms} + {mark}
+WHERE key = $1 AND expires_at > {now_ms} AND substr(owner, 1, 16) <> substr($2, 1, 16)`)
 		q.release = fill(`UPDATE {table} SET owner = NULL, expires_at = 0
 WHERE key = $1 AND owner = $2 AND expires_at > {now_ms}
 RETURNING key`)
+		// SQLite's 'now' is fixed for the statement; RETURNING reads the
+		// new row.
+		q.handover = fill(strings.NewReplacer("{now}", "{now_ms}", "{us}", "{now_us}").Replace(handover) + `
+RETURNING CASE WHEN owner IS NULL THEN 0 ELSE token END`)
 		q.relabel = fill(`UPDATE {table} SET owner = $3 WHERE key = $1 AND owner = $2 AND expires_at > {now_ms}`)
 		// $1 is a JSON array of [key, owner, ttl] triples.
 		q.batch = fill(`UPDATE {table} AS l SET expires_at = {now_ms} + v.ttl
@@ -130,13 +210,16 @@ RETURNING key`) // SQLite's RETURNING sees only the target's columns, unqualifie
 //
 // Acquire is one INSERT ... ON DUPLICATE KEY UPDATE. The owner is assigned
 // first, on the condition PostgreSQL's WHERE has (free or expired), which
-// reads the old expiry; expiry and token follow on "the owner is now ours".
-// (The one owner that can already hold the row is this attempt's own, after a
-// lost answer: it takes its lease again with a new token, which is still a
-// single holder.) The token comes back through LAST_INSERT_ID: the VALUES
-// row sets it to the new row's token, the update to the raised token or to 0
-// when the row stays the holder's. Held, a second statement asks how long the
-// holder has left.
+// reads the old expiry; token and expiry follow on "the owner is now ours and
+// the old expiry has passed" (the expiry assigned last, so both read the old
+// one). A row that is already this owner's and live stays as it is and the
+// attempt fails, as on PostgreSQL: a release may have handed the lock to this
+// owner while its attempt was on its way (ReleaseHandover), and the Manager
+// then holds that lease. The token comes back through LAST_INSERT_ID: the
+// VALUES row sets it to the new row's token, the update to the raised token
+// or to 0 when the row stays the holder's. Held, a second statement asks how
+// long the holder has left and whether to mark the row as waited for, which
+// a third then does (at most once per waitedRenew and waiter).
 //
 // Renewal sets the expiry through LAST_INSERT_ID, so a renewal that lands in
 // the same millisecond as the last one, changing nothing, still counts as
@@ -150,17 +233,34 @@ func mysqlQueries(fill func(string) string) queries {
 			"\t`key`      VARBINARY(1024) NOT NULL PRIMARY KEY,\n" +
 			"\towner      VARBINARY(1024),\n" +
 			"\texpires_at BIGINT NOT NULL,\n" +
-			"\ttoken      BIGINT NOT NULL\n" +
+			"\ttoken      BIGINT NOT NULL,\n" +
+			"\twaited     BIGINT NOT NULL DEFAULT 0\n" +
 			") ENGINE=InnoDB")},
-		acquire: fill("INSERT INTO {table} (`key`, owner, expires_at, token)\n" +
-			"VALUES ($1, $2, {now_ms} + $3, LAST_INSERT_ID({now_us}))\n" +
-			"ON DUPLICATE KEY UPDATE\n" +
-			"\towner = IF(owner IS NULL OR expires_at <= {now_ms}, VALUES(owner), owner),\n" +
-			"\texpires_at = IF(owner = VALUES(owner), VALUES(expires_at), expires_at),\n" +
-			"\ttoken = IF(owner = VALUES(owner), LAST_INSERT_ID(GREATEST(token + 1, VALUES(token))), token + LAST_INSERT_ID(0))"),
-		holder:  fill("SELECT expires_at - {now_ms} FROM {table} WHERE `key` = $1 AND owner IS NOT NULL"),
-		renew:   fill("UPDATE {table} SET expires_at = LAST_INSERT_ID({now_ms} + $1) WHERE `key` = $2 AND owner = $3 AND expires_at > {now_ms}"),
-		release: fill("UPDATE {table} SET owner = NULL, expires_at = 0 WHERE `key` = $1 AND owner = $2 AND expires_at > {now_ms}"),
+		// The clock is read once, for the token (VALUES(token) is now in
+		// µs), which the expiry of the VALUES row reads too. Terse: every
+		// byte travels with every attempt. A failed attempt marks the row
+		// apart (holder, mark), so the marks cost nothing here.
+		acquire: fill(strings.ReplaceAll("INSERT INTO {table}(`key`,owner,token,expires_at)"+
+			"VALUES($1,$2,LAST_INSERT_ID({now_us}),token DIV 1000+$3)ON DUPLICATE KEY UPDATE "+
+			"owner=IF(owner IS NULL OR expires_at<={now},VALUES(owner),owner),"+
+			"token=IF(owner=VALUES(owner) AND expires_at<={now},LAST_INSERT_ID(GREATEST(token+1,VALUES(token))),token+LAST_INSERT_ID(0)),"+
+			"expires_at=IF(owner=VALUES(owner) AND expires_at<={now},VALUES(expires_at),expires_at)",
+			"{now}", "VALUES(token)DIV 1000")),
+		// $1 owner, $2 key: the holder's time left, and whether the
+		// attempt of owner is to mark the row (another Locker's holder,
+		// no mark beyond waitedRenew).
+		holder: fill("SELECT expires_at-{now_ms},waited<{now_ms}+{renew} AND LEFT(owner,16)<>LEFT($1,16) FROM {table} WHERE `key`=$2 AND owner IS NOT NULL"),
+		mark:   fill("UPDATE {table} SET waited={now_ms}+{mark} WHERE `key`=$1 AND expires_at>{now_ms} AND LEFT(owner,16)<>LEFT($2,16)"),
+		// The owner first; the rest read whether it is now next's. The next
+		// owner is never the releasing one, so changed rows are matched rows.
+		handover: fill("UPDATE {table} SET owner=IF(waited>{now_ms},NULL,$1)," +
+			"token=IF(owner IS NULL,token+LAST_INSERT_ID(0),LAST_INSERT_ID(GREATEST(token+1,{now_us})))," +
+			"expires_at=IF(owner IS NULL,0,{now_ms}+$2)" +
+			" WHERE `key`=$3 AND owner=$4 AND expires_at>{now_ms}"),
+		hasWaited: fill("SELECT waited FROM {table} WHERE 1 = 0"),
+		addWaited: fill("ALTER TABLE {table} ADD COLUMN waited BIGINT NOT NULL DEFAULT 0"),
+		renew:     fill("UPDATE {table} SET expires_at = LAST_INSERT_ID({now_ms} + $1) WHERE `key` = $2 AND owner = $3 AND expires_at > {now_ms}"),
+		release:   fill("UPDATE {table} SET owner=NULL,expires_at=0 WHERE `key`=$1 AND owner=$2 AND expires_at>{now_ms}"),
 		// The new owner differs from the old (lock.SetHolder skips a
 		// relabel to the same owner), so changed rows are matched rows.
 		relabel: fill("UPDATE {table} SET owner = $1 WHERE `key` = $2 AND owner = $3 AND expires_at > {now_ms}"),

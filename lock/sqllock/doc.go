@@ -6,9 +6,9 @@
 // Each key has one row holding its owner, its expiry and its fencing token.
 // Time always comes from the database's clock, never the client's, so clients
 // with skewed clocks agree on who holds a lock. Acquiring is one statement
-// (INSERT ... ON CONFLICT DO UPDATE ... WHERE expired RETURNING token), so two
-// clients can never both succeed; renewal and release compare the owner in the
-// same statement that changes the row.
+// that takes the row only if it is free or expired and returns the token, so
+// two clients can never both succeed; renewal and release compare the owner
+// in the same statement that changes the row.
 //
 // Tokens: a key's token is max(previous token + 1, database clock in
 // microseconds). It is strictly increasing for as long as the row exists,
@@ -17,16 +17,24 @@
 // the key was acquired more than a million times a second. Rows of released
 // keys stay (owner NULL) to keep their counter; one row per distinct key.
 //
-// Waiting: on PostgreSQL through pgx ([NewPgx]), release sends NOTIFY and
-// waiters LISTEN on one shared connection per Locker, so they wake at once; on
-// SQLite, on MySQL (which has no NOTIFY), and on PostgreSQL through
-// database/sql, waiters poll with capped backoff, timed by the holder's
-// remaining lease.
+// Waiting: a Locker's waiters for a key queue in arrival order, and a
+// release with one of them behind it takes the lock for that waiter in the
+// release's own statement, with the next token (one statement per
+// hand-over, on every dialect). A failed attempt on a lock another Locker
+// holds marks the row as waited for (for ten seconds, renewed by the
+// waiter's later attempts); while it is marked, releases free the lock for
+// every Locker's waiters instead, and on PostgreSQL notify. Through pgx
+// ([NewPgx]) waiters LISTEN on one shared connection per Locker and wake at
+// once; on SQLite, on MySQL (which has no NOTIFY), and on PostgreSQL through
+// database/sql, a waiter of another Locker polls with capped backoff, timed
+// by the holder's remaining lease. A release nobody marked sends no NOTIFY,
+// which would hold a database-wide lock until its commit.
 //
 // MySQL and MariaDB (github.com/go-sql-driver/mysql; MySQL 8.0, MariaDB 10.6
 // or later; InnoDB): acquiring is one INSERT ... ON DUPLICATE KEY UPDATE whose
 // token comes back as its LAST_INSERT_ID, one round trip; a held key costs a
-// second, a SELECT of the holder's remaining lease. Renewal and release are
+// second, a SELECT of the holder's remaining lease (and, at most every five
+// seconds per waiter, a third that marks the row). Renewal and release are
 // one UPDATE each, and do not depend on the client's clientFoundRows setting.
 // A renewal tick renews all of a Locker's leases in one UPDATE joined with
 // JSON_TABLE, plus a SELECT only when some were lost. The clock is

@@ -91,6 +91,9 @@ func newLocker(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.Pool
 	if err := migrate(ctx, db, d, q.migrate); err != nil {
 		return nil, fmt.Errorf("sqllock: creating table %s: %w", o.table, err)
 	}
+	if err := migrateWaited(ctx, db, q); err != nil {
+		return nil, fmt.Errorf("sqllock: table %s: %w", o.table, err)
+	}
 	b := &backend{db: db, dialect: d, q: q, marks: newMarks(d)}
 	l := &Locker{backend: b, iq: newInspectQueries(d, o.table)}
 	var lb driver.Backend = b

@@ -18,16 +18,23 @@ import (
 // twenty processes polling a held lock with an upsert each kept the write
 // lock so busy that some of them, and the holder's renewal, waited for it
 // longer than a minute.
-func (b *backend) peekSQLite(ctx context.Context, key string) (time.Duration, error) {
+// A refused attempt on a lock another Locker holds marks the row, as the
+// upsert would have (see waitedMark), in a write of its own that only the
+// read asks for: at most once per waitedRenew and waiter.
+func (b *backend) peekSQLite(ctx context.Context, key, owner string) (time.Duration, error) {
 	var held sql.NullInt64
 	var rw, permits int64
-	ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.holder, key), &held, &rw, &permits)
+	var mark sql.NullBool
+	ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.holder, key, owner), &held, &rw, &permits, &mark)
 	switch {
 	case err != nil || !ok:
 		return 0, nil // the upsert will say
 	case rw != 0 || permits != 0:
 		return 0, modeError(key, lock.ModeLock, 0, rw, permits)
 	case held.Valid && held.Int64 > 0:
+		if mark.Bool {
+			_, _ = b.db.Exec(ctx, b.q.mark, key, owner) // a hint: the safety-net poll covers a lost one
+		}
 		return time.Duration(held.Int64) * time.Millisecond, lock.ErrNotAcquired
 	}
 	return 0, nil
