@@ -96,6 +96,22 @@ func helpCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 
 func isHelpFlag(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
 
+// topHelp answers a command with subcommands that is called bare or with a
+// help flag first: fs's usage on stderr with status 2 when bare, on stdout
+// with status 0 when asked for. done is false when args name a subcommand.
+func topHelp(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, done bool) {
+	if len(args) > 0 && !isHelpFlag(args[0]) {
+		return 0, false
+	}
+	w, code := stderr, exitUsage
+	if len(args) > 0 {
+		w, code = stdout, exitOK
+	}
+	fs.SetOutput(w)
+	fs.Usage()
+	return code, true
+}
+
 // parseFlags parses a command's flags, the same way for every command. Help
 // that was asked for (-h, -help, --help) goes to stdout with status 0, like
 // "latchkey -h"; a flag mistake and the usage after it go to stderr with

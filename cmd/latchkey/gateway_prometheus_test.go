@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -15,63 +13,6 @@ import (
 	"github.com/latchkey-go/latchkey/idem/idemhttp/idemhttptest"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
-
-// promQuery asks Prometheus's HTTP API for an instant query and returns
-// the result's samples as label sets with values.
-func promQuery(t *testing.T, base, q string) []map[string]string {
-	t.Helper()
-	var out struct {
-		Status string `json:"status"`
-		Data   struct {
-			Result []struct {
-				Metric map[string]string `json:"metric"`
-				Value  [2]any            `json:"value"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	getJSON(t, base+"/api/v1/query?query="+url.QueryEscape(q), &out)
-	var rows []map[string]string
-	for _, r := range out.Data.Result {
-		m := r.Metric
-		m["__value__"] = fmt.Sprint(r.Value[1])
-		rows = append(rows, m)
-	}
-	return rows
-}
-
-// promAlerts returns the state (pending or firing) of each active alert.
-func promAlerts(t *testing.T, base string) map[string]string {
-	t.Helper()
-	var out struct {
-		Data struct {
-			Alerts []struct {
-				Labels map[string]string `json:"labels"`
-				State  string            `json:"state"`
-			} `json:"alerts"`
-		} `json:"data"`
-	}
-	getJSON(t, base+"/api/v1/alerts", &out)
-	states := map[string]string{}
-	for _, a := range out.Data.Alerts {
-		states[a.Labels["alertname"]] = a.State
-	}
-	return states
-}
-
-func getJSON(t *testing.T, u string, into any) {
-	t.Helper()
-	resp, err := http.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s", u, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
-		t.Fatalf("GET %s: %v", u, err)
-	}
-}
 
 // TestPrometheusScrapesGatewayDuringOutage runs a real Prometheus that
 // scrapes a gateway (its store a private Redis) every second and evaluates
@@ -117,7 +58,7 @@ scrape_configs:
 	}
 	wg.Wait()
 	waitFor(t, 20*time.Second, "the replays in Prometheus", func() bool {
-		rows := promQuery(t, prom.URL(), `latchkey_idem_requests_total{job="gateway",outcome="replayed"} > 0`)
+		rows := prom.Query(t, `latchkey_idem_requests_total{job="gateway",outcome="replayed"} > 0`)
 		return len(rows) == 1
 	})
 	for _, q := range []string{
@@ -126,11 +67,11 @@ scrape_configs:
 		`latchkey_idem_replay_age_seconds_count`,
 		`latchkey_gateway_upstream_errors_total{reason="unavailable"}`,
 	} {
-		if rows := promQuery(t, prom.URL(), q); len(rows) == 0 {
+		if rows := prom.Query(t, q); len(rows) == 0 {
 			t.Errorf("no series for %s", q)
 		}
 	}
-	if states := promAlerts(t, prom.URL()); states["LatchkeyIdemStoreErrors"] != "" {
+	if states := prom.Alerts(t); states["LatchkeyIdemStoreErrors"] != "" {
 		t.Fatalf("store-error alert %s before any store error", states["LatchkeyIdemStoreErrors"])
 	}
 
@@ -156,15 +97,15 @@ scrape_configs:
 	}()
 	defer func() { close(stop); outage.Wait() }()
 	waitFor(t, 30*time.Second, "the store-error alert", func() bool {
-		s := promAlerts(t, prom.URL())["LatchkeyIdemStoreErrors"]
+		s := prom.Alerts(t)["LatchkeyIdemStoreErrors"]
 		return s == "pending" || s == "firing"
 	})
-	rows := promQuery(t, prom.URL(), `latchkey:idem_store_errors:rate5m{operation="claim"}`)
+	rows := prom.Query(t, `latchkey:idem_store_errors:rate5m{operation="claim"}`)
 	if len(rows) != 1 || rows[0]["handler"] == "" {
 		t.Errorf("recorded store-error rate: %v", rows)
 	}
 	// No key reaches a label.
-	for _, row := range promQuery(t, prom.URL(), `{job="gateway",__name__=~"latchkey_.*"}`) {
+	for _, row := range prom.Query(t, `{job="gateway",__name__=~"latchkey_.*"}`) {
 		for k, v := range row {
 			if strings.Contains(v, "storm-") || strings.Contains(v, "outage-") {
 				t.Errorf("label %s=%q holds a key", k, v)

@@ -55,19 +55,10 @@ Flags:
 `
 
 func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || isHelpFlag(args[0]) {
-		w := stderr
-		if len(args) > 0 {
-			w = stdout
-		}
-		fmt.Fprint(w, lockUsage)
-		lf := lockFlags("lock")
-		lf.fs.SetOutput(w)
-		lf.fs.PrintDefaults()
-		if len(args) == 0 {
-			return exitUsage
-		}
-		return exitOK
+	top := lockFlags("lock").fs
+	top.Usage = func() { fmt.Fprint(top.Output(), lockUsage); top.PrintDefaults() }
+	if code, done := topHelp(top, args, stdout, stderr); done {
+		return code
 	}
 	sub, rest := args[0], args[1:]
 	f := lockFlags("lock " + sub)

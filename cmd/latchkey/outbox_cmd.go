@@ -47,17 +47,8 @@ func outboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	table := fs.String("table", outbox.DefaultTable, "the outbox table")
 	asJSON := fs.Bool("json", false, "print JSON")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), outboxUsage); fs.PrintDefaults() }
-	if len(args) == 0 || isHelpFlag(args[0]) {
-		w := stderr
-		if len(args) > 0 {
-			w = stdout
-		}
-		fs.SetOutput(w)
-		fs.Usage()
-		if len(args) == 0 {
-			return exitUsage
-		}
-		return exitOK
+	if code, done := topHelp(fs, args, stdout, stderr); done {
+		return code
 	}
 	const name = "latchkey outbox show"
 	if args[0] != "show" {

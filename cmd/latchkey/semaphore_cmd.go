@@ -34,17 +34,8 @@ func semaphoreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	backend := backendFlag(fs, "backend URL, as for latchkey run")
 	asJSON := fs.Bool("json", false, "print JSON")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), semaphoreUsage); fs.PrintDefaults() }
-	if len(args) == 0 || isHelpFlag(args[0]) {
-		w := stderr
-		if len(args) > 0 {
-			w = stdout
-		}
-		fs.SetOutput(w)
-		fs.Usage()
-		if len(args) == 0 {
-			return exitUsage
-		}
-		return exitOK
+	if code, done := topHelp(fs, args, stdout, stderr); done {
+		return code
 	}
 	const name = "latchkey semaphore show"
 	if args[0] != "show" {

@@ -3,10 +3,7 @@ package prometheus_test
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
-	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -80,16 +77,16 @@ scrape_configs:
 `
 	prom := testsvc.StartPrometheus(t, config, map[string]string{"outbox.rules.yml": rules})
 	waitUntil(t, "the pending gauge in Prometheus", func() bool {
-		return len(query(t, prom.URL(), `latchkey_outbox_pending_messages{outbox="payments"} == 1`)) == 1
+		return len(prom.Query(t, `latchkey_outbox_pending_messages{outbox="payments"} == 1`)) == 1
 	})
-	if s := alertState(t, prom.URL(), "LatchkeyOutboxLagHigh"); s != "" {
+	if s := prom.Alerts(t)["LatchkeyOutboxLagHigh"]; s != "" {
 		t.Fatalf("lag alert %s with a fresh message", s)
 	}
 	if _, err := db.ExecContext(t.Context(), `UPDATE outbox_messages SET created_ms = created_ms - 3600000`); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the lag alert", func() bool {
-		s := alertState(t, prom.URL(), "LatchkeyOutboxLagHigh")
+		s := prom.Alerts(t)["LatchkeyOutboxLagHigh"]
 		return s == "pending" || s == "firing"
 	})
 }
@@ -121,57 +118,4 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("no %s within 30 s", what)
-}
-
-// query runs an instant query and returns its samples' label sets.
-func query(t *testing.T, base, q string) []map[string]string {
-	t.Helper()
-	var out struct {
-		Data struct {
-			Result []struct {
-				Metric map[string]string `json:"metric"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	getJSON(t, base+"/api/v1/query?query="+url.QueryEscape(q), &out)
-	var rows []map[string]string
-	for _, r := range out.Data.Result {
-		rows = append(rows, r.Metric)
-	}
-	return rows
-}
-
-// alertState is the state of the named alert, "" when it is not active.
-func alertState(t *testing.T, base, name string) string {
-	t.Helper()
-	var out struct {
-		Data struct {
-			Alerts []struct {
-				Labels map[string]string `json:"labels"`
-				State  string            `json:"state"`
-			} `json:"alerts"`
-		} `json:"data"`
-	}
-	getJSON(t, base+"/api/v1/alerts", &out)
-	for _, a := range out.Data.Alerts {
-		if a.Labels["alertname"] == name {
-			return a.State
-		}
-	}
-	return ""
-}
-
-func getJSON(t *testing.T, u string, into any) {
-	t.Helper()
-	resp, err := http.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s", u, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
-		t.Fatalf("GET %s: %v", u, err)
-	}
 }
