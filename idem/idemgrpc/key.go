@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/idem/idemhttp"
 )
 
 // MaxKeyLen is the longest client key accepted, in bytes (255, as idemhttp).
@@ -72,8 +73,7 @@ func AuthorizationPrincipal(ctx context.Context) string {
 	if len(vs) == 0 || vs[0] == "" {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(strings.Join(vs, ", ")))
-	return "authz-sha256:" + hex.EncodeToString(sum[:])
+	return idemhttp.AuthorizationDigest(strings.Join(vs, ", "))
 }
 
 // PeerCertPrincipal is a principal for mutual TLS: a SHA-256 of the public

@@ -393,11 +393,18 @@ func WithErrorHandler(f func(*http.Request, error)) Option {
 // Authorization header (never the credential itself), or "" for anonymous
 // requests, which therefore share one key space.
 func AuthorizationPrincipal(r *http.Request) string {
-	a := r.Header.Get("Authorization")
-	if a == "" {
+	return AuthorizationDigest(r.Header.Get("Authorization"))
+}
+
+// AuthorizationDigest is the principal of an authorization credential:
+// "authz-sha256:" and its hex SHA-256, or "" for none. Every middleware of
+// latchkey (HTTP, gRPC) scopes keys by it, so one client's key means one
+// operation whichever way its calls arrive.
+func AuthorizationDigest(credential string) string {
+	if credential == "" {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(a))
+	sum := sha256.Sum256([]byte(credential))
 	return "authz-sha256:" + hex.EncodeToString(sum[:])
 }
 
