@@ -86,6 +86,11 @@ func contended(ctx context.Context, l locker, key string, g int, d time.Duration
 // contendedN is contended for a key that up to limit may hold at once (a
 // semaphore's permits): more inside at once is a violation.
 func contendedN(ctx context.Context, l locker, key string, g int, d time.Duration, limit int64) contendedResult {
+	return contendedOn(ctx, func(int) locker { return l }, key, g, d, limit)
+}
+
+// contendedOn is contendedN with goroutine i using lockerOf(i).
+func contendedOn(ctx context.Context, lockerOf func(i int) locker, key string, g int, d time.Duration, limit int64) contendedResult {
 	var (
 		inside, violations atomic.Int64
 		wg                 sync.WaitGroup
@@ -99,6 +104,7 @@ func contendedN(ctx context.Context, l locker, key string, g int, d time.Duratio
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			l := lockerOf(i)
 			var mine []time.Duration
 			for time.Now().Before(stop) {
 				t0 := time.Now()

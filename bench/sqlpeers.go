@@ -321,43 +321,14 @@ func openMySQLLeaseRow(ctx context.Context, c *sqlcount.Counter, dsn, prefix str
 
 // contendedEach is contended with goroutine i using lockers[i].
 func contendedEach(ctx context.Context, lockers []locker, key string, d time.Duration) contendedResult {
-	var (
-		inside, violations atomic.Int64
-		wg                 sync.WaitGroup
-		counts             = make([]int, len(lockers))
-	)
-	stop := time.Now().Add(d)
-	start := time.Now()
-	for i, l := range lockers {
-		wg.Go(func() {
-			for time.Now().Before(stop) {
-				unlock, cancel, err := lockBounded(ctx, l, key)
-				if err != nil {
-					continue
-				}
-				if inside.Add(1) > 1 {
-					violations.Add(1)
-				}
-				counts[i]++
-				inside.Add(-1)
-				err = unlock(ctx)
-				cancel()
-				if err != nil {
-					fmt.Fprintln(os.Stderr, "unlock (a Locker each):", err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	total := 0
-	for _, n := range counts {
-		total += n
-	}
-	lo, hi := slices.Min(counts), slices.Max(counts)
-	r := contendedResult{violations: violations.Load(), perSec: float64(total) / time.Since(start).Seconds()}
-	if hi > 0 {
-		r.maxMin = float64(lo) / float64(hi) // fairness: min/max
+	return contendedOn(ctx, func(i int) locker { return lockers[i] }, key, len(lockers), d, 1)
+}
+
+// minOverMax turns contended's fairness, max/min acquisitions per
+// goroutine, into min/max, as the SQL table shows it.
+func minOverMax(r contendedResult) contendedResult {
+	if r.maxMin > 0 {
+		r.maxMin = 1 / r.maxMin
 	}
 	return r
 }
@@ -441,14 +412,10 @@ func sqlLockBench(ctx context.Context, runs int, d time.Duration, only string) {
 					cpuPair[i] = append(cpuPair[i], perPair(float64(serverCPU(impls[i].server)-cpu0)/float64(time.Microsecond), n))
 				}
 			}
-			r := contended(ctx, shared, fmt.Sprintf("cs:%d", run), 16, d)
-			if r.maxMin > 0 {
-				r.maxMin = 1 / r.maxMin
-			}
-			contSh[i] = append(contSh[i], r)
+			contSh[i] = append(contSh[i], minOverMax(contended(ctx, shared, fmt.Sprintf("cs:%d", run), 16, d)))
 			before, cpu0 := c.Load(), serverCPU(impls[i].server)
 			start := time.Now()
-			r = contendedEach(ctx, per, fmt.Sprintf("cp:%d", run), d)
+			r := minOverMax(contendedEach(ctx, per, fmt.Sprintf("cp:%d", run), d))
 			if n := r.perSec * time.Since(start).Seconds(); n > 0 {
 				rtAcq[i] = append(rtAcq[i], perPair(float64(c.Load()-before), n))
 				cpuAcq[i] = append(cpuAcq[i], perPair(float64(serverCPU(impls[i].server)-cpu0)/float64(time.Microsecond), n))
