@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/latchkey-go/latchkey/dedup"
 	"github.com/latchkey-go/latchkey/dedup/bloomfilter"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
@@ -56,79 +58,29 @@ func TestFalsePositiveRateAtCapacity(t *testing.T) {
 	)
 	ctx := context.Background()
 	c, prefix := shared(t)
-	f := newFilter(t, c, prefix, n, p)
-	size := f.Sizing()
+	a := &atCapacity{t: t, f: newFilter(t, c, prefix, n, p), n: n}
+	size := a.f.Sizing()
 
-	// Fill the first generation to capacity.
-	var members []string
-	fill := func(gen int64) {
-		for from := len(members); ; {
-			st, err := f.Stats(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Generation == gen && st.Added == n {
-				return
-			}
-			todo := n
-			if st.Generation == gen {
-				todo = int(n - st.Added)
-			}
-			batch := ids("member", from, todo)
-			from += todo
-			if _, err := f.TestAndAddBatch(ctx, batch); err != nil {
-				t.Fatal(err)
-			}
-			members = append(members, batch...)
-		}
-	}
-	probe := func(kind string, probes int, limit float64) float64 {
-		fp := count(testParallel(t, f, ids(kind, 0, probes)))
-		sigma := math.Sqrt(float64(probes) * limit * (1 - limit))
-		if float64(fp) > float64(probes)*limit+3*sigma {
-			t.Errorf("%s: %d false positives in %d, rate %.3f%%, above %.3f%% + 3 sigma", kind, fp, probes, 100*float64(fp)/float64(probes), 100*limit)
-		}
-		return float64(fp) / float64(probes)
-	}
-
-	fill(0)
-	one := probe("fresh-one", 20_000, size.GenerationRate)
-	st1, _ := f.Stats(ctx)
-	fill(1)
-	st2, err := f.Stats(ctx)
-	var usage [2]int64
+	a.fill(ctx, 0)
+	one := a.probe("fresh-one", 20_000, size.GenerationRate)
+	st1, _ := a.f.Stats(ctx)
+	a.fill(ctx, 1)
+	st2, err := a.f.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st2.Previous.BitsSet == 0 || st2.Current.BitsSet == 0 {
 		t.Fatalf("after two fills: %+v, want two full generations", st2)
 	}
-	both := probe("fresh-both", 50_000, p)
-
-	// No false negatives: ids added to either live generation are seen
-	// (every 20th, to keep the test short).
-	var sample []string
-	for i := 0; i < len(members); i += 20 {
-		sample = append(sample, members[i])
-	}
-	if miss := len(sample) - count(testParallel(t, f, sample)); miss != 0 {
-		t.Errorf("%d of %d added ids reported unseen", miss, len(sample))
-	}
+	both := a.probe("fresh-both", 50_000, p)
+	a.noFalseNegatives()
 
 	// Memory: m/n is the optimum for the generation rate, and Redis holds
 	// the bitmap in about m/8 bytes.
 	if opt := bloomfilter.OptimalBitsPerID(size.GenerationRate); size.BitsPerID() > opt*1.005 || size.BitsPerID() < opt {
 		t.Errorf("bits per id %.4f, optimum %.4f", size.BitsPerID(), opt)
 	}
-	for i, k := range f.Keys()[1:] {
-		usage[i], err = c.MemoryUsage(ctx, k).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if limit := int64(float64(size.Bits/8) * 1.25); usage[i] > limit {
-			t.Errorf("%s uses %d bytes, want at most %d (m/8 = %d plus allocator rounding)", k, usage[i], limit, size.Bits/8)
-		}
-	}
+	usage := generationBytes(ctx, t, c, a.f)
 	t.Logf("n=%d p=%.0f%%: m=%d bits, k=%d, %.2f bits/id per generation (%.3fx the 9.59 of one filter at 1%%; optimal for its rate %.3f%%)",
 		n, 100*p, size.Bits, size.Hashes, size.BitsPerID(), size.BitsPerID()/bloomfilter.OptimalBitsPerID(p), 100*size.GenerationRate)
 	t.Logf("Redis MEMORY USAGE per generation: %d and %d bytes = %.2f and %.2f bits per id",
@@ -139,6 +91,83 @@ func TestFalsePositiveRateAtCapacity(t *testing.T) {
 	if d := math.Abs(st2.Previous.EstimatedCount-n) / n; d > 0.02 {
 		t.Errorf("estimated count of the full generation %.0f, want within 2%% of %d", st2.Previous.EstimatedCount, n)
 	}
+}
+
+// atCapacity fills a filter's generations to capacity and probes it with
+// ids never added.
+type atCapacity struct {
+	t       *testing.T
+	f       *bloomfilter.Filter
+	n       int64    // the capacity of a generation
+	members []string // every id added, in order
+}
+
+// fill adds new ids until generation gen holds n of them.
+func (a *atCapacity) fill(ctx context.Context, gen int64) {
+	a.t.Helper()
+	for {
+		st, err := a.f.Stats(ctx)
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		if st.Generation == gen && st.Added == a.n {
+			return
+		}
+		todo := a.n
+		if st.Generation == gen {
+			todo = a.n - st.Added
+		}
+		batch := ids("member", len(a.members), int(todo))
+		if _, err := a.f.TestAndAddBatch(ctx, batch); err != nil {
+			a.t.Fatal(err)
+		}
+		a.members = append(a.members, batch...)
+	}
+}
+
+// probe tests probes ids never added and returns the share reported seen;
+// more false positives than limit plus three standard deviations fail the
+// test.
+func (a *atCapacity) probe(kind string, probes int, limit float64) float64 {
+	a.t.Helper()
+	fp := count(testParallel(a.t, a.f, ids(kind, 0, probes)))
+	sigma := math.Sqrt(float64(probes) * limit * (1 - limit))
+	if float64(fp) > float64(probes)*limit+3*sigma {
+		a.t.Errorf("%s: %d false positives in %d, rate %.3f%%, above %.3f%% + 3 sigma", kind, fp, probes, 100*float64(fp)/float64(probes), 100*limit)
+	}
+	return float64(fp) / float64(probes)
+}
+
+// noFalseNegatives checks that ids added to either live generation are
+// seen (every 20th, to keep the test short).
+func (a *atCapacity) noFalseNegatives() {
+	a.t.Helper()
+	var sample []string
+	for i := 0; i < len(a.members); i += 20 {
+		sample = append(sample, a.members[i])
+	}
+	if miss := len(sample) - count(testParallel(a.t, a.f, sample)); miss != 0 {
+		a.t.Errorf("%d of %d added ids reported unseen", miss, len(sample))
+	}
+}
+
+// generationBytes returns Redis's MEMORY USAGE of the filter's two
+// generations; one above m/8 bytes plus allocator rounding fails the test.
+func generationBytes(ctx context.Context, t *testing.T, c *redis.Client, f *bloomfilter.Filter) [2]int64 {
+	t.Helper()
+	var usage [2]int64
+	size := f.Sizing()
+	for i, k := range f.Keys()[1:] {
+		var err error
+		usage[i], err = c.MemoryUsage(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if limit := int64(float64(size.Bits/8) * 1.25); usage[i] > limit {
+			t.Errorf("%s uses %d bytes, want at most %d (m/8 = %d plus allocator rounding)", k, usage[i], limit, size.Bits/8)
+		}
+	}
+	return usage
 }
 
 // A full generation rotates: its ids stay seen through the next generation
@@ -401,42 +430,7 @@ func raceRounds(t *testing.T, name string, rounds, perRound int, untilGen, capac
 			}
 		}
 		batch := ids(fmt.Sprintf("r%d", round), 0, perRound)
-		news := make([]atomic.Int32, perRound)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for ci, f := range fs {
-			wg.Go(func() {
-				order := rand.New(rand.NewPCG(uint64(round), uint64(ci))).Perm(perRound)
-				<-start
-				half := len(order) / 2
-				for _, i := range order[:half] {
-					seen, err := f.TestAndAdd(ctx, batch[i])
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if !seen {
-						news[i].Add(1)
-					}
-				}
-				rest := make([]string, 0, len(order)-half)
-				for _, i := range order[half:] {
-					rest = append(rest, batch[i])
-				}
-				got, err := f.TestAndAddBatch(ctx, rest)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				for j, i := range order[half:] {
-					if !got[j] {
-						news[i].Add(1)
-					}
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
+		news := raceRound(ctx, t, fs, round, batch)
 		for i := range news {
 			if n := news[i].Load(); n != 1 {
 				t.Fatalf("round %d: %d of %d consumers were told %s is new, want exactly 1", round, n, consumers, batch[i])
@@ -448,6 +442,56 @@ func raceRounds(t *testing.T, name string, rounds, perRound int, untilGen, capac
 		t.Fatal(err)
 	}
 	return st.Generation, sent.Counts()["exec"]
+}
+
+// raceRound has every filter of fs add batch at once, each in its own
+// order, and returns how many were told each id is new.
+func raceRound(ctx context.Context, t *testing.T, fs []*bloomfilter.Filter, round int, batch []string) []atomic.Int32 {
+	news := make([]atomic.Int32, len(batch))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for ci, f := range fs {
+		wg.Go(func() {
+			order := rand.New(rand.NewPCG(uint64(round), uint64(ci))).Perm(len(batch))
+			<-start
+			if err := addInOrder(ctx, f, batch, order, news); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return news
+}
+
+// addInOrder adds the ids of batch in order's order, the first half one at
+// a time and the rest in one batch, counting in news each id f was told is
+// new.
+func addInOrder(ctx context.Context, f *bloomfilter.Filter, batch []string, order []int, news []atomic.Int32) error {
+	half := len(order) / 2
+	for _, i := range order[:half] {
+		seen, err := f.TestAndAdd(ctx, batch[i])
+		if err != nil {
+			return err
+		}
+		if !seen {
+			news[i].Add(1)
+		}
+	}
+	rest := make([]string, 0, len(order)-half)
+	for _, i := range order[half:] {
+		rest = append(rest, batch[i])
+	}
+	got, err := f.TestAndAddBatch(ctx, rest)
+	if err != nil {
+		return err
+	}
+	for j, i := range order[half:] {
+		if !got[j] {
+			news[i].Add(1)
+		}
+	}
+	return nil
 }
 
 // Exactly one of the racing consumers is told an id is new, also while

@@ -42,28 +42,10 @@ func TestLayoutOfTheFirstRelease(t *testing.T) {
 	}
 	base := prefix + "{f}:"
 	legacy := []string{base + "state", base + "bits:0", base + "bits:1"}
-	addV1 := func(ids []string) ([]int64, error) {
-		args := []any{"add", f.size.Bits, f.size.Hashes, f.size.Capacity, msec(f.period), 1, len(ids)}
-		for _, id := range ids {
-			args = append(args, "")
-			for _, p := range appendPositions(nil, id, f.size.Bits, f.size.Hashes) {
-				args = append(args, p)
-			}
-		}
-		r, err := v1.Run(ctx, c, legacy, args...).Int64Slice()
-		if err != nil {
-			return nil, err
-		}
-		out := make([]int64, len(ids))
-		for i := range out {
-			out[i] = r[2*i]
-		}
-		return out, nil
-	}
 	// The first release fills a generation and starts the next (25 ids at
 	// capacity 20).
 	a := ids("a", 25)
-	r, err := addV1(a)
+	r, err := addFirstRelease(ctx, c, f, v1, legacy, a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +75,28 @@ func TestLayoutOfTheFirstRelease(t *testing.T) {
 			t.Errorf("%s has no expiry after the take-over (PTTL %v)", k, ttl)
 		}
 	}
-	if _, err := addV1(ids("b", 1)); err == nil || !strings.Contains(err.Error(), "bloomfilter: filter was created with") {
+	if _, err := addFirstRelease(ctx, c, f, v1, legacy, ids("b", 1)); err == nil || !strings.Contains(err.Error(), "bloomfilter: filter was created with") {
 		t.Errorf("first release after the take-over: %v, want its sizing error", err)
 	}
+}
+
+// addFirstRelease adds ids to f's name by the first release's script v1,
+// on its keys, and returns for each id 1 if it was seen and 0 if new.
+func addFirstRelease(ctx context.Context, c *redis.Client, f *Filter, v1 *redis.Script, keys, ids []string) ([]int64, error) {
+	args := []any{"add", f.size.Bits, f.size.Hashes, f.size.Capacity, msec(f.period), 1, len(ids)}
+	for _, id := range ids {
+		args = append(args, "")
+		for _, p := range appendPositions(nil, id, f.size.Bits, f.size.Hashes) {
+			args = append(args, p)
+		}
+	}
+	r, err := v1.Run(ctx, c, keys, args...).Int64Slice()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(ids))
+	for i := range out {
+		out[i] = r[2*i]
+	}
+	return out, nil
 }
