@@ -117,105 +117,108 @@ func runCrashChild(ctx context.Context, arg string) error {
 // before the effect.)
 func TestCrashBetweenEffectAndDone(t *testing.T) {
 	t.Parallel()
-	pg := backends[0]
-	if pg.name != "postgres" {
+	if pg := backends[0]; pg.name != "postgres" {
 		t.Fatalf("backends[0] is %s, want postgres", pg.name)
 	}
-	start := func(t *testing.T, e *env, s crashSpec) (*dedupdrill.Child, dedup.Message) {
-		s.DSN, s.Inbox, s.Ledger, s.ID = pg.dsn(t), e.table, e.ledger, "pay-"+s.Point
-		raw, err := json.Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return dedupdrill.StartChild(t, crashRole.Name, string(raw)), dedup.Message{ID: s.ID}
+	t.Run("before commit: the redelivery runs it once", crashBeforeCommit)
+	t.Run("after commit: the redelivery is a duplicate", crashAfterCommit)
+	t.Run("a Redis mark apart from the data repeats the effect", crashBeforeRedisMark)
+}
+
+// startCrash starts a child consumer of s on a new env on PostgreSQL and
+// returns the env, the child, the message it processes and a context for
+// the drill.
+func startCrash(t *testing.T, s crashSpec) (*env, *dedupdrill.Child, dedup.Message, context.Context) {
+	t.Helper()
+	pg := backends[0]
+	e := newEnv(t, pg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	s.DSN, s.Inbox, s.Ledger, s.ID = pg.dsn(t), e.table, e.ledger, "pay-"+s.Point
+	raw, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
 	}
-	ctxT := func(t *testing.T) context.Context {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		t.Cleanup(cancel)
-		return ctx
+	return e, dedupdrill.StartChild(t, crashRole.Name, string(raw)), dedup.Message{ID: s.ID}, ctx
+}
+
+func crashBeforeCommit(t *testing.T) {
+	t.Parallel()
+	e, child, m, ctx := startCrash(t, crashSpec{Point: killInTx})
+	child.Expect(t, "written", 30*time.Second)
+	if l, i := e.rows(t, m.ID); l != 0 || i != 0 {
+		t.Fatalf("uncommitted work visible: ledger %d, inbox %d rows", l, i)
 	}
+	// While the child lives, its uncommitted row is the claim: a copy
+	// delivered meanwhile waits on it and settles nothing.
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	o, err := e.in.Process(wctx, m, e.pay)
+	cancel()
+	if o != dedup.OutcomeRejected || err == nil {
+		t.Fatalf("copy delivered while the child held the row: %v, %v; want rejected by its deadline", o, err)
+	}
+	child.Kill(t)
+	// PostgreSQL rolls the dead connection's transaction back; the
+	// redelivery then takes the id.
+	if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeProcessed || err != nil {
+		t.Fatalf("redelivery after the kill: %v, %v; want processed", o, err)
+	}
+	if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeDuplicate || err != nil {
+		t.Fatalf("second redelivery: %v, %v; want duplicate", o, err)
+	}
+	if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
+		t.Fatalf("ledger %d, inbox %d rows; want 1 and 1", l, i)
+	}
+}
 
-	t.Run("before commit: the redelivery runs it once", func(t *testing.T) {
-		t.Parallel()
-		e, ctx := newEnv(t, pg), ctxT(t)
-		child, m := start(t, e, crashSpec{Point: killInTx})
-		child.Expect(t, "written", 30*time.Second)
-		if l, i := e.rows(t, m.ID); l != 0 || i != 0 {
-			t.Fatalf("uncommitted work visible: ledger %d, inbox %d rows", l, i)
-		}
-		// While the child lives, its uncommitted row is the claim: a copy
-		// delivered meanwhile waits on it and settles nothing.
-		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		o, err := e.in.Process(wctx, m, e.pay)
-		cancel()
-		if o != dedup.OutcomeRejected || err == nil {
-			t.Fatalf("copy delivered while the child held the row: %v, %v; want rejected by its deadline", o, err)
-		}
-		child.Kill(t)
-		// PostgreSQL rolls the dead connection's transaction back; the
-		// redelivery then takes the id.
-		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeProcessed || err != nil {
-			t.Fatalf("redelivery after the kill: %v, %v; want processed", o, err)
-		}
-		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeDuplicate || err != nil {
-			t.Fatalf("second redelivery: %v, %v; want duplicate", o, err)
-		}
-		if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
-			t.Fatalf("ledger %d, inbox %d rows; want 1 and 1", l, i)
-		}
-	})
+func crashAfterCommit(t *testing.T) {
+	t.Parallel()
+	e, child, m, ctx := startCrash(t, crashSpec{Point: killCommitted})
+	if got := child.Expect(t, "committed", 30*time.Second); got != dedup.OutcomeProcessed.String() {
+		t.Fatalf("child: %s, want processed", got)
+	}
+	child.Kill(t)
+	if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeDuplicate || err != nil {
+		t.Fatalf("redelivery after the kill: %v, %v; want duplicate", o, err)
+	}
+	if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
+		t.Fatalf("ledger %d, inbox %d rows; want 1 and 1", l, i)
+	}
+}
 
-	t.Run("after commit: the redelivery is a duplicate", func(t *testing.T) {
-		t.Parallel()
-		e, ctx := newEnv(t, pg), ctxT(t)
-		child, m := start(t, e, crashSpec{Point: killCommitted})
-		if got := child.Expect(t, "committed", 30*time.Second); got != dedup.OutcomeProcessed.String() {
-			t.Fatalf("child: %s, want processed", got)
-		}
-		child.Kill(t)
-		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeDuplicate || err != nil {
-			t.Fatalf("redelivery after the kill: %v, %v; want duplicate", o, err)
-		}
-		if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
-			t.Fatalf("ledger %d, inbox %d rows; want 1 and 1", l, i)
-		}
+func crashBeforeRedisMark(t *testing.T) {
+	t.Parallel()
+	addr, prefix := testsvc.RedisAddr(t), testsvc.KeyPrefix(t)
+	const ttl = 2 * time.Second // long enough for the child to commit its effect on a loaded machine
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() {
+		c.Del(context.Background(), redisstore.New(c, redisstore.WithPrefix(prefix)).RecordKey("pay-"+killRedisMark))
+		c.Close()
 	})
-
-	t.Run("a Redis mark apart from the data repeats the effect", func(t *testing.T) {
-		t.Parallel()
-		e, ctx := newEnv(t, pg), ctxT(t)
-		addr, prefix := testsvc.RedisAddr(t), testsvc.KeyPrefix(t)
-		const ttl = 2 * time.Second // long enough for the child to commit its effect on a loaded machine
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		t.Cleanup(func() {
-			c.Del(context.Background(), redisstore.New(c, redisstore.WithPrefix(prefix)).RecordKey("pay-"+killRedisMark))
-			c.Close()
-		})
-		child, m := start(t, e, crashSpec{Point: killRedisMark, Redis: addr, Prefix: prefix, TTL: ttl})
-		child.Expect(t, "committed", 30*time.Second)
-		child.Kill(t)
-		d, err := dedup.New(redisstore.New(c, redisstore.WithPrefix(prefix)), dedup.WithProcessingTTL(ttl))
-		if err != nil {
-			t.Fatal(err)
+	e, child, m, ctx := startCrash(t, crashSpec{Point: killRedisMark, Redis: addr, Prefix: prefix, TTL: ttl})
+	child.Expect(t, "committed", 30*time.Second)
+	child.Kill(t)
+	d, err := dedup.New(redisstore.New(c, redisstore.WithPrefix(prefix)), dedup.WithProcessingTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pay := func(ctx context.Context, m dedup.Message) error {
+		_, err := e.db.ExecContext(ctx, "INSERT INTO "+e.ledger+" (msg, amount) VALUES ($1, 100)", m.ID)
+		return err
+	}
+	// Redeliver until settled: busy until the dead child's claim expires.
+	for {
+		o, err := d.Process(ctx, m, pay)
+		if o == dedup.OutcomeProcessed && err == nil {
+			break
 		}
-		pay := func(ctx context.Context, m dedup.Message) error {
-			_, err := e.db.ExecContext(ctx, "INSERT INTO "+e.ledger+" (msg, amount) VALUES ($1, 100)", m.ID)
-			return err
+		if o != dedup.OutcomeBusy || ctx.Err() != nil {
+			t.Fatalf("redelivery: %v, %v", o, err)
 		}
-		// Redeliver until settled: busy until the dead child's claim expires.
-		for {
-			o, err := d.Process(ctx, m, pay)
-			if o == dedup.OutcomeProcessed && err == nil {
-				break
-			}
-			if o != dedup.OutcomeBusy || ctx.Err() != nil {
-				t.Fatalf("redelivery: %v, %v", o, err)
-			}
-			time.Sleep(min(max(dedup.RetryAfter(err), 10*time.Millisecond), 100*time.Millisecond))
-		}
-		if l := e.count(t, "SELECT COUNT(*) FROM "+e.ledger+" WHERE msg = $1", m.ID); l != 2 {
-			t.Fatalf("ledger %d rows; a mark kept apart from the data must let the effect repeat (2 rows)", l)
-		}
-		t.Logf("killed between its committed effect and its Redis mark, the consumer's message was paid twice")
-	})
+		time.Sleep(min(max(dedup.RetryAfter(err), 10*time.Millisecond), 100*time.Millisecond))
+	}
+	if l := e.count(t, "SELECT COUNT(*) FROM "+e.ledger+" WHERE msg = $1", m.ID); l != 2 {
+		t.Fatalf("ledger %d rows; a mark kept apart from the data must let the effect repeat (2 rows)", l)
+	}
+	t.Logf("killed between its committed effect and its Redis mark, the consumer's message was paid twice")
 }

@@ -50,32 +50,41 @@ func TestInspect(t *testing.T) {
 		if b.name != "postgres" {
 			return // SQLite's single writer would make the lookup below wait for the transaction
 		}
-		running := dedup.Message{ID: deduptest.UniqueID(t)}
-		inside, release := make(chan struct{}), make(chan struct{})
-		done := make(chan error, 1)
-		go func() {
-			_, err := e.in.Process(context.Background(), running, func(ctx context.Context, tx *sql.Tx, m dedup.Message) error {
-				close(inside)
-				<-release
-				return e.pay(ctx, tx, m)
-			})
-			done <- err
-		}()
-		<-inside
-		if _, err := e.in.Lookup(ctx, running.ID); !errors.Is(err, dedup.ErrNotFound) {
-			t.Errorf("Lookup of a message being processed = %v, want ErrNotFound (its row is not committed)", err)
-		}
-		if err := e.in.Forget(ctx, running.ID, true); !errors.Is(err, dedup.ErrNotFound) {
-			t.Errorf("Forget of a message being processed = %v, want ErrNotFound", err)
-		}
-		close(release)
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		if mk, err := e.in.Lookup(ctx, running.ID); err != nil || mk.State != dedup.Done {
-			t.Fatalf("after commit: %+v, %v", mk, err)
-		}
+		checkRunningInvisible(t, e)
 	})
+}
+
+// checkRunningInvisible checks that a message being processed, its row not
+// yet committed, is neither looked up nor forgotten, and is done once its
+// transaction commits.
+func checkRunningInvisible(t *testing.T, e *env) {
+	t.Helper()
+	ctx := t.Context()
+	running := dedup.Message{ID: deduptest.UniqueID(t)}
+	inside, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.in.Process(context.Background(), running, func(ctx context.Context, tx *sql.Tx, m dedup.Message) error {
+			close(inside)
+			<-release
+			return e.pay(ctx, tx, m)
+		})
+		done <- err
+	}()
+	<-inside
+	if _, err := e.in.Lookup(ctx, running.ID); !errors.Is(err, dedup.ErrNotFound) {
+		t.Errorf("Lookup of a message being processed = %v, want ErrNotFound (its row is not committed)", err)
+	}
+	if err := e.in.Forget(ctx, running.ID, true); !errors.Is(err, dedup.ErrNotFound) {
+		t.Errorf("Forget of a message being processed = %v, want ErrNotFound", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if mk, err := e.in.Lookup(ctx, running.ID); err != nil || mk.State != dedup.Done {
+		t.Fatalf("after commit: %+v, %v", mk, err)
+	}
 }
 
 func TestInspectBadIDs(t *testing.T) {

@@ -259,50 +259,62 @@ func TestLedgerExactlyOnce(t *testing.T) {
 	t.Parallel()
 	forEach(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		const n = 100
-		var queue []dedup.Message
-		for i := range n {
-			for range 1 + i%3 {
-				queue = append(queue, dedup.Message{ID: fmt.Sprintf("pay-%d", i)})
-			}
-		}
-		mrand.Shuffle(len(queue), func(i, j int) { queue[i], queue[j] = queue[j], queue[i] })
-		h := e.in.Wrap(func(ctx context.Context, tx *sql.Tx, m dedup.Message) error {
-			if err := e.pay(ctx, tx, m); err != nil {
-				return err
-			}
-			if mrand.IntN(10) < 3 {
-				return errors.New("fail after the write")
-			}
-			return nil
-		})
-		ch := make(chan dedup.Message)
-		var wg sync.WaitGroup
-		for range 6 {
-			wg.Go(func() {
-				for m := range ch {
-					for !dedup.ShouldAck(h(ctx, m)) && ctx.Err() == nil {
-					}
-				}
-			})
-		}
-		for _, m := range queue {
-			ch <- m
-		}
-		close(ch)
-		wg.Wait()
-		if ctx.Err() != nil {
-			t.Fatal("timed out")
-		}
-		sum := e.count(t, "SELECT COALESCE(SUM(amount), 0) FROM "+e.ledger)
-		rows := e.count(t, "SELECT COUNT(DISTINCT msg) FROM "+e.ledger)
-		ids := e.count(t, "SELECT COUNT(*) FROM "+e.table)
-		if sum != 100*n || rows != n || ids != n {
-			t.Fatalf("ledger sum %d over %d messages, %d inbox ids; want %d, %d, %d", sum, rows, ids, 100*n, n, n)
-		}
+		ledgerExactlyOnce(t, e, e.in.Wrap(failAfterWrite(e.pay)))
 	})
+}
+
+// failAfterWrite is pay failing, after its write, on 30% of its runs.
+func failAfterWrite[Tx any](pay func(context.Context, Tx, dedup.Message) error) func(context.Context, Tx, dedup.Message) error {
+	return func(ctx context.Context, tx Tx, m dedup.Message) error {
+		if err := pay(ctx, tx, m); err != nil {
+			return err
+		}
+		if mrand.IntN(10) < 3 {
+			return errors.New("fail after the write")
+		}
+		return nil
+	}
+}
+
+// ledgerExactlyOnce delivers 100 payments, each one to three times in
+// random order, to six consumers that run h on each until it may be
+// acknowledged, and checks that e's ledger and inbox hold each once.
+func ledgerExactlyOnce(t *testing.T, e *env, h dedup.Handler) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 100
+	var queue []dedup.Message
+	for i := range n {
+		for range 1 + i%3 {
+			queue = append(queue, dedup.Message{ID: fmt.Sprintf("pay-%d", i)})
+		}
+	}
+	mrand.Shuffle(len(queue), func(i, j int) { queue[i], queue[j] = queue[j], queue[i] })
+	ch := make(chan dedup.Message)
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			for m := range ch {
+				for !dedup.ShouldAck(h(ctx, m)) && ctx.Err() == nil {
+				}
+			}
+		})
+	}
+	for _, m := range queue {
+		ch <- m
+	}
+	close(ch)
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatal("timed out")
+	}
+	sum := e.count(t, "SELECT COALESCE(SUM(amount), 0) FROM "+e.ledger)
+	rows := e.count(t, "SELECT COUNT(DISTINCT msg) FROM "+e.ledger)
+	ids := e.count(t, "SELECT COUNT(*) FROM "+e.table)
+	if sum != 100*n || rows != n || ids != n {
+		t.Fatalf("ledger sum %d over %d messages, %d inbox ids; want %d, %d, %d", sum, rows, ids, 100*n, n, n)
+	}
 }
 
 func TestPurge(t *testing.T) {
