@@ -705,136 +705,167 @@ func (s *suite) deadHolder(t *testing.T) {
 	if s.h.Cut == nil {
 		t.Skip("backend does not tell waiters the holder's time left (Harness.Cut is nil)")
 	}
-	const (
-		trials = 16
-		// Trials run a round of four at a time, their leases a quarter
-		// TTL apart, so that the waiters' attempts of one trial do not
-		// queue behind another's (SQLite has one writer at a time).
-		perRound = 4
-		ttl      = time.Second
-		// late bounds how long after the expiry a waiter may get the lock:
-		// a few attempts' round trips, on a loaded machine. One trial of
-		// the sixteen may take up to stalled, for a stall of a machine
-		// shared with other work (a waiter polled only up to a second
-		// later, or told "unknown" in the lease's last millisecond, fails
-		// far more than one).
-		late, stalled = 50 * time.Millisecond, 5 * 50 * time.Millisecond
-		// early allows for the servers' millisecond clocks: the server
-		// counts the TTL from its clock truncated to the millisecond.
-		early = 2 * time.Millisecond
-	)
-	var (
-		mu   sync.Mutex
-		lags []string // of the trials later than late
-	)
-	probe := startStallProbe()
-	defer probe.stop()
+	d := &deadHolders{s: s, t: t, probe: startStallProbe()}
+	defer d.probe.stop()
 	// The server may stall too (it shares the machine); a stall of its
 	// answers, which a Locker of its own reads, is not the waiter's lag.
 	if in, ok := s.locker(t).(lock.Inspector); ok {
 		server := startServerProbe(in, key(t, "probe"))
 		defer server.stop()
-		probe.also = server
+		d.probe.also = server
 	}
-	trial := func(i int, holder, waiter lock.Locker) {
-		k := key(t, "k")
-		var (
-			begin time.Time
-			dead  *lock.Lease
-			err   error
-		)
-		for range 3 { // setting up, not under test: a busy server may fail a try
-			begin = time.Now()
-			if dead, err = holder.Acquire(ctxT(t), k, lock.WithTTL(ttl), lock.WithFixedTTL()); err == nil {
-				break
-			}
-		}
-		if err != nil {
-			t.Errorf("holder: %v", err)
-			return
-		}
-		taken := time.Now()
-		s.h.Cut(t, holder)
-		// Waiters start anywhere from right after the acquisition to the
-		// lease's last twentieth.
-		time.Sleep(time.Duration(i*7%trials) * ttl * 95 / 100 / trials)
-		started := time.Now()
-		lease, err := waiter.Acquire(ctxT(t), k, lock.WithWait(eventually))
-		got := time.Now()
-		if err != nil {
-			t.Errorf("waiter started %v into the lease: %v", started.Sub(taken), err)
-			return
-		}
-		defer func() {
-			if err := lease.Release(ctxT(t)); err != nil {
-				t.Errorf("Release: %v", err)
-			}
-		}()
-		if got.Before(begin.Add(ttl - early)) {
-			t.Errorf("waiter started %v into the lease got the lock %v before the dead holder's lease ended",
-				started.Sub(taken), begin.Add(ttl).Sub(got))
-		}
-		if lag := got.Sub(taken.Add(ttl)); lag > late {
-			msg := fmt.Sprintf("waiter started %v into the lease got the lock %v after the dead holder's lease ended", started.Sub(taken), lag)
-			if stall := probe.longestIn(taken.Add(ttl), got); stall > late/2 {
-				// This process itself, or the server, did not run for
-				// that long: the machine, not the waiter, was late.
-				t.Logf("%s, during a stall of %v of this process or the server: not counted", msg, stall)
-				return
-			}
-			if lag > stalled {
-				t.Errorf("%s, want within %v", msg, late)
-			}
-			mu.Lock()
-			lags = append(lags, msg)
-			mu.Unlock()
-		}
-		if lease.Token() <= dead.Token() {
-			t.Errorf("token %d after the dead holder's %d", lease.Token(), dead.Token())
-		}
+	for first := 0; first < deadTrials; first += deadPerRound {
+		d.round(first)
 	}
-	// warm has waiter wait once for a key holder releases, so that what a
-	// Locker sets up for its first wait is in place before a trial times
-	// it: on PostgreSQL the first wait holds its next attempt until the
-	// Locker's LISTEN connection is up, which on a loaded machine took
-	// 400 to 700 ms, past a lease's end.
-	warm := func(holder, waiter lock.Locker) {
-		k := key(t, "warm")
-		held := mustAcquire(t, holder, k)
-		got := make(chan error, 1)
-		go func() {
-			lease, err := waiter.Acquire(ctxT(t), k, lock.WithWait(eventually))
-			if err == nil {
-				err = lease.Release(ctxT(t))
-			}
-			got <- err
-		}()
-		waitQueued(t, waiter, k, 1)
-		release(t, held)
-		if err := <-got; err != nil {
-			t.Fatalf("first wait of a waiter: %v", err)
-		}
-	}
-	for round := 0; round < trials; round += perRound {
-		holders, waiters := make([]lock.Locker, perRound), make([]lock.Locker, perRound)
-		for j := range perRound {
-			holders[j], waiters[j] = s.locker(t), s.locker(t)
-			warm(holders[j], waiters[j])
-		}
-		var wg sync.WaitGroup
-		for j := range perRound {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				time.Sleep(time.Duration(j) * ttl / perRound)
-				trial(round+j, holders[j], waiters[j])
-			}()
-		}
-		wg.Wait()
-	}
-	if len(lags) > 1 {
+	if len(d.lags) > 1 {
 		t.Errorf("%d of %d waiters got a dead holder's lock more than %v after its lease ended:\n%s",
-			len(lags), trials, late, strings.Join(lags, "\n"))
+			len(d.lags), deadTrials, deadLate, strings.Join(d.lags, "\n"))
+	}
+}
+
+const (
+	deadTrials = 16
+	// Trials run a round of four at a time, their leases a quarter TTL
+	// apart, so that the waiters' attempts of one trial do not queue
+	// behind another's (SQLite has one writer at a time).
+	deadPerRound = 4
+	deadTTL      = time.Second
+	// deadLate bounds how long after the expiry a waiter may get the lock:
+	// a few attempts' round trips, on a loaded machine. One trial of the
+	// sixteen may take up to deadStalled, for a stall of a machine shared
+	// with other work (a waiter polled only up to a second later, or told
+	// "unknown" in the lease's last millisecond, fails far more than one).
+	deadLate, deadStalled = 50 * time.Millisecond, 5 * 50 * time.Millisecond
+	// deadEarly allows for the servers' millisecond clocks: the server
+	// counts the TTL from its clock truncated to the millisecond.
+	deadEarly = 2 * time.Millisecond
+)
+
+// deadHolders runs deadHolder's trials and keeps the late ones.
+type deadHolders struct {
+	s     *suite
+	t     *testing.T
+	probe *stallProbe
+	mu    sync.Mutex
+	lags  []string // of the trials later than deadLate; guarded by mu
+}
+
+// round runs trials first to first+deadPerRound-1 at once, each with a
+// holder and a waiter of its own, their leases a quarter TTL apart.
+func (d *deadHolders) round(first int) {
+	holders, waiters := make([]lock.Locker, deadPerRound), make([]lock.Locker, deadPerRound)
+	for j := range deadPerRound {
+		holders[j], waiters[j] = d.s.locker(d.t), d.s.locker(d.t)
+		warmWaiter(d.t, holders[j], waiters[j])
+	}
+	var wg sync.WaitGroup
+	for j := range deadPerRound {
+		wg.Go(func() {
+			time.Sleep(time.Duration(j) * deadTTL / deadPerRound)
+			d.trial(first+j, holders[j], waiters[j])
+		})
+	}
+	wg.Wait()
+}
+
+// trial has holder take a lock for deadTTL and die, and waiter, started
+// at a moment of the lease that i chooses, wait for it.
+func (d *deadHolders) trial(i int, holder, waiter lock.Locker) {
+	t := d.t
+	k := key(t, "k")
+	begin, dead, err := acquireFixed(t, holder, k)
+	if err != nil {
+		t.Errorf("holder: %v", err)
+		return
+	}
+	taken := time.Now()
+	d.s.h.Cut(t, holder)
+	// Waiters start anywhere from right after the acquisition to the
+	// lease's last twentieth.
+	time.Sleep(time.Duration(i*7%deadTrials) * deadTTL * 95 / 100 / deadTrials)
+	started := time.Now()
+	lease, err := waiter.Acquire(ctxT(t), k, lock.WithWait(eventually))
+	got := time.Now()
+	if err != nil {
+		t.Errorf("waiter started %v into the lease: %v", started.Sub(taken), err)
+		return
+	}
+	defer func() {
+		if err := lease.Release(ctxT(t)); err != nil {
+			t.Errorf("Release: %v", err)
+		}
+	}()
+	if got.Before(begin.Add(deadTTL - deadEarly)) {
+		t.Errorf("waiter started %v into the lease got the lock %v before the dead holder's lease ended",
+			started.Sub(taken), begin.Add(deadTTL).Sub(got))
+	}
+	if !d.onTime(started.Sub(taken), taken.Add(deadTTL), got) {
+		return
+	}
+	if lease.Token() <= dead.Token() {
+		t.Errorf("token %d after the dead holder's %d", lease.Token(), dead.Token())
+	}
+}
+
+// acquireFixed takes key through holder for deadTTL without renewal,
+// trying up to three times (setting up, not under test: a busy server may
+// fail a try). It returns when the successful attempt began.
+func acquireFixed(t *testing.T, holder lock.Locker, key string) (begin time.Time, lease *lock.Lease, err error) {
+	for range 3 {
+		begin = time.Now()
+		if lease, err = holder.Acquire(ctxT(t), key, lock.WithTTL(deadTTL), lock.WithFixedTTL()); err == nil {
+			return begin, lease, nil
+		}
+	}
+	return begin, nil, err
+}
+
+// onTime checks that a waiter started into the lease at into got the
+// lock, at got, soon after the lease ended at end. A lag during a stall of
+// this process or the server is logged and not counted; onTime then
+// reports false, and the trial checks nothing more.
+func (d *deadHolders) onTime(into time.Duration, end, got time.Time) bool {
+	lag := got.Sub(end)
+	if lag <= deadLate {
+		return true
+	}
+	msg := fmt.Sprintf("waiter started %v into the lease got the lock %v after the dead holder's lease ended", into, lag)
+	if stall := d.probe.longestIn(end, got); stall > deadLate/2 {
+		// This process itself, or the server, did not run for that long:
+		// the machine, not the waiter, was late.
+		d.t.Logf("%s, during a stall of %v of this process or the server: not counted", msg, stall)
+		return false
+	}
+	if lag > deadStalled {
+		d.t.Errorf("%s, want within %v", msg, deadLate)
+	}
+	d.mu.Lock()
+	d.lags = append(d.lags, msg)
+	d.mu.Unlock()
+	return true
+}
+
+// warmWaiter has waiter wait once for a key holder releases, so that what
+// a Locker sets up for its first wait is in place before a trial times it:
+// on PostgreSQL the first wait holds its next attempt until the Locker's
+// LISTEN connection is up, which on a loaded machine took 400 to 700 ms,
+// past a lease's end.
+func warmWaiter(t *testing.T, holder, waiter lock.Locker) {
+	t.Helper()
+	k := key(t, "warm")
+	held := mustAcquire(t, holder, k)
+	got := make(chan error, 1)
+	go func() {
+		lease, err := waiter.Acquire(ctxT(t), k, lock.WithWait(eventually))
+		if err == nil {
+			err = lease.Release(ctxT(t))
+		}
+		got <- err
+	}()
+	waitQueued(t, waiter, k, 1)
+	release(t, held)
+	if err := <-got; err != nil {
+		t.Fatalf("first wait of a waiter: %v", err)
 	}
 }
 
@@ -1026,76 +1057,106 @@ const maxFairness = 3
 // starvationRound is one measurement of noStarvation, on a key of its
 // own: the acquisitions of each goroutine, or the first error.
 func (s *suite) starvationRound(t *testing.T) ([]int, error) {
-	const lockers, perLocker, total = 3, 2, 180
-	k := key(t, "k")
+	const lockers, perLocker = 3, 2
+	r := &starvation{t: t, key: key(t, "k"), counts: make([]int, lockers*perLocker)}
 	var (
-		taken  atomic.Int64
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		held   bool
-		errMu  sync.Mutex
-		first  error
-		failed = func(err error) {
-			errMu.Lock()
-			if first == nil {
-				first = err
-			}
-			errMu.Unlock()
-		}
+		wg   sync.WaitGroup
+		warm sync.WaitGroup // every goroutine has taken the key once
 	)
-	counts := make([]int, lockers*perLocker)
-	var warm sync.WaitGroup // every goroutine has taken the key once
 	start := make(chan struct{})
 	for i := range lockers {
 		l := s.locker(t)
 		for j := range perLocker {
 			g := i*perLocker + j
-			wg.Add(1)
 			warm.Add(1)
-			go func() {
-				defer wg.Done()
-				// One acquisition each before counting, so that no Locker
-				// is still opening its connections when the count starts.
-				lease, err := l.Acquire(ctxT(t), k, lock.WithTTL(5*time.Second))
-				if err == nil {
-					err = lease.Release(ctxT(t))
-				}
+			wg.Go(func() {
+				err := r.warm(l)
 				warm.Done()
 				if err != nil {
-					failed(fmt.Errorf("goroutine %d: first acquisition: %w", g, err))
+					r.failed(fmt.Errorf("goroutine %d: first acquisition: %w", g, err))
 					return
 				}
 				<-start
-				for taken.Load() < total {
-					lease, err := l.Acquire(ctxT(t), k, lock.WithTTL(5*time.Second))
-					if err != nil {
-						failed(fmt.Errorf("goroutine %d: %w", g, err))
-						return
-					}
-					mu.Lock()
-					if held {
-						t.Errorf("goroutine %d holds the key with another", g)
-					}
-					held = true
-					mu.Unlock()
-					taken.Add(1)
-					counts[g]++
-					time.Sleep(time.Millisecond)
-					mu.Lock()
-					held = false
-					mu.Unlock()
-					if err := lease.Release(ctxT(t)); err != nil {
-						failed(fmt.Errorf("goroutine %d: release: %w", g, err))
-						return
-					}
+				if err := r.takeTurns(g, l); err != nil {
+					r.failed(fmt.Errorf("goroutine %d: %w", g, err))
 				}
-			}()
+			})
 		}
 	}
 	warm.Wait()
 	close(start)
 	wg.Wait()
-	return counts, first
+	return r.counts, r.first
+}
+
+// starvationTotal is how many times a starvation round's key changes hands.
+const starvationTotal = 180
+
+// starvation is the key of one starvationRound and what its goroutines
+// count on it.
+type starvation struct {
+	t      *testing.T
+	key    string
+	counts []int // counts[g] is goroutine g's acquisitions, written only by g
+	taken  atomic.Int64
+
+	mu   sync.Mutex
+	held bool // guarded by mu
+
+	errMu sync.Mutex
+	first error // guarded by errMu
+}
+
+// failed records err if it is the round's first.
+func (r *starvation) failed(err error) {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	if r.first == nil {
+		r.first = err
+	}
+}
+
+// warm takes the key once before counting, so that no Locker is still
+// opening its connections when the count starts.
+func (r *starvation) warm(l lock.Locker) error {
+	lease, err := l.Acquire(ctxT(r.t), r.key, lock.WithTTL(5*time.Second))
+	if err != nil {
+		return err
+	}
+	return lease.Release(ctxT(r.t))
+}
+
+// takeTurns has goroutine g take the key through l and give it back, over
+// and over, until it has changed hands starvationTotal times.
+func (r *starvation) takeTurns(g int, l lock.Locker) error {
+	for r.taken.Load() < starvationTotal {
+		lease, err := l.Acquire(ctxT(r.t), r.key, lock.WithTTL(5*time.Second))
+		if err != nil {
+			return err
+		}
+		r.hold(g)
+		if err := lease.Release(ctxT(r.t)); err != nil {
+			return fmt.Errorf("release: %w", err)
+		}
+	}
+	return nil
+}
+
+// hold counts an acquisition of goroutine g and holds the key for a
+// millisecond, failing the test if another goroutine holds it meanwhile.
+func (r *starvation) hold(g int) {
+	r.mu.Lock()
+	if r.held {
+		r.t.Errorf("goroutine %d holds the key with another", g)
+	}
+	r.held = true
+	r.mu.Unlock()
+	r.taken.Add(1)
+	r.counts[g]++
+	time.Sleep(time.Millisecond)
+	r.mu.Lock()
+	r.held = false
+	r.mu.Unlock()
 }
 
 // A stallProbe notices when this process does not run for a while (a loaded
