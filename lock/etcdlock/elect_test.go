@@ -98,87 +98,93 @@ func TestInteropEtcdctlElect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Run("ours leads", func(t *testing.T) { etcdctlFollowsOurLeader(ctx, t, srv, e, name) })
+	t.Run("theirs leads", func(t *testing.T) { weFollowEtcdctlsLeader(ctx, t, srv, e, name) })
+}
 
-	t.Run("ours leads", func(t *testing.T) {
-		term, err := e.Campaign(ctx, "ours-1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		observer := startEtcdctlElect(t, srv, "-l", name)
-		if !observer.waitOutput("ours-1", 5*time.Second) {
-			t.Fatalf("etcdctl elect -l did not show our leader; output %q, stderr %q", observer.out.String(), observer.errb.String())
-		}
-		theirs := startEtcdctlElect(t, srv, name, "theirs")
-		if err := term.Proclaim(ctx, "ours-2"); err != nil {
-			t.Fatal(err)
-		}
-		if !observer.waitOutput("ours-2", 5*time.Second) {
-			t.Fatalf("etcdctl elect -l did not show our proclaimed value; output %q", observer.out.String())
-		}
-		if strings.Contains(theirs.out.String(), "theirs") {
-			t.Fatalf("etcdctl elect was elected while we led: %q", theirs.out.String())
-		}
-		if err := term.Resign(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if !theirs.waitOutput("theirs", 5*time.Second) {
-			t.Fatalf("etcdctl elect not elected within 5 s of our Resign; stderr %q", theirs.errb.String())
-		}
-		if !observer.waitOutput("theirs", 5*time.Second) {
-			t.Fatalf("etcdctl elect -l did not show etcdctl's leader; output %q", observer.out.String())
-		}
-		theirs.resign(t)
-	})
+// etcdctlFollowsOurLeader: while we lead, `etcdctl elect -l` shows our
+// leader and proclaimed value and `etcdctl elect` waits; once we resign,
+// etcdctl is elected and shown.
+func etcdctlFollowsOurLeader(ctx context.Context, t *testing.T, srv *testsvc.EtcdServer, e *elect.Election, name string) {
+	term, err := e.Campaign(ctx, "ours-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	observer := startEtcdctlElect(t, srv, "-l", name)
+	if !observer.waitOutput("ours-1", 5*time.Second) {
+		t.Fatalf("etcdctl elect -l did not show our leader; output %q, stderr %q", observer.out.String(), observer.errb.String())
+	}
+	theirs := startEtcdctlElect(t, srv, name, "theirs")
+	if err := term.Proclaim(ctx, "ours-2"); err != nil {
+		t.Fatal(err)
+	}
+	if !observer.waitOutput("ours-2", 5*time.Second) {
+		t.Fatalf("etcdctl elect -l did not show our proclaimed value; output %q", observer.out.String())
+	}
+	if strings.Contains(theirs.out.String(), "theirs") {
+		t.Fatalf("etcdctl elect was elected while we led: %q", theirs.out.String())
+	}
+	if err := term.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !theirs.waitOutput("theirs", 5*time.Second) {
+		t.Fatalf("etcdctl elect not elected within 5 s of our Resign; stderr %q", theirs.errb.String())
+	}
+	if !observer.waitOutput("theirs", 5*time.Second) {
+		t.Fatalf("etcdctl elect -l did not show etcdctl's leader; output %q", observer.out.String())
+	}
+	theirs.resign(t)
+}
 
-	t.Run("theirs leads", func(t *testing.T) {
-		theirs := startEtcdctlElect(t, srv, name, "etcdctl-leader")
-		if !theirs.waitOutput("etcdctl-leader", 5*time.Second) {
-			t.Fatalf("etcdctl elect not elected; stderr %q", theirs.errb.String())
+// weFollowEtcdctlsLeader: while `etcdctl elect` leads, our Leader and
+// Observe show its leader and our Campaign waits; once it resigns, we are
+// elected with a higher token, and Observe shows no leader in between.
+func weFollowEtcdctlsLeader(ctx context.Context, t *testing.T, srv *testsvc.EtcdServer, e *elect.Election, name string) {
+	theirs := startEtcdctlElect(t, srv, name, "etcdctl-leader")
+	if !theirs.waitOutput("etcdctl-leader", 5*time.Second) {
+		t.Fatalf("etcdctl elect not elected; stderr %q", theirs.errb.String())
+	}
+	l, err := e.Leader(ctx)
+	if err != nil || l.Value != "etcdctl-leader" || !strings.HasPrefix(l.Entry, name+"/") {
+		t.Fatalf("Leader = %+v, %v; want etcdctl's", l, err)
+	}
+	if _, err := e.Campaign(ctx, "ours", elect.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("try-once Campaign while etcdctl leads: %v, want ErrNotAcquired", err)
+	}
+	obs, err := e.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := <-obs; got.Value != "etcdctl-leader" {
+		t.Fatalf("first observed %+v, want etcdctl's leader", got)
+	}
+	got := make(chan error, 1)
+	var term *elect.Term
+	go func() {
+		var err error
+		term, err = e.Campaign(ctx, "ours")
+		got <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if err, ok := received(got); ok {
+		t.Fatalf("Campaign returned (%v) while etcdctl led", err)
+	}
+	theirs.resign(t)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	defer term.Resign(ctx)
+	if term.Token() <= l.Token {
+		t.Fatalf("our token %d is not above etcdctl's term's %d", term.Token(), l.Token)
+	}
+	for o := range obs {
+		if o.Elected && o.Value == "ours" {
+			break
 		}
-		l, err := e.Leader(ctx)
-		if err != nil || l.Value != "etcdctl-leader" || !strings.HasPrefix(l.Entry, name+"/") {
-			t.Fatalf("Leader = %+v, %v; want etcdctl's", l, err)
+		if o.Elected {
+			t.Fatalf("observed %+v between etcdctl's leader and ours", o)
 		}
-		if _, err := e.Campaign(ctx, "ours", elect.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
-			t.Fatalf("try-once Campaign while etcdctl leads: %v, want ErrNotAcquired", err)
-		}
-		obs, err := e.Observe(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := <-obs; got.Value != "etcdctl-leader" {
-			t.Fatalf("first observed %+v, want etcdctl's leader", got)
-		}
-		got := make(chan error, 1)
-		var term *elect.Term
-		go func() {
-			var err error
-			term, err = e.Campaign(ctx, "ours")
-			got <- err
-		}()
-		time.Sleep(300 * time.Millisecond)
-		select {
-		case err := <-got:
-			t.Fatalf("Campaign returned (%v) while etcdctl led", err)
-		default:
-		}
-		theirs.resign(t)
-		if err := <-got; err != nil {
-			t.Fatal(err)
-		}
-		defer term.Resign(ctx)
-		if term.Token() <= l.Token {
-			t.Fatalf("our token %d is not above etcdctl's term's %d", term.Token(), l.Token)
-		}
-		for o := range obs {
-			if o.Elected && o.Value == "ours" {
-				break
-			}
-			if o.Elected {
-				t.Fatalf("observed %+v between etcdctl's leader and ours", o)
-			}
-		}
-	})
+	}
 }
 
 // TestInteropGoElection: etcd's concurrency.Election and latchkey share an
@@ -190,20 +196,31 @@ func TestInteropGoElection(t *testing.T) {
 	defer cancel()
 	name := "go-election-" + testsvc.KeyPrefix(t)
 	newElection := func() *concurrency.Election {
-		s, err := concurrency.NewSession(newClient(t, srv), concurrency.WithTTL(5))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return concurrency.NewElection(s, name)
+		return concurrency.NewElection(newSession(t, srv, concurrency.WithTTL(5)), name)
 	}
 	ours, err := elect.New(newLocker(t, newClient(t, srv)), name, elect.WithTTL(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
+	goElectionLeads(ctx, t, ours, newElection())
+	term, err := ours.Campaign(ctx, "ours-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newElection()
+	weLeadGoElection(ctx, t, term, other)
+	g, err := newClient(t, srv).Get(ctx, name+"/", clientv3.WithPrefix())
+	if err != nil || len(g.Kvs) != 1 {
+		t.Fatalf("keys under the election after our Resign: %v, %v; want theirs alone", g, err)
+	}
+	_ = other.Resign(ctx)
+}
 
-	// Theirs leads.
-	theirs := newElection()
+// goElectionLeads: while theirs leads, our Leader and Observe show its
+// leader and proclaimed value in its term, and our try-once Campaign is
+// refused; then theirs resigns.
+func goElectionLeads(ctx context.Context, t *testing.T, ours *elect.Election, theirs *concurrency.Election) {
+	t.Helper()
 	if err := theirs.Campaign(ctx, "go-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -229,13 +246,13 @@ func TestInteropGoElection(t *testing.T) {
 	if err := theirs.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	term, err := ours.Campaign(ctx, "ours-1")
-	if err != nil {
-		t.Fatal(err)
-	}
+}
 
-	// Ours leads.
-	other := newElection()
+// weLeadGoElection: while term leads, other's Leader and Observe show our
+// leader and proclaimed value in our term, and other's Campaign waits;
+// once we resign, other is elected and its Observe shows it.
+func weLeadGoElection(ctx context.Context, t *testing.T, term *elect.Term, other *concurrency.Election) {
+	t.Helper()
 	l, err := other.Leader(ctx)
 	if err != nil || string(l.Kvs[0].Value) != "ours-1" {
 		t.Fatalf("their Leader = %v, %v; want ours-1", l, err)
@@ -254,10 +271,8 @@ func TestInteropGoElection(t *testing.T) {
 	if r := <-theirObs; string(r.Kvs[0].Value) != "ours-2" || r.Kvs[0].CreateRevision != int64(term.Token()) {
 		t.Fatalf("their Observe showed %q (revision %d) after our Proclaim", r.Kvs[0].Value, r.Kvs[0].CreateRevision)
 	}
-	select {
-	case err := <-campaigned:
+	if err, ok := received(campaigned); ok {
 		t.Fatalf("their Campaign returned (%v) while we led", err)
-	default:
 	}
 	if err := term.Resign(ctx); err != nil {
 		t.Fatal(err)
@@ -268,11 +283,6 @@ func TestInteropGoElection(t *testing.T) {
 	if r := <-theirObs; string(r.Kvs[0].Value) != "go-3" {
 		t.Fatalf("their Observe showed %q after our Resign", r.Kvs[0].Value)
 	}
-	g, err := newClient(t, srv).Get(ctx, name+"/", clientv3.WithPrefix())
-	if err != nil || len(g.Kvs) != 1 {
-		t.Fatalf("keys under the election after our Resign: %v, %v; want theirs alone", g, err)
-	}
-	_ = other.Resign(ctx)
 }
 
 // TestElectionClusterLeaderKilled leads an election on a 3-member cluster
@@ -312,14 +322,7 @@ func TestElectionClusterLeaderKilled(t *testing.T) {
 		close(elected)
 	}()
 	time.Sleep(300 * time.Millisecond)
-	leader, err := c.Leader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Members[leader].Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	killedAt := time.Now()
+	killedAt := killLeader(ctx, t, c)
 	select {
 	case tb := <-elected:
 		if tb == nil {

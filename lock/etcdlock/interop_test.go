@@ -15,6 +15,40 @@ import (
 	"github.com/latchkey-go/latchkey/lock"
 )
 
+// newSession opens a concurrency.Session on its own client of srv, closed
+// when the test ends.
+func newSession(t *testing.T, srv *testsvc.EtcdServer, opts ...concurrency.SessionOption) *concurrency.Session {
+	t.Helper()
+	s, err := concurrency.NewSession(newClient(t, srv), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// mutex is what a contender for a name does, whether etcd's
+// concurrency.Mutex or our Locker (lockerMutex).
+type mutex interface {
+	Lock(ctx context.Context) error
+	Unlock(ctx context.Context) error
+}
+
+// lockerMutex takes name through a Locker as a mutex would.
+type lockerMutex struct {
+	l     lock.Locker
+	name  string
+	opts  []lock.Option
+	lease *lock.Lease
+}
+
+func (m *lockerMutex) Lock(ctx context.Context) (err error) {
+	m.lease, err = m.l.Acquire(ctx, m.name, m.opts...)
+	return err
+}
+
+func (m *lockerMutex) Unlock(ctx context.Context) error { return m.lease.Release(ctx) }
+
 // TestInteropMutex checks that our Locker and etcd's own concurrency.Mutex
 // exclude each other on one name, both ways, and under contention.
 func TestInteropMutex(t *testing.T) {
@@ -22,19 +56,40 @@ func TestInteropMutex(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	name := "interop-" + testsvc.KeyPrefix(t)
-
 	newMutex := func() *concurrency.Mutex {
-		s, err := concurrency.NewSession(newClient(t, srv), concurrency.WithTTL(10))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return concurrency.NewMutex(s, name)
+		return concurrency.NewMutex(newSession(t, srv, concurrency.WithTTL(10)), name)
 	}
 	ours := newLocker(t, newClient(t, srv))
 
-	// Theirs holds: ours cannot get in, then waits and gets in after Unlock.
-	m := newMutex()
+	lease := theirsHoldsFirst(ctx, t, ours, newMutex(), name)
+	oursHoldsFirst(ctx, t, ours, lease, newMutex(), name)
+
+	// Both kinds of client contend for the same name.
+	const each, rounds = 3, 10
+	var (
+		c  counterSection
+		wg sync.WaitGroup
+	)
+	for range each {
+		l := &lockerMutex{l: newLocker(t, newClient(t, srv)), name: name, opts: []lock.Option{lock.WithTTL(5 * time.Second)}}
+		mu := newMutex()
+		wg.Go(func() { c.takeTurns(ctx, t, l, "Acquire", "Release", rounds) })
+		wg.Go(func() { c.takeTurns(ctx, t, mu, "Mutex.Lock", "Mutex.Unlock", rounds) })
+	}
+	wg.Wait()
+	if n := c.overlaps.Load(); n > 0 {
+		t.Errorf("%d overlaps between holders", n)
+	}
+	if got, want := c.counter.Load(), int64(2*each*rounds); got != want {
+		t.Fatalf("counter = %d, want %d", got, want)
+	}
+}
+
+// theirsHoldsFirst: while m holds name, ours cannot get in, then waits and
+// gets in after Unlock, with a token above m's revision. It returns our
+// lease.
+func theirsHoldsFirst(ctx context.Context, t *testing.T, ours lock.Locker, m *concurrency.Mutex, name string) *lock.Lease {
+	t.Helper()
 	if err := m.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -50,10 +105,8 @@ func TestInteropMutex(t *testing.T) {
 		got <- lease
 	}()
 	time.Sleep(200 * time.Millisecond)
-	select {
-	case <-got:
+	if _, ok := received(got); ok {
 		t.Fatal("Acquire returned while the Mutex held the lock")
-	default:
 	}
 	theirRev := m.Header().Revision
 	if err := m.Unlock(ctx); err != nil {
@@ -66,19 +119,21 @@ func TestInteropMutex(t *testing.T) {
 	if lease.Token() <= uint64(theirRev) {
 		t.Fatalf("our token %d <= the Mutex's revision %d", lease.Token(), theirRev)
 	}
+	return lease
+}
 
-	// Ours holds: theirs cannot get in, then waits and gets in after Release.
-	m2 := newMutex()
-	if err := m2.TryLock(ctx); !errors.Is(err, concurrency.ErrLocked) {
+// oursHoldsFirst: while lease holds name, m cannot get in, then waits and
+// gets in after Release, and ours then cannot.
+func oursHoldsFirst(ctx context.Context, t *testing.T, ours lock.Locker, lease *lock.Lease, m *concurrency.Mutex, name string) {
+	t.Helper()
+	if err := m.TryLock(ctx); !errors.Is(err, concurrency.ErrLocked) {
 		t.Fatalf("Mutex.TryLock while we hold = %v, want ErrLocked", err)
 	}
 	locked := make(chan error, 1)
-	go func() { locked <- m2.Lock(ctx) }()
+	go func() { locked <- m.Lock(ctx) }()
 	time.Sleep(200 * time.Millisecond)
-	select {
-	case err := <-locked:
+	if err, ok := received(locked); ok {
 		t.Fatalf("Mutex.Lock returned (%v) while we held the lock", err)
-	default:
 	}
 	if err := lease.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -89,66 +144,53 @@ func TestInteropMutex(t *testing.T) {
 	if _, err := ours.Acquire(ctx, name, lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("Acquire while the Mutex holds = %v, want ErrNotAcquired", err)
 	}
-	if err := m2.Unlock(ctx); err != nil {
+	if err := m.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
 
-	// Both kinds of client contend for the same name.
-	const each, rounds = 3, 10
-	var (
-		inside, overlaps atomic.Int32
-		counter          atomic.Int64
-		wg               sync.WaitGroup
-	)
-	critical := func() {
-		if inside.Add(1) != 1 {
-			overlaps.Add(1)
+// received returns a value ch has ready, without waiting.
+func received[T any](ch <-chan T) (v T, ok bool) {
+	select {
+	case v = <-ch:
+		return v, true
+	default:
+		return v, false
+	}
+}
+
+// counterSection is a critical section that increments a counter with a
+// read, a pause and a write, so that two holders at once lose an update,
+// and counts the overlaps it sees.
+type counterSection struct {
+	inside, overlaps atomic.Int32
+	counter          atomic.Int64
+}
+
+func (c *counterSection) visit() {
+	if c.inside.Add(1) != 1 {
+		c.overlaps.Add(1)
+	}
+	v := c.counter.Load()
+	time.Sleep(time.Millisecond)
+	c.counter.Store(v + 1)
+	c.inside.Add(-1)
+}
+
+// takeTurns takes m, visits the section and gives m back, rounds times,
+// stopping at the first error; lockName and unlockName name m's calls in
+// errors.
+func (c *counterSection) takeTurns(ctx context.Context, t *testing.T, m mutex, lockName, unlockName string, rounds int) {
+	for range rounds {
+		if err := m.Lock(ctx); err != nil {
+			t.Errorf("%s: %v", lockName, err)
+			return
 		}
-		v := counter.Load()
-		time.Sleep(time.Millisecond)
-		counter.Store(v + 1)
-		inside.Add(-1)
-	}
-	for range each {
-		l := newLocker(t, newClient(t, srv))
-		mu := newMutex()
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			for range rounds {
-				lease, err := l.Acquire(ctx, name, lock.WithTTL(5*time.Second))
-				if err != nil {
-					t.Errorf("Acquire: %v", err)
-					return
-				}
-				critical()
-				if err := lease.Release(ctx); err != nil {
-					t.Errorf("Release: %v", err)
-					return
-				}
-			}
-		}()
-		go func() {
-			defer wg.Done()
-			for range rounds {
-				if err := mu.Lock(ctx); err != nil {
-					t.Errorf("Mutex.Lock: %v", err)
-					return
-				}
-				critical()
-				if err := mu.Unlock(ctx); err != nil {
-					t.Errorf("Mutex.Unlock: %v", err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if n := overlaps.Load(); n > 0 {
-		t.Errorf("%d overlaps between holders", n)
-	}
-	if got, want := counter.Load(), int64(2*each*rounds); got != want {
-		t.Fatalf("counter = %d, want %d", got, want)
+		c.visit()
+		if err := m.Unlock(ctx); err != nil {
+			t.Errorf("%s: %v", unlockName, err)
+			return
+		}
 	}
 }
 
@@ -166,70 +208,27 @@ func TestHandOff(t *testing.T) {
 	var ours []time.Duration
 	for i := range n {
 		name := "handoff-ours-" + testsvc.KeyPrefix(t)
-		held, err := a.Acquire(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := make(chan time.Time, 1)
-		go func() {
-			lease, err := b.Acquire(ctx, name)
-			at := time.Now()
-			if err != nil {
-				t.Error(err)
-			} else {
-				_ = lease.Release(ctx)
-			}
-			got <- at
-		}()
-		time.Sleep(20 * time.Millisecond) // the waiter is queued and watching
+		var meanwhile func()
 		if i%2 == 1 {
 			// Other writes meanwhile push the waiter's read revision into
 			// the past, as under real contention.
-			for range 3 {
-				if _, err := admin.Put(ctx, name+"-other", "x"); err != nil {
-					t.Fatal(err)
+			meanwhile = func() {
+				for range 3 {
+					if _, err := admin.Put(ctx, name+"-other", "x"); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 		}
-		start := time.Now()
-		if err := held.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		ours = append(ours, (<-got).Sub(start))
+		ours = append(ours, handOff(ctx, t, &lockerMutex{l: a, name: name}, &lockerMutex{l: b, name: name}, meanwhile))
 	}
 
-	newMutex := func(name string) *concurrency.Mutex {
-		s, err := concurrency.NewSession(newClient(t, srv))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return concurrency.NewMutex(s, name)
-	}
 	var theirs []time.Duration
 	for range n {
 		name := "handoff-mutex-" + testsvc.KeyPrefix(t)
-		m1, m2 := newMutex(name), newMutex(name)
-		if err := m1.Lock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		got := make(chan time.Time, 1)
-		go func() {
-			err := m2.Lock(ctx)
-			at := time.Now()
-			if err != nil {
-				t.Error(err)
-			} else {
-				_ = m2.Unlock(ctx)
-			}
-			got <- at
-		}()
-		time.Sleep(20 * time.Millisecond)
-		start := time.Now()
-		if err := m1.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		theirs = append(theirs, (<-got).Sub(start))
+		m1 := concurrency.NewMutex(newSession(t, srv), name)
+		m2 := concurrency.NewMutex(newSession(t, srv), name)
+		theirs = append(theirs, handOff(ctx, t, m1, m2, nil))
 	}
 	slices.Sort(ours)
 	slices.Sort(theirs)
@@ -237,4 +236,34 @@ func TestHandOff(t *testing.T) {
 		n, ours[n/2], ours[n-1], theirs[n/2], theirs[n-1])
 	// Reported, not asserted: latency is a benchmark's business, and the
 	// conformance suite already checks that a release wakes a waiter.
+}
+
+// handOff has holder take its name and waiter wait for it, runs meanwhile
+// (if not nil) once the waiter is queued, and returns the time from
+// holder's release to the waiter's return.
+func handOff(ctx context.Context, t *testing.T, holder, waiter mutex, meanwhile func()) time.Duration {
+	t.Helper()
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan time.Time, 1)
+	go func() {
+		err := waiter.Lock(ctx)
+		at := time.Now()
+		if err != nil {
+			t.Error(err)
+		} else {
+			_ = waiter.Unlock(ctx)
+		}
+		got <- at
+	}()
+	time.Sleep(20 * time.Millisecond) // the waiter is queued and watching
+	if meanwhile != nil {
+		meanwhile()
+	}
+	start := time.Now()
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return (<-got).Sub(start)
 }
