@@ -260,49 +260,59 @@ func (s *suite) oneLeader(t *testing.T) {
 	const candidates, terms = 5, 4
 	n := name(t)
 	var (
-		inOffice atomic.Int32
-		res      fenced
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		tokens   []uint64 // in the order the terms began
+		office offices
+		wg     sync.WaitGroup
 	)
 	for i := range candidates {
 		e := s.election(t, s.locker(t), n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range terms {
-				term, err := e.Campaign(ctxT(t), fmt.Sprintf("candidate-%d", i))
-				if err != nil {
-					t.Errorf("candidate %d: Campaign: %v", i, err)
-					return
-				}
-				if k := inOffice.Add(1); k != 1 {
-					t.Errorf("%d leaders at once", k)
-				}
-				mu.Lock()
-				tokens = append(tokens, term.Token())
-				mu.Unlock()
-				for w := range 3 {
-					if !res.write(term.Token(), fmt.Sprintf("candidate-%d term %d write %d", i, j, w)) {
-						t.Errorf("candidate %d: a leader's write was refused: another leader wrote with a higher token", i)
-					}
-					time.Sleep(time.Millisecond)
-				}
-				inOffice.Add(-1)
-				if err := term.Resign(ctxT(t)); err != nil {
-					t.Errorf("candidate %d: Resign: %v", i, err)
-				}
-			}
-		}()
+		wg.Go(func() { office.serve(t, e, i, terms) })
 	}
 	wg.Wait()
+	tokens := office.tokens
 	if len(tokens) != candidates*terms {
 		t.Fatalf("%d terms, want %d", len(tokens), candidates*terms)
 	}
 	for i := 1; i < len(tokens); i++ {
 		if tokens[i] <= tokens[i-1] {
 			t.Fatalf("term %d's token %d is not above the earlier term's %d", i, tokens[i], tokens[i-1])
+		}
+	}
+}
+
+// offices records the terms of candidates that take turns to lead: how
+// many lead at once, what they write to a fenced resource, and the tokens
+// of the terms in the order they began.
+type offices struct {
+	inOffice atomic.Int32
+	res      fenced
+	mu       sync.Mutex
+	tokens   []uint64 // guarded by mu
+}
+
+// serve has candidate i win terms terms one after another, writing three
+// times to the resource in each and resigning it.
+func (o *offices) serve(t *testing.T, e *elect.Election, i, terms int) {
+	for j := range terms {
+		term, err := e.Campaign(ctxT(t), fmt.Sprintf("candidate-%d", i))
+		if err != nil {
+			t.Errorf("candidate %d: Campaign: %v", i, err)
+			return
+		}
+		if k := o.inOffice.Add(1); k != 1 {
+			t.Errorf("%d leaders at once", k)
+		}
+		o.mu.Lock()
+		o.tokens = append(o.tokens, term.Token())
+		o.mu.Unlock()
+		for w := range 3 {
+			if !o.res.write(term.Token(), fmt.Sprintf("candidate-%d term %d write %d", i, j, w)) {
+				t.Errorf("candidate %d: a leader's write was refused: another leader wrote with a higher token", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		o.inOffice.Add(-1)
+		if err := term.Resign(ctxT(t)); err != nil {
+			t.Errorf("candidate %d: Resign: %v", i, err)
 		}
 	}
 }
@@ -425,53 +435,33 @@ func (s *suite) observe(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctxT(t))
 	defer cancel()
 	n := name(t)
-	watcher := s.election(t, s.locker(t), n)
-	var seen []elect.Leader // what next skipped on its way
-	ch, err := watcher.Observe(ctx)
+	ch, err := s.election(t, s.locker(t), n).Observe(ctx)
 	if err != nil {
 		t.Fatalf("Observe: %v", err)
 	}
-	next := func(want func(elect.Leader) bool, what string) elect.Leader {
-		t.Helper()
-		timeout := time.After(eventually)
-		for {
-			select {
-			case l, ok := <-ch:
-				if !ok {
-					t.Fatalf("observe channel closed waiting for %s", what)
-				}
-				if want(l) {
-					return l
-				}
-				t.Logf("observed %+v on the way to %s", l, what)
-				seen = append(seen, l)
-			case <-timeout:
-				t.Fatalf("not observed: %s", what)
-			}
-		}
-	}
-	first := next(func(l elect.Leader) bool { return true }, "the current leader")
+	o := &observer{t: t, ch: ch}
+	first := o.next(func(l elect.Leader) bool { return true }, "the current leader")
 	if first.Elected {
 		t.Fatalf("first observation of a new election: %+v, want no leader", first)
 	}
 	a := s.election(t, s.locker(t), n)
 	b := s.election(t, s.locker(t), n)
 	ta := campaign(t, a, "a")
-	la := next(func(l elect.Leader) bool { return l.Elected }, "a elected")
+	la := o.next(func(l elect.Leader) bool { return l.Elected }, "a elected")
 	if la.Value != "a" || la.Token != ta.Token() || la.Since.IsZero() {
 		t.Fatalf("observed %+v, want a with token %d and a time", la, ta.Token())
 	}
 	if err := ta.Proclaim(ctx, "a2"); err != nil {
 		t.Fatalf("Proclaim: %v", err)
 	}
-	la2 := next(func(l elect.Leader) bool { return l.Value != "a" }, "a's new value")
+	la2 := o.next(func(l elect.Leader) bool { return l.Value != "a" }, "a's new value")
 	if la2.Value != "a2" || la2.Token != ta.Token() {
 		t.Fatalf("observed %+v after Proclaim, want a2 with token %d", la2, ta.Token())
 	}
 	got := campaignAsync(ctx, b, "b")
 	defer func() { cancel(); stopAsync(t, got) }()
 	resign(t, ta)
-	lb := next(func(l elect.Leader) bool { return l.Elected && l.Value != "a2" }, "b elected")
+	lb := o.next(func(l elect.Leader) bool { return l.Elected && l.Value != "a2" }, "b elected")
 	r := <-got
 	got <- r
 	if r.err != nil {
@@ -481,19 +471,49 @@ func (s *suite) observe(t *testing.T) {
 	if lb.Value != "b" || (!s.h.TokenApprox && lb.Token != tb.Token()) || lb.Token <= ta.Token() {
 		t.Fatalf("observed %+v, want b with token %d above %d", lb, tb.Token(), ta.Token())
 	}
-	for _, l := range seen {
+	for _, l := range o.seen {
 		if l.Elected && !(l.Value == "a2" && (s.h.TokenApprox || l.Token == ta.Token())) {
 			t.Fatalf("phantom leader observed: %+v", l)
 		}
 	}
-	seen = nil
+	o.seen = nil
 	resign(t, tb)
-	next(func(l elect.Leader) bool { return !l.Elected }, "no leader after b resigned")
-	for _, l := range seen {
+	o.next(func(l elect.Leader) bool { return !l.Elected }, "no leader after b resigned")
+	for _, l := range o.seen {
 		t.Fatalf("observed %+v between b's resign and the vacancy", l)
 	}
 	cancel()
 	for range ch {
+	}
+}
+
+// observer reads an Observe channel up to the observations a test waits
+// for, keeping those it passed on the way.
+type observer struct {
+	t    *testing.T
+	ch   <-chan elect.Leader
+	seen []elect.Leader // what next skipped on its way
+}
+
+// next returns the first observation that want accepts, failing the test
+// if the channel closes or none arrives in time.
+func (o *observer) next(want func(elect.Leader) bool, what string) elect.Leader {
+	o.t.Helper()
+	timeout := time.After(eventually)
+	for {
+		select {
+		case l, ok := <-o.ch:
+			if !ok {
+				o.t.Fatalf("observe channel closed waiting for %s", what)
+			}
+			if want(l) {
+				return l
+			}
+			o.t.Logf("observed %+v on the way to %s", l, what)
+			o.seen = append(o.seen, l)
+		case <-timeout:
+			o.t.Fatalf("not observed: %s", what)
+		}
 	}
 }
 
