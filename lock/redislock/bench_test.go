@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -40,26 +41,33 @@ func benchRawPairs(b *testing.B) {
 	srv := testsvc.StartRedis(b)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	b.Cleanup(func() { c.Close() })
-	ctx := context.Background()
-	pair := func(key string) {
-		ok, err := c.SetNX(ctx, key, "v", 30*time.Second).Result()
-		if err != nil || !ok {
-			b.Fatalf("SET NX: %v %v", ok, err)
-		}
-		if err := rawRelease.Run(ctx, c, []string{key}, "v").Err(); err != nil {
-			b.Fatal(err)
-		}
+	benchSequential(b, c, func(key string) error { return rawPair(context.Background(), c, key) })
+}
+
+func benchPairs(b *testing.B, opts []lock.Option) {
+	c, l := newBenchLocker(b)
+	benchSequential(b, c, func(key string) error { return lockerPair(context.Background(), l, key, opts...) })
+}
+
+// benchSequential measures pair on c's server, one at a time, over 100
+// keys, after one pair to warm up (which loads the scripts).
+func benchSequential(b *testing.B, c *redis.Client, pair func(key string) error) {
+	if err := pair("warm"); err != nil {
+		b.Fatal(err)
 	}
-	pair("warm")
 	b.ReportAllocs()
 	i := 0
 	testsvc.ReportRedisCost(b, c, func() {
 		i++
-		pair("order:" + strconv.Itoa(i%100))
+		if err := pair("order:" + strconv.Itoa(i%100)); err != nil {
+			b.Fatal(err)
+		}
 	})
 }
 
-func benchPairs(b *testing.B, opts []lock.Option) {
+// newBenchLocker returns a client of a private redis-server and a Locker
+// on it, both closed by b's cleanup.
+func newBenchLocker(b *testing.B) (*redis.Client, *redislock.Locker) {
 	srv := testsvc.StartRedis(b)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	b.Cleanup(func() { c.Close() })
@@ -68,23 +76,25 @@ func benchPairs(b *testing.B, opts []lock.Option) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { l.Close() })
-	ctx := context.Background()
-	pair := func(key string) {
-		lease, err := l.Acquire(ctx, key, opts...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := lease.Release(ctx); err != nil {
-			b.Fatal(err)
-		}
+	return c, l
+}
+
+// lockerPair takes key through l with opts and releases it.
+func lockerPair(ctx context.Context, l *redislock.Locker, key string, opts ...lock.Option) error {
+	lease, err := l.Acquire(ctx, key, opts...)
+	if err != nil {
+		return err
 	}
-	pair("warm") // loads the scripts
-	b.ReportAllocs()
-	i := 0
-	testsvc.ReportRedisCost(b, c, func() {
-		i++
-		pair("order:" + strconv.Itoa(i%100))
-	})
+	return lease.Release(ctx)
+}
+
+// rawPair takes key with SET NX PX and releases it with rawRelease.
+func rawPair(ctx context.Context, c *redis.Client, key string) error {
+	ok, err := c.SetNX(ctx, key, "v", 30*time.Second).Result()
+	if err != nil || !ok {
+		return fmt.Errorf("SET NX: %v %v", ok, err)
+	}
+	return rawRelease.Run(ctx, c, []string{key}, "v").Err()
 }
 
 // rawRelease is the compare-and-delete of the raw SET NX PX lock the
@@ -97,34 +107,14 @@ var rawRelease = redis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then 
 // SET NX PX and a Lua compare-and-delete on the same server: compare their
 // ns/op within one run.
 func BenchmarkAcquireReleaseParallel(b *testing.B) {
-	srv := testsvc.StartRedis(b)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	b.Cleanup(func() { c.Close() })
-	l, err := redislock.New(c)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { l.Close() })
+	c, l := newBenchLocker(b)
 	ctx := context.Background()
-	par := max(16/runtime.GOMAXPROCS(0), 1)
 	var ids atomic.Int64
+	ownKey := func(prefix string) func() string {
+		return func() string { return prefix + strconv.FormatInt(ids.Add(1), 10) }
+	}
 	b.Run("raw", func(b *testing.B) {
-		b.ReportAllocs()
-		b.SetParallelism(par)
-		b.RunParallel(func(pb *testing.PB) {
-			key := "raw:" + strconv.FormatInt(ids.Add(1), 10)
-			for pb.Next() {
-				ok, err := c.SetNX(ctx, key, "v", 30*time.Second).Result()
-				if err != nil || !ok {
-					b.Errorf("SET NX: %v %v", ok, err)
-					return
-				}
-				if err := rawRelease.Run(ctx, c, []string{key}, "v").Err(); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
+		benchParallel(b, ownKey("raw:"), func(key string) error { return rawPair(ctx, c, key) })
 	})
 	for _, bc := range []struct {
 		name string
@@ -134,22 +124,7 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 		{"default", nil},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetParallelism(par)
-			b.RunParallel(func(pb *testing.PB) {
-				key := "order:" + strconv.FormatInt(ids.Add(1), 10)
-				for pb.Next() {
-					lease, err := l.Acquire(ctx, key, bc.opts...)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					if err := lease.Release(ctx); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
+			benchParallel(b, ownKey("order:"), func(key string) error { return lockerPair(ctx, l, key, bc.opts...) })
 		})
 	}
 }
@@ -158,25 +133,21 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 // key, waiting as users wait (default options): ns/op is the time per
 // acquisition, hand-off included.
 func BenchmarkContended(b *testing.B) {
-	srv := testsvc.StartRedis(b)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	b.Cleanup(func() { c.Close() })
-	l, err := redislock.New(c)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { l.Close() })
+	_, l := newBenchLocker(b)
 	ctx := context.Background()
+	benchParallel(b, func() string { return "contended" }, func(key string) error { return lockerPair(ctx, l, key) })
+}
+
+// benchParallel runs pair at 16 goroutines (8 per GOMAXPROCS on 2 cores),
+// each on the key that key returns it, a goroutine stopping at its first
+// error.
+func benchParallel(b *testing.B, key func() string, pair func(key string) error) {
 	b.ReportAllocs()
 	b.SetParallelism(max(16/runtime.GOMAXPROCS(0), 1))
 	b.RunParallel(func(pb *testing.PB) {
+		k := key()
 		for pb.Next() {
-			lease, err := l.Acquire(ctx, "contended")
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			if err := lease.Release(ctx); err != nil {
+			if err := pair(k); err != nil {
 				b.Error(err)
 				return
 			}

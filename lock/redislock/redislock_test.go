@@ -186,44 +186,61 @@ func TestFairHandOff(t *testing.T) {
 	l := newLocker(t, newClient(t, addr), WithPrefix(testsvc.KeyPrefix(t)))
 	const workers, rounds = 6, 15
 	var (
-		mu     sync.Mutex
-		order  []int
-		wg     sync.WaitGroup
-		last   uint64
-		inside bool
+		turns turnLog
+		wg    sync.WaitGroup
 	)
 	for g := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for range rounds {
-				lease, err := l.Acquire(ctxT(t), "k", lock.WithTTL(5*time.Second))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				if inside || lease.Token() <= last {
-					t.Errorf("overlap or token not rising: %d after %d", lease.Token(), last)
-				}
-				inside, last = true, lease.Token()
-				order = append(order, g)
-				inside = false
-				mu.Unlock()
-				if err := lease.Release(ctxT(t)); err != nil {
-					t.Error(err)
+				if !turns.take(t, l, g) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	// Once all have queued, no goroutine may take the lock twice while
-	// another that was waiting gets nothing: in every window of `workers`
-	// consecutive acquisitions after the start, each goroutine appears at
-	// most twice.
-	// Only windows before the first goroutine finished count: after that,
-	// fewer goroutines share the key.
+	checkNoBarging(t, turns.order, workers, rounds)
+}
+
+// turnLog records who took a key in turn, checking that turns never
+// overlap and that tokens rise.
+type turnLog struct {
+	mu     sync.Mutex
+	order  []int  // goroutines in the order they took the key; guarded by mu
+	last   uint64 // guarded by mu
+	inside bool   // guarded by mu
+}
+
+// take has goroutine g take "k" through l, records its turn and releases
+// the key. It reports false, having failed t, if either call failed.
+func (tl *turnLog) take(t *testing.T, l *Locker, g int) bool {
+	lease, err := l.Acquire(ctxT(t), "k", lock.WithTTL(5*time.Second))
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	tl.mu.Lock()
+	if tl.inside || lease.Token() <= tl.last {
+		t.Errorf("overlap or token not rising: %d after %d", lease.Token(), tl.last)
+	}
+	tl.inside, tl.last = true, lease.Token()
+	tl.order = append(tl.order, g)
+	tl.inside = false
+	tl.mu.Unlock()
+	if err := lease.Release(ctxT(t)); err != nil {
+		t.Error(err)
+		return false
+	}
+	return true
+}
+
+// checkNoBarging fails t if, once all workers have queued, a goroutine
+// took the lock twice while another that was waiting got nothing: in every
+// window of workers consecutive acquisitions after the start, each
+// goroutine appears at most twice. Only windows before the first goroutine
+// finished its rounds count: after that, fewer goroutines share the key.
+func checkNoBarging(t *testing.T, order []int, workers, rounds int) {
+	t.Helper()
 	end, seen := len(order), map[int]int{}
 	for i, g := range order {
 		if seen[g]++; seen[g] == rounds && i < end {
