@@ -23,6 +23,7 @@ type acquisition struct {
 	stats acquireStats
 
 	place     *waiter         // its place in the Manager's queue for key, once it waits there
+	turn      <-chan struct{} // place's turn, or nil (never ready) before it waits there
 	behind    bool            // a longer waiter of this Manager attempts first
 	wake      <-chan struct{} // the backend's release hint, or nil
 	stopWatch func()          // ends the watch behind wake, or nil
@@ -82,7 +83,7 @@ func (a *acquisition) begin() {
 	case a.cfg.wait == 0:
 	case !a.m.waiters.fifo:
 		a.watch()
-	case a.m.waiters.busy(a.key):
+	case a.m.waiters.waiting(a.key) > 0:
 		a.stats.found() // the wait for the holder starts now
 		a.queue()
 	}
@@ -154,6 +155,7 @@ func (a *acquisition) failed(err error) error {
 // Manager's queue decides who attempts, starts watching for releases.
 func (a *acquisition) queue() {
 	a.place = a.m.waiters.join(a.key, a.owner, a.cfg.ttl)
+	a.turn = a.place.turn
 	if a.m.waiters.fifo {
 		a.watch()
 	}
@@ -200,7 +202,7 @@ func (a *acquisition) wait() error {
 		return notAcquired(a.holderTTL, a.seen)
 	case <-a.wake:
 		a.backoff.reset()
-	case <-a.place.turnC():
+	case <-a.turn:
 		a.backoff.reset()
 	case <-a.poll.C:
 	}
@@ -230,15 +232,6 @@ func timerC(t *time.Timer) <-chan time.Time {
 		return nil
 	}
 	return t.C
-}
-
-// turnC is the channel that wakes w to attempt, or nil (never ready) for
-// an acquisition that holds no place.
-func (w *waiter) turnC() <-chan struct{} {
-	if w == nil {
-		return nil
-	}
-	return w.turn
 }
 
 // acquireStats collects what an observed Acquire reports. Its methods do

@@ -124,7 +124,7 @@ func (m *Manager) release(ctx context.Context, key, owner string) error {
 			return m.releaseHandover(ctx, key, owner, w)
 		}
 	}
-	if !m.waiters.local(key) || !m.waiters.handOff(key) {
+	if !m.waiters.handOff(key) {
 		return m.backend.Release(ctx, key, owner)
 	}
 	wake := func() { m.waiters.wakeHead(key) }

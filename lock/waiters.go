@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/latchkey-go/latchkey/internal/waitq"
 )
 
 // handoffsInARow bounds how many releases of a key in a row a Manager hands
@@ -29,39 +31,26 @@ type waiters struct {
 	shared func(key string) bool
 	n      atomic.Int64 // waiters queued on any key, so that none costs no lock
 
-	mu     sync.Mutex
-	queues map[string]*queue // by key; guarded by mu
-}
-
-// A queue holds the waiters of one key, longest-waiting first; its fields
-// are guarded by waiters.mu.
-type queue struct {
-	head, tail *waiter
-	len        int
-	handoffs   int // releases handed to the head in their round trip, in a row
+	mu       sync.Mutex
+	queue    waitq.Queue[*waiter] // guarded by mu
+	handoffs map[string]int       // by key: releases handed to its head in their round trip, in a row; guarded by mu
 }
 
 // A waiter is one waiting Acquire in its key's queue.
 type waiter struct {
-	key        string
-	owner      string        // the owner it attempts as, for a hand-over
-	ttl        time.Duration // the lease it asks for, for a hand-over
-	turn       chan struct{} // capacity 1: wakes the Acquire to attempt
-	prev, next *waiter       // guarded by waiters.mu
-	acquired   bool          // it took the lock; guarded by waiters.mu
-	left       bool          // its Acquire returned; guarded by waiters.mu
-	granted    *grant        // a release handed it the lock; guarded by waiters.mu
+	key      string
+	owner    string        // the owner it attempts as, for a hand-over
+	ttl      time.Duration // the lease it asks for, for a hand-over
+	turn     waitq.Wake    // wakes the Acquire to attempt
+	acquired bool          // it took the lock; guarded by waiters.mu
+	left     bool          // its Acquire returned; guarded by waiters.mu
+	granted  *grant        // a release handed it the lock; guarded by waiters.mu
 }
 
 // A grant is a lock a release took for a waiter (driver.HandoverReleaser).
 type grant struct {
 	token uint64
 	start time.Time // when the release that took it was sent
-}
-
-// busy reports whether anyone waits for key.
-func (ws *waiters) busy(key string) bool {
-	return ws.waiting(key) > 0
 }
 
 // waiting returns how many wait for key.
@@ -71,32 +60,16 @@ func (ws *waiters) waiting(key string) int {
 	}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	if q := ws.queues[key]; q != nil {
-		return q.len
-	}
-	return 0
+	return ws.queue.Len(key)
 }
 
 // join queues a waiter for key, attempting as owner for a lease of ttl, at
 // the tail; leave must be called once its Acquire returns.
 func (ws *waiters) join(key, owner string, ttl time.Duration) *waiter {
-	w := &waiter{key: key, owner: owner, ttl: ttl, turn: make(chan struct{}, 1)}
+	w := &waiter{key: key, owner: owner, ttl: ttl, turn: waitq.NewWake()}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	if ws.queues == nil {
-		ws.queues = make(map[string]*queue)
-	}
-	q := ws.queues[key]
-	if q == nil {
-		q = &queue{}
-		ws.queues[key] = q
-	}
-	if q.tail == nil {
-		q.head, q.tail = w, w
-	} else {
-		w.prev, q.tail.next, q.tail = q.tail, w, w
-	}
-	q.len++
+	ws.queue.Join(key, w)
 	ws.n.Add(1)
 	return w
 }
@@ -113,26 +86,13 @@ func (ws *waiters) leave(w *waiter) (untaken *grant) {
 	if !w.acquired {
 		untaken = w.granted
 	}
-	q := ws.queues[w.key]
-	wasHead := q.head == w
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else {
-		q.head = w.next
-	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	} else {
-		q.tail = w.prev
-	}
-	w.prev, w.next = nil, nil
-	q.len--
+	next, wasHead := ws.queue.Leave(w.key, w)
 	ws.n.Add(-1)
 	switch {
-	case q.head == nil:
-		delete(ws.queues, w.key)
+	case ws.queue.Len(w.key) == 0:
+		delete(ws.handoffs, w.key)
 	case ws.fifo && wasHead && untaken == nil && (!w.acquired || ws.shared != nil && ws.shared(w.key)):
-		signal(q.head.turn)
+		next.turn.Signal()
 	}
 	return untaken
 }
@@ -145,8 +105,8 @@ func (ws *waiters) head(key string) *waiter {
 	}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	if q := ws.queues[key]; q != nil && q.head.granted == nil {
-		return q.head
+	if w, ok := ws.queue.First(key); ok && w.granted == nil {
+		return w
 	}
 	return nil
 }
@@ -160,7 +120,7 @@ func (ws *waiters) grant(w *waiter, g *grant) bool {
 		return false
 	}
 	w.granted = g
-	signal(w.turn)
+	w.turn.Signal()
 	return true
 }
 
@@ -182,7 +142,7 @@ func (ws *waiters) behind(w *waiter) bool {
 	}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	return ws.queues[w.key].head != w
+	return ws.queue.Behind(w.key, w)
 }
 
 // acquired records that w took the lock, so its leaving wakes nobody: the
@@ -193,44 +153,36 @@ func (ws *waiters) acquired(w *waiter) {
 	ws.mu.Unlock()
 }
 
-// local reports whether this Manager's queue for key decides who attempts
-// next, and someone is in it.
-func (ws *waiters) local(key string) bool {
-	return ws.fifo && ws.busy(key)
-}
-
 // handOff reports whether a release of key is to wake the head of key's
-// queue directly, and counts it: true if someone waits and fewer than
-// handoffsInARow releases before were handed off so.
+// queue directly, and counts it: true if this Manager's queue decides who
+// attempts next, someone waits and fewer than handoffsInARow releases
+// before were handed off so.
 func (ws *waiters) handOff(key string) bool {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	q := ws.queues[key]
-	switch {
-	case q == nil:
-		return false
-	case q.handoffs >= handoffsInARow:
-		q.handoffs = 0
+	if !ws.fifo || ws.n.Load() == 0 {
 		return false
 	}
-	q.handoffs++
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	switch {
+	case ws.queue.Len(key) == 0:
+		return false
+	case ws.handoffs[key] >= handoffsInARow:
+		delete(ws.handoffs, key)
+		return false
+	case ws.handoffs == nil:
+		ws.handoffs = make(map[string]int)
+	}
+	ws.handoffs[key]++
 	return true
 }
 
 // wakeHead wakes the head waiter of key, if any.
 func (ws *waiters) wakeHead(key string) {
 	ws.mu.Lock()
-	if q := ws.queues[key]; q != nil {
-		signal(q.head.turn)
+	if w, ok := ws.queue.First(key); ok {
+		w.turn.Signal()
 	}
 	ws.mu.Unlock()
-}
-
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default: // a wake-up is already pending
-	}
 }
 
 // Waiting returns how many Acquire calls through m wait for key: they found

@@ -42,8 +42,8 @@ func TestWaiters(t *testing.T) {
 	}
 	ws.leave(c)
 	ws.leave(other)
-	if ws.busy("k") || len(ws.queues) != 0 || ws.n.Load() != 0 {
-		t.Fatalf("queues left behind: %v", ws.queues)
+	if ws.waiting("k") != 0 || ws.waiting("other") != 0 || len(ws.handoffs) != 0 || ws.n.Load() != 0 {
+		t.Fatalf("queues left behind: %v", ws.handoffs)
 	}
 	if ws.handOff("k") {
 		t.Fatal("a hand-off with nobody waiting")

@@ -2,10 +2,10 @@ package rwlock
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/waitq"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/driver"
 )
@@ -25,7 +25,7 @@ type view struct {
 	// writers queues, by name, the writers of this Locker that wait, in
 	// arrival order; only the first attempts, so a release wakes one
 	// attempt of this Locker's, not a herd. Guarded by mu.
-	writers map[string][]*waiting
+	writers waitq.Queue[*waiting]
 }
 
 // waiting is one Acquire that may wait. Its watch of the backend starts
@@ -34,7 +34,7 @@ type view struct {
 type waiting struct {
 	name   string
 	ctx    context.Context // the Acquire's
-	wake   chan struct{}   // what the Manager waits on; capacity 1
+	wake   waitq.Wake      // what the Manager waits on
 	stop   func()          // ends the backend's watch; nil until it starts
 	intent bool            // a writer's failed attempt may have recorded an intent
 }
@@ -51,7 +51,7 @@ var (
 // driver.BoundedRenewer too when b is Bounded.
 func newView(b Backend, mode Mode) driver.Backend {
 	watcher, _ := b.(ReleaseWatcher)
-	v := &view{b: b, watcher: watcher, mode: mode}
+	v := &view{b: b, watcher: watcher, mode: mode, waiting: map[string]*waiting{}}
 	if bounded, ok := b.(Bounded); ok {
 		return boundedView{v, bounded}
 	}
@@ -89,7 +89,7 @@ const withdrawTimeout = time.Second
 func (v *view) TryAcquire(ctx context.Context, name, owner string, ttl time.Duration) (uint64, time.Duration, error) {
 	v.mu.Lock()
 	w := v.waiting[owner]
-	behind := w != nil && v.mode == Write && v.writers[name][0] != w
+	behind := w != nil && v.mode == Write && v.writers.Behind(name, w)
 	v.mu.Unlock()
 	if behind {
 		// A writer of this Locker waits longer, and its intent already
@@ -116,54 +116,42 @@ func (v *view) TryAcquire(ctx context.Context, name, owner string, ttl time.Dura
 	return token, left, err
 }
 
-// startWatch starts w's watch unless it has one or the backend cannot
-// watch.
+// startWatch starts w's watch of the backend, unless it has one or the
+// backend cannot watch, and wakes w once, so that its Acquire attempts
+// again at once: a release between the attempt that failed and the watch
+// is not missed. If the watch cannot start, the Manager's poll goes on
+// alone.
 func (v *view) startWatch(w *waiting) {
 	v.mu.Lock()
 	start := w.stop == nil && v.watcher != nil
 	v.mu.Unlock()
-	if start {
-		v.watch(w)
+	if !start {
+		return
 	}
-}
-
-// watch starts w's watch of the backend and wakes w once, so that its
-// Acquire attempts again at once: a release between the attempt that
-// failed and the watch is not missed. If the watch cannot start, the
-// Manager's poll goes on alone.
-func (v *view) watch(w *waiting) {
 	ch, stop, err := v.watcher.WatchRelease(w.ctx, w.name)
 	if err != nil {
 		stop = func() {}
 	} else {
-		done := make(chan struct{})
+		var relay sync.WaitGroup
 		quit := make(chan struct{})
-		go func() {
-			defer close(done)
+		relay.Go(func() {
 			for {
 				select {
 				case <-ch:
-					signal(w.wake)
+					w.wake.Signal()
 				case <-quit:
 					return
 				}
 			}
-		}()
+		})
 		inner := stop
-		stop = func() { close(quit); <-done; inner() }
+		stop = func() { close(quit); relay.Wait(); inner() }
 	}
 	v.mu.Lock()
 	w.stop = stop
 	v.mu.Unlock()
 	if err == nil {
-		signal(w.wake)
-	}
-}
-
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
+		w.wake.Signal()
 	}
 }
 
@@ -180,17 +168,11 @@ func (v *view) Release(ctx context.Context, name, owner string) error {
 // that waits (for a writer, its failed attempts then record its intent),
 // and stop withdraws the intent unless the last attempt got in.
 func (v *view) WatchReleaseOwner(ctx context.Context, name, owner string) (<-chan struct{}, func(), error) {
-	w := &waiting{name: name, ctx: ctx, wake: make(chan struct{}, 1)}
+	w := &waiting{name: name, ctx: ctx, wake: waitq.NewWake()}
 	v.mu.Lock()
-	if v.waiting == nil {
-		v.waiting = make(map[string]*waiting)
-	}
 	v.waiting[owner] = w
 	if v.mode == Write {
-		if v.writers == nil {
-			v.writers = make(map[string][]*waiting)
-		}
-		v.writers[name] = append(v.writers[name], w)
+		v.writers.Join(name, w)
 	}
 	v.mu.Unlock()
 	var wake <-chan struct{} = w.wake
@@ -201,18 +183,8 @@ func (v *view) WatchReleaseOwner(ctx context.Context, name, owner string) (<-cha
 		v.mu.Lock()
 		delete(v.waiting, owner)
 		stop, recorded := w.stop, w.intent
-		if v.mode == Write {
-			q := v.writers[name]
-			i := slices.Index(q, w)
-			q = slices.Delete(q, i, i+1)
-			if len(q) == 0 {
-				delete(v.writers, name)
-			} else {
-				v.writers[name] = q
-				if i == 0 {
-					signal(q[0].wake) // the next writer's turn
-				}
-			}
+		if next, ok := v.writers.Leave(name, w); ok {
+			next.wake.Signal() // the next writer's turn
 		}
 		v.mu.Unlock()
 		if recorded {

@@ -11,8 +11,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/latchkey-go/latchkey/internal/contend"
 	"github.com/latchkey-go/latchkey/internal/lockerr"
+	"github.com/latchkey-go/latchkey/internal/waitq"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/driver"
 )
@@ -33,7 +33,7 @@ type backend struct {
 	prefix string
 	ka     *keeper
 
-	owners contend.Registry[*contender] // by Manager owner
+	owners waitq.Registry[*contender] // by Manager owner
 
 	mu     sync.Mutex
 	idle   map[int64][]idleLease // by requested lease TTL in seconds; guarded by mu
@@ -63,7 +63,7 @@ type idleLease struct {
 type contender struct {
 	// A queued contender (its Acquire waits) keeps its key in the queue
 	// between attempts, kept alive and watching its predecessor.
-	contend.Waiter
+	waitq.Waiter
 
 	mu       sync.Mutex // serialises the calls for this owner, guards the rest
 	lease    clientv3.LeaseID

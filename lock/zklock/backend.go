@@ -13,8 +13,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/latchkey-go/latchkey/internal/contend"
 	"github.com/latchkey-go/latchkey/internal/lockerr"
+	"github.com/latchkey-go/latchkey/internal/waitq"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/driver"
 )
@@ -37,7 +37,7 @@ type backend struct {
 	names  NodeNames
 	acl    []zk.ACL
 
-	owners contend.Registry[*contender] // by Manager owner
+	owners waitq.Registry[*contender] // by Manager owner
 
 	horizon  *horizon      // when the leader last heard of the session (horizon.go)
 	tickTime time.Duration // WithTickTime's, or 0
@@ -115,7 +115,7 @@ func (b *backend) isClosed() bool {
 type contender struct {
 	// A queued contender (its Acquire waits) keeps its node in the queue
 	// between attempts, watching its predecessor.
-	contend.Waiter
+	waitq.Waiter
 
 	mu       sync.Mutex // serialises the calls for this owner, guards the rest
 	dir      string     // the lock's znode, parent of the contenders

@@ -1,18 +1,14 @@
-// Package contend keeps the contenders of the queue-based lock backends
-// (lock/etcdlock, lock/zklock): one per lock.Manager owner, from its first
-// attempt until it is released, lost or withdrawn, and for a waiting
-// Acquire the wake-up its predecessor watches send.
-package contend
+package waitq
 
-import (
-	"sync"
-)
+import "sync"
 
-// A Waiter is the part of a contender that a waiting Acquire shares with the
-// goroutines watching for its turn. Backends embed it in their contender;
-// the zero value belongs to an Acquire that does not wait.
+// A Waiter is the part of a contender of a queue-based backend (one per
+// lock.Manager owner, from its first attempt until it is released, lost or
+// withdrawn) that a waiting Acquire shares with the goroutines watching for
+// its turn. Backends embed it in their contender; the zero value belongs to
+// an Acquire that does not wait.
 type Waiter struct {
-	wake chan struct{}  // nil unless queued; buffered, coalescing
+	wake Wake           // nil unless queued
 	wg   sync.WaitGroup // the contender's goroutines
 }
 
@@ -25,22 +21,11 @@ func (w *Waiter) Queued() bool { return w.wake != nil }
 
 // Signal wakes the waiting Acquire to try again. Signals sent before it
 // looks coalesce into one; a contender that does not wait ignores them.
-func (w *Waiter) Signal() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
+func (w *Waiter) Signal() { w.wake.Signal() }
 
 // Go runs f in a goroutine of the contender's, which the stop returned by
 // Registry.Wait waits for: f must return once its watch is stopped.
-func (w *Waiter) Go(f func()) {
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		f()
-	}()
-}
+func (w *Waiter) Go(f func()) { w.wg.Go(f) }
 
 // A Contender is a pointer to a backend's contender type, which embeds a
 // Waiter.
@@ -67,9 +52,8 @@ func (r *Registry[C]) Get(owner string) C {
 func (r *Registry[C]) GetOrAdd(owner string, fresh func() C) C {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var zero C
-	c := r.m[owner]
-	if c == zero {
+	c, ok := r.m[owner]
+	if !ok {
 		c = fresh()
 		r.put(owner, c)
 	}
@@ -110,7 +94,7 @@ func (r *Registry[C]) Take(owner string) C {
 // hold is forgotten. stop returns once c's goroutines have.
 func (r *Registry[C]) Wait(owner string, c C, mu sync.Locker, leave func() (held bool)) (<-chan struct{}, func()) {
 	w := c.waiter()
-	w.wake = make(chan struct{}, 1)
+	w.wake = NewWake()
 	r.mu.Lock()
 	r.put(owner, c)
 	r.mu.Unlock()

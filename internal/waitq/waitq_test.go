@@ -1,4 +1,4 @@
-package contend
+package waitq
 
 import (
 	"sync"
@@ -72,5 +72,19 @@ func TestWait(t *testing.T) {
 			t.Fatalf("held %v: after stop the registry has %v", held, got)
 		}
 		r.Forget("o", c)
+	}
+}
+
+// TestQueue checks that only the first to leave hands the turn on, to the
+// next in arrival order, and that an emptied line leaves nothing behind.
+func TestQueue(t *testing.T) {
+	var q Queue[int]
+	for w := range 3 {
+		q.Join("k", w)
+	}
+	_, fromBehind := q.Leave("k", 1)
+	next, fromFirst := q.Leave("k", 0)
+	if _, fromLast := q.Leave("k", 2); fromBehind || !fromFirst || next != 2 || fromLast || len(q.lines) != 0 {
+		t.Fatalf("turn handed on from behind %v, from the first %v to %d, from the last %v; lines left: %v", fromBehind, fromFirst, next, fromLast, q.lines)
 	}
 }
