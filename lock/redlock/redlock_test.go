@@ -169,56 +169,86 @@ func TestNodeLoss(t *testing.T) {
 				c.srv[i].Stop()
 			}
 			if stopped >= 3 {
-				select {
-				case <-held.Done():
-				case <-time.After(5 * time.Second):
-					t.Fatal("lease kept after its quorum was lost")
-				}
-				if !errors.Is(held.Err(), lock.ErrLeaseLost) {
-					t.Fatalf("Err = %v, want ErrLeaseLost", held.Err())
-				}
-				for _, opts := range [][]lock.Option{{lock.WithWait(0)}, {lock.WithWait(300 * time.Millisecond)}} {
-					lease, err := b.Acquire(ctxT(t), "other", opts...)
-					if err == nil || lease != nil {
-						t.Fatalf("Acquire without a quorum = (%v, %v), want an error", lease, err)
-					}
-					t.Logf("Acquire without a quorum: %v", err)
-				}
+				quorumLost(t, held, b)
 				return
 			}
 			time.Sleep(2 * ttl) // several renewals with nodes down
-			if _, err := b.Acquire(ctxT(t), "k", lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
-				t.Fatalf("try-once on a held key = %v, want ErrNotAcquired", err)
-			}
-			select {
-			case <-held.Done():
-				t.Fatalf("lease lost with %d of 5 nodes down: %v", stopped, held.Err())
-			default:
-			}
-			waiter := make(chan *lock.Lease, 1)
-			go func() {
-				lease, err := b.Acquire(ctxT(t), "k", lock.WithWait(5*time.Second))
-				if err != nil {
-					t.Errorf("waiter: %v", err)
-				}
-				waiter <- lease
-			}()
-			time.Sleep(50 * time.Millisecond)
-			if err := held.Release(ctxT(t)); err != nil {
-				t.Fatalf("Release: %v", err)
-			}
-			next := <-waiter
-			if next == nil {
-				return
-			}
-			if next.Token() <= held.Token() {
-				t.Fatalf("token %d after %d", next.Token(), held.Token())
-			}
-			if err := next.Release(ctxT(t)); err != nil {
-				t.Fatalf("Release: %v", err)
-			}
+			quorumKept(t, held, b, stopped)
 		})
 	}
+}
+
+// quorumLost checks, once a quorum of nodes has stopped, that held is lost
+// and that b can take no lock, trying once or waiting.
+func quorumLost(t *testing.T, held *lock.Lease, b *Locker) {
+	t.Helper()
+	select {
+	case <-held.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("lease kept after its quorum was lost")
+	}
+	if !errors.Is(held.Err(), lock.ErrLeaseLost) {
+		t.Fatalf("Err = %v, want ErrLeaseLost", held.Err())
+	}
+	for _, opts := range [][]lock.Option{{lock.WithWait(0)}, {lock.WithWait(300 * time.Millisecond)}} {
+		lease, err := b.Acquire(ctxT(t), "other", opts...)
+		if err == nil || lease != nil {
+			t.Fatalf("Acquire without a quorum = (%v, %v), want an error", lease, err)
+		}
+		t.Logf("Acquire without a quorum: %v", err)
+	}
+}
+
+// quorumKept checks, with stopped nodes down but a quorum left, that held
+// ("k") is kept, that b cannot take it meanwhile, and that a waiter of b
+// gets it with a higher token once it is released.
+func quorumKept(t *testing.T, held *lock.Lease, b *Locker, stopped int) {
+	t.Helper()
+	if _, err := b.Acquire(ctxT(t), "k", lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("try-once on a held key = %v, want ErrNotAcquired", err)
+	}
+	select {
+	case <-held.Done():
+		t.Fatalf("lease lost with %d of 5 nodes down: %v", stopped, held.Err())
+	default:
+	}
+	waiter := wait(t, b, "k", 5*time.Second)
+	time.Sleep(50 * time.Millisecond)
+	next := releaseToWaiter(t, held, waiter)
+	if next == nil {
+		return
+	}
+	if err := next.Release(ctxT(t)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
+// wait has l wait for key, up to within, in the background; the channel
+// delivers the lease, or nil after failing t.
+func wait(t *testing.T, l *Locker, key string, within time.Duration) <-chan *lock.Lease {
+	got := make(chan *lock.Lease, 1)
+	go func() {
+		lease, err := l.Acquire(ctxT(t), key, lock.WithWait(within))
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		got <- lease
+	}()
+	return got
+}
+
+// releaseToWaiter releases held and returns the lease waiter then gets,
+// checking that its token is higher; nil if the waiter failed.
+func releaseToWaiter(t *testing.T, held *lock.Lease, waiter <-chan *lock.Lease) *lock.Lease {
+	t.Helper()
+	if err := held.Release(ctxT(t)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	next := <-waiter
+	if next != nil && next.Token() <= held.Token() {
+		t.Fatalf("token %d after %d", next.Token(), held.Token())
+	}
+	return next
 }
 
 // TestNodeRestartMidLease restarts one node, empty, while a lease is held:
@@ -236,14 +266,7 @@ func TestNodeRestartMidLease(t *testing.T) {
 	if _, err := b.Acquire(ctxT(t), "k", lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("try-once after a node restart = %v, want ErrNotAcquired", err)
 	}
-	got := make(chan *lock.Lease, 1)
-	go func() {
-		lease, err := b.Acquire(ctxT(t), "k", lock.WithWait(10*time.Second))
-		if err != nil {
-			t.Errorf("waiter: %v", err)
-		}
-		got <- lease
-	}()
+	got := wait(t, b, "k", 10*time.Second)
 	time.Sleep(2 * ttl) // six renewals: four of five nodes confirm them
 	select {
 	case <-held.Done():
@@ -252,17 +275,9 @@ func TestNodeRestartMidLease(t *testing.T) {
 		t.Fatalf("second holder (token %v) while the first holds the lock", lease)
 	default:
 	}
-	if err := held.Release(ctxT(t)); err != nil {
-		t.Fatalf("Release: %v", err)
+	if next := releaseToWaiter(t, held, got); next != nil {
+		_ = next.Release(ctxT(t))
 	}
-	next := <-got
-	if next == nil {
-		return
-	}
-	if next.Token() <= held.Token() {
-		t.Fatalf("token %d after %d", next.Token(), held.Token())
-	}
-	_ = next.Release(ctxT(t))
 }
 
 // TestTokenWriteBack shows why the highest token is written back: a node
