@@ -35,17 +35,16 @@ type acquisition struct {
 	seen      time.Time     // when an attempt last found the key held
 }
 
-// acquire is Acquire, reporting to o (nil when nobody observes); it returns
-// what o is told of the call.
-func (m *Manager) acquire(ctx context.Context, key string, opts []Option, o Observer) (*Lease, acquireStats, error) {
+// acquire is Acquire, counting in stats; it returns what stats has counted.
+func (m *Manager) acquire(ctx context.Context, key string, opts []Option, stats acquireStats) (*Lease, acquireStats, error) {
 	cfg, err := newConfig(key, opts)
 	if err != nil {
-		return nil, acquireStats{}, err
+		return nil, stats, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, acquireStats{}, err
+		return nil, stats, err
 	}
-	a := acquisition{m: m, ctx: ctx, key: key, owner: m.newOwner(cfg.holder), cfg: cfg, stats: acquireStats{obs: o}}
+	a := acquisition{m: m, ctx: ctx, key: key, owner: m.newOwner(cfg.holder), cfg: cfg, stats: stats}
 	a.begin()
 	defer a.close()
 	l, err := a.run()
@@ -99,7 +98,7 @@ func (a *acquisition) handedOver() *Lease {
 	if g == nil {
 		return nil
 	}
-	return a.m.hold(a.key, a.owner, g.token, a.cfg, g.start, a.cfg.ttl, a.stats.observer())
+	return a.m.hold(a.key, a.owner, g.token, a.cfg, g.start, a.cfg.ttl, a.stats.obs)
 }
 
 // try makes one attempt. It returns the lease, errWait if the key is held
@@ -121,7 +120,7 @@ func (a *acquisition) try() (*Lease, error) {
 		if a.place != nil {
 			a.m.waiters.acquired(a.place)
 		}
-		return a.m.hold(a.key, a.owner, token, a.cfg, start, valid, a.stats.observer()), nil
+		return a.m.hold(a.key, a.owner, token, a.cfg, start, valid, a.stats.obs), nil
 	case !errors.Is(err, ErrNotAcquired):
 		return nil, a.failed(err)
 	}
@@ -238,8 +237,17 @@ func timerC(t *time.Timer) <-chan time.Time {
 // nothing when nobody observes (no Observer).
 type acquireStats struct {
 	obs       Observer
+	begin     time.Time // when the Acquire was called
 	attempts  int
 	firstFail time.Time // when the first attempt found the key held
+}
+
+// observing returns the stats of an Acquire reported to o, which may be nil.
+func observing(o Observer) acquireStats {
+	if o == nil {
+		return acquireStats{}
+	}
+	return acquireStats{obs: o, begin: time.Now()}
 }
 
 // found records that the Acquire found the key held now, unless it did
@@ -261,5 +269,9 @@ func (s *acquireStats) attempted(err error) {
 	}
 }
 
-// observer is the Observer to report the lease's life to, or nil.
-func (s *acquireStats) observer() Observer { return s.obs }
+// report tells the observer how the Acquire of key made with ctx ended.
+func (s *acquireStats) report(ctx context.Context, key string, l *Lease, err error) {
+	if s.obs != nil {
+		observeAcquire(ctx, s.obs, key, s.begin, s.firstFail, s.attempts, l, err)
+	}
+}

@@ -81,14 +81,8 @@ func NewManager(b driver.Backend) (*Manager, error) {
 
 // Acquire implements Locker.
 func (m *Manager) Acquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
-	o := m.observer()
-	if o == nil {
-		l, _, err := m.acquire(ctx, key, opts, nil)
-		return l, err
-	}
-	begin := time.Now()
-	l, st, err := m.acquire(ctx, key, opts, o)
-	observeAcquire(ctx, o, key, begin, st.firstFail, st.attempts, l, err)
+	l, stats, err := m.acquire(ctx, key, opts, observing(m.observer()))
+	stats.report(ctx, key, l, err)
 	return l, err
 }
 
