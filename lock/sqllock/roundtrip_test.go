@@ -172,17 +172,8 @@ func TestBatchRenewalRoundTrips(t *testing.T) {
 				first[i] = leases[i].Deadline()
 			}
 			before := c.Load()
-			for i := range leases {
-				for !leases[i].Deadline().After(first[i]) {
-					if err := leases[i].Err(); err != nil {
-						t.Fatalf("lease %d lost: %v", i, err)
-					}
-					select {
-					case <-ctx.Done():
-						t.Fatal(ctx.Err())
-					case <-time.After(10 * time.Millisecond):
-					}
-				}
+			for i, lease := range leases {
+				waitRenewed(ctx, t, i, lease, first[i])
 			}
 			if got := c.Load() - before; got >= n/4 {
 				t.Errorf("renewing %d leases once took %d round trips; a batch takes one per tick", n, got)
@@ -193,5 +184,22 @@ func TestBatchRenewalRoundTrips(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// waitRenewed returns once lease i's deadline is past first, its deadline
+// when it was taken: it has been renewed. It fails t if the lease is lost
+// or ctx ends first.
+func waitRenewed(ctx context.Context, t *testing.T, i int, lease *lock.Lease, first time.Time) {
+	t.Helper()
+	for !lease.Deadline().After(first) {
+		if err := lease.Err(); err != nil {
+			t.Fatalf("lease %d lost: %v", i, err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }

@@ -396,24 +396,16 @@ func TestKilledHolderIsSucceededAfterTTL(t *testing.T) {
 // lock must then become free to others (no ghost lease).
 func TestPostgresConnectionFaults(t *testing.T) {
 	url := testsvc.PostgresURL(t)
-	for _, fault := range []string{"cut", "blackhole"} {
-		t.Run(fault, func(t *testing.T) {
+	for _, fault := range []struct {
+		name   string
+		inject func(*testsvc.Proxy)
+	}{
+		{"cut", (*testsvc.Proxy).Cut},
+		{"blackhole", func(p *testsvc.Proxy) { p.Blackhole(true) }},
+	} {
+		t.Run(fault.name, func(t *testing.T) {
 			t.Parallel()
-			proxy := testsvc.NewProxy(t, hostPort(t, url))
-			cfg, err := pgxpool.ParseConfig(strings.Replace(url, hostPort(t, url), proxy.Addr(), 1))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg.ConnConfig.ConnectTimeout = 500 * time.Millisecond
-			pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(pool.Close)
-			holder, err := sqllock.NewPgx(t.Context(), pool)
-			if err != nil {
-				t.Fatal(err)
-			}
+			holder, proxy := proxiedPgxLocker(t, url)
 			other, err := sqllock.NewPgx(t.Context(), openPgx(t, url))
 			if err != nil {
 				t.Fatal(err)
@@ -424,27 +416,13 @@ func TestPostgresConnectionFaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fault == "cut" {
-				proxy.Cut()
-			} else {
-				proxy.Blackhole(true)
-			}
+			fault.inject(proxy)
 			// The other client waits; it must not get in before Done fired.
 			got, err := other.Acquire(t.Context(), key, lock.WithWait(5*ttl))
 			if err != nil {
 				t.Fatalf("lock never freed after the holder's connection failed: %v", err)
 			}
-			select {
-			case <-lease.Done():
-			default:
-				t.Fatal("another client acquired while the holder still believed it held the lock")
-			}
-			if !errors.Is(lease.Err(), lock.ErrLeaseLost) {
-				t.Fatalf("holder's Err = %v, want ErrLeaseLost", lease.Err())
-			}
-			if got.Token() <= lease.Token() {
-				t.Fatalf("successor token %d <= lost holder's %d", got.Token(), lease.Token())
-			}
+			checkLostFirst(t, lease, got)
 			if err := got.Release(t.Context()); err != nil {
 				t.Fatal(err)
 			}
@@ -453,6 +431,46 @@ func TestPostgresConnectionFaults(t *testing.T) {
 			proxy.Cut()
 			_ = holder.Close()
 		})
+	}
+}
+
+// proxiedPgxLocker returns a Locker whose connections to the PostgreSQL
+// server at url pass through the returned proxy, and time out connecting
+// after 500 ms.
+func proxiedPgxLocker(t *testing.T, url string) (*sqllock.Locker, *testsvc.Proxy) {
+	t.Helper()
+	proxy := testsvc.NewProxy(t, hostPort(t, url))
+	cfg, err := pgxpool.ParseConfig(strings.Replace(url, hostPort(t, url), proxy.Addr(), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.ConnectTimeout = 500 * time.Millisecond
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	holder, err := sqllock.NewPgx(t.Context(), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return holder, proxy
+}
+
+// checkLostFirst checks that lost's holder had learnt of its loss
+// (ErrLeaseLost) by the time successor got the lock, with a higher token.
+func checkLostFirst(t *testing.T, lost, successor *lock.Lease) {
+	t.Helper()
+	select {
+	case <-lost.Done():
+	default:
+		t.Fatal("another client acquired while the holder still believed it held the lock")
+	}
+	if !errors.Is(lost.Err(), lock.ErrLeaseLost) {
+		t.Fatalf("holder's Err = %v, want ErrLeaseLost", lost.Err())
+	}
+	if successor.Token() <= lost.Token() {
+		t.Fatalf("successor token %d <= lost holder's %d", successor.Token(), lost.Token())
 	}
 }
 
