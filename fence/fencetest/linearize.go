@@ -126,91 +126,123 @@ func (rec *recorder) line(client int, line string) {
 }
 
 func runHistory(t *testing.T, target Target, config string, conn *Conn, seed uint64) Report {
-	r := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
+	h := &history{
+		t: t, target: target, config: config,
+		r:    rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano()))),
+		rec:  &recorder{pending: map[string]porcupine.Operation{}},
+		live: map[int]*worker{},
+	}
 	prefix := "lin-" + randHex(4) + "-"
-	keys := make([]string, linKeys)
-	for i := range keys {
-		keys[i] = prefix + strconv.Itoa(i)
-	}
-	rec := &recorder{pending: map[string]porcupine.Operation{}}
-	var rep Report
-
-	type worker struct {
-		c    *child
-		done chan struct{}
-	}
-	var (
-		mu      sync.Mutex
-		live    = map[int]*worker{}
-		clients int
-		wg      sync.WaitGroup
-	)
-	start := func(ops int) {
-		mu.Lock()
-		id := clients
-		clients++
-		mu.Unlock()
-		args := fmt.Sprintf("%d %d %d %s", id, ops, r.Uint64(), strings.Join(keys, ","))
-		w := &worker{c: startChild(t, target, config, "linearize", args), done: make(chan struct{})}
-		mu.Lock()
-		live[id] = w
-		mu.Unlock()
-		wg.Go(func() {
-			for line := range w.c.lines {
-				rec.line(id, line)
-			}
-			_ = w.c.cmd.Wait()
-			mu.Lock()
-			delete(live, id)
-			mu.Unlock()
-			close(w.done)
-		})
+	h.keys = make([]string, linKeys)
+	for i := range h.keys {
+		h.keys[i] = prefix + strconv.Itoa(i)
 	}
 	for range linProcs {
-		start(linOps)
+		h.start(linOps)
 	}
+	h.injectFaults()
+	h.workers.Wait()
+	h.readFinal(conn)
+	rep := h.report()
+	if err := Check(h.rec.ops); err != nil {
+		t.Errorf("%s: %v", target.Name, err)
+		dumpHistory(t, h.rec.ops)
+	}
+	return rep
+}
 
-	// Faults: every 50-150 ms a random running worker that is not paused
-	// is stopped for 200-1200 ms (longer than its leases, mostly), each
-	// pause on its own goroutine so pauses overlap; linKills times, at a
-	// random moment, a random worker is killed and replaced.
-	var (
-		paused  = map[int]bool{}
-		faults  sync.WaitGroup
-		pauses  int
-		kills   int
-		killAt  []time.Time
-		started = time.Now()
-	)
+// worker is a running worker process of a history.
+type worker struct {
+	c    *child
+	done chan struct{} // closed once it has exited and its lines are read
+}
+
+// history is one Linearize history: its workers, the faults injected into
+// them and the operations they reported.
+type history struct {
+	t      *testing.T
+	target Target
+	config string
+	r      *rand.Rand // used by the test's goroutine only
+	keys   []string
+	rec    *recorder
+
+	mu      sync.Mutex
+	live    map[int]*worker // guarded by mu
+	clients int             // workers started; guarded by mu
+	workers sync.WaitGroup
+
+	pauses pauser
+	kills  int
+}
+
+// start starts a worker that runs ops operations, and a goroutine that
+// records its lines until it exits.
+func (h *history) start(ops int) {
+	h.mu.Lock()
+	id := h.clients
+	h.clients++
+	h.mu.Unlock()
+	args := fmt.Sprintf("%d %d %d %s", id, ops, h.r.Uint64(), strings.Join(h.keys, ","))
+	w := &worker{c: startChild(h.t, h.target, h.config, "linearize", args), done: make(chan struct{})}
+	h.mu.Lock()
+	h.live[id] = w
+	h.mu.Unlock()
+	h.workers.Go(func() {
+		for line := range w.c.lines {
+			h.rec.line(id, line)
+		}
+		_ = w.c.cmd.Wait()
+		h.mu.Lock()
+		delete(h.live, id)
+		h.mu.Unlock()
+		close(w.done)
+	})
+}
+
+// running returns the ids of the live workers that are not paused, and
+// the number of live workers.
+func (h *history) running() ([]int, int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ids := make([]int, 0, len(h.live))
+	for id := range h.live {
+		if !h.pauses.isPaused(id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, len(h.live)
+}
+
+// injectFaults runs until every worker has exited: every 50-150 ms a
+// random running worker that is not paused is stopped for 200-1200 ms
+// (longer than its leases, mostly), each pause on its own goroutine so
+// pauses overlap; linKills times, at a random moment, a random worker is
+// killed and replaced.
+func (h *history) injectFaults() {
+	var killAt []time.Time
+	started := time.Now()
 	for range linKills {
-		killAt = append(killAt, started.Add(time.Duration(300+r.IntN(2500))*time.Millisecond))
+		killAt = append(killAt, started.Add(time.Duration(300+h.r.IntN(2500))*time.Millisecond))
 	}
 	deadline := time.After(linDeadline)
 	for {
-		mu.Lock()
-		ids := make([]int, 0, len(live))
-		for id := range live {
-			if !paused[id] {
-				ids = append(ids, id)
-			}
-		}
-		n := len(live)
-		mu.Unlock()
+		ids, n := h.running()
 		if n == 0 {
 			break
 		}
 		select {
 		case <-deadline:
-			t.Fatalf("history not finished within %v", linDeadline)
-		case <-time.After(time.Duration(50+r.IntN(100)) * time.Millisecond):
+			h.t.Fatalf("history not finished within %v", linDeadline)
+		case <-time.After(time.Duration(50+h.r.IntN(100)) * time.Millisecond):
 		}
 		if len(ids) == 0 {
 			continue
 		}
-		id := ids[r.IntN(len(ids))]
-		mu.Lock()
-		w := live[id]
-		mu.Unlock()
+		id := ids[h.r.IntN(len(ids))]
+		h.mu.Lock()
+		w := h.live[id]
+		h.mu.Unlock()
 		if w == nil {
 			continue
 		}
@@ -218,50 +250,44 @@ func runHistory(t *testing.T, target Target, config string, conn *Conn, seed uin
 			killAt = killAt[1:]
 			w.c.signal(syscall.SIGKILL)
 			<-w.done
-			kills++
-			start(linOps / 2)
+			h.kills++
+			h.start(linOps / 2)
 			continue
 		}
-		d := time.Duration(200+r.IntN(1000)) * time.Millisecond
-		mu.Lock()
-		paused[id] = true
-		mu.Unlock()
-		pauses++
-		w.c.signal(syscall.SIGSTOP)
-		faults.Go(func() {
-			time.Sleep(d)
-			w.c.signal(syscall.SIGCONT)
-			mu.Lock()
-			delete(paused, id)
-			mu.Unlock()
-		})
+		h.pauses.pause(id, w.c, time.Duration(200+h.r.IntN(1000))*time.Millisecond)
 	}
-	faults.Wait()
-	rep.Pauses, rep.Kills = pauses, kills
-	wg.Wait()
+	h.pauses.wait()
+}
 
-	// The final state, read after every worker has gone.
-	final := clients
-	for _, k := range keys {
+// readFinal records a read of every key, after every worker has gone, and
+// the writes cut short by a kill, which may or may not have been applied.
+func (h *history) readFinal(conn *Conn) {
+	final := h.clients
+	for _, k := range h.keys {
 		call := now()
-		v, tok, err := conn.Register.Read(t.Context(), k)
+		v, tok, err := conn.Register.Read(h.t.Context(), k)
 		if err != nil {
-			t.Fatalf("final read of %s: %v", k, err)
+			h.t.Fatalf("final read of %s: %v", k, err)
 		}
-		rec.ops = append(rec.ops, porcupine.Operation{ClientId: final, Input: Op{Key: k},
+		h.rec.ops = append(h.rec.ops, porcupine.Operation{ClientId: final, Input: Op{Key: k},
 			Output: Outcome{Status: "ok", Value: v, Token: tok}, Call: call, Return: now()})
 	}
-	// Writes cut short by a kill may or may not have been applied.
-	for _, op := range rec.pending {
+	for _, op := range h.rec.pending {
 		if op.Input.(Op).Write {
 			op.Output, op.Return = Outcome{Status: "unknown"}, neverReturned
-			rec.ops = append(rec.ops, op)
+			h.rec.ops = append(h.rec.ops, op)
 		}
 	}
-	if len(rec.bad) > 0 {
-		t.Errorf("unparsable lines from workers: %q", rec.bad)
+	if len(h.rec.bad) > 0 {
+		h.t.Errorf("unparsable lines from workers: %q", h.rec.bad)
 	}
-	for _, op := range rec.ops {
+}
+
+// report counts the history's operations by kind and outcome, and the
+// faults injected.
+func (h *history) report() Report {
+	rep := Report{Ops: len(h.rec.ops), ZombieWrite: h.rec.zombies, Pauses: h.pauses.count, Kills: h.kills}
+	for _, op := range h.rec.ops {
 		in, out := op.Input.(Op), op.Output.(Outcome)
 		switch {
 		case !in.Write:
@@ -274,14 +300,50 @@ func runHistory(t *testing.T, target Target, config string, conn *Conn, seed uin
 			rep.Unknown++
 		}
 	}
-	rep.Ops = len(rec.ops)
-	rep.ZombieWrite = rec.zombies
-	if err := Check(rec.ops); err != nil {
-		t.Errorf("%s: %v", target.Name, err)
-		dumpHistory(t, rec.ops)
-	}
 	return rep
 }
+
+// pauser stops worker processes for a while (SIGSTOP, then SIGCONT from a
+// goroutine of its own, so pauses overlap), one pause at a time per worker.
+type pauser struct {
+	mu     sync.Mutex
+	paused map[int]bool // guarded by mu
+	wg     sync.WaitGroup
+	count  int // pauses begun; used by the test's goroutine only
+}
+
+// isPaused reports whether worker id is stopped.
+func (p *pauser) isPaused(id int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused[id]
+}
+
+// pause stops c, worker id, for d, unless it is stopped already.
+func (p *pauser) pause(id int, c *child, d time.Duration) {
+	p.mu.Lock()
+	if p.paused[id] {
+		p.mu.Unlock()
+		return
+	}
+	if p.paused == nil {
+		p.paused = map[int]bool{}
+	}
+	p.paused[id] = true
+	p.mu.Unlock()
+	p.count++
+	c.signal(syscall.SIGSTOP)
+	p.wg.Go(func() {
+		time.Sleep(d)
+		c.signal(syscall.SIGCONT)
+		p.mu.Lock()
+		delete(p.paused, id)
+		p.mu.Unlock()
+	})
+}
+
+// wait waits for every paused worker to be continued.
+func (p *pauser) wait() { p.wg.Wait() }
 
 // dumpHistory writes a failing history as porcupine's HTML visualization.
 func dumpHistory(t *testing.T, ops []porcupine.Operation) {

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -60,30 +59,11 @@ func ReadModifyWrite(t *testing.T, target Target, config string) RMWReport {
 	for i := range kids {
 		kids[i] = startChild(t, target, config, "rmw", fmt.Sprintf("%s %d %d", key, rmwOps, r.Uint64()))
 	}
-
-	var rep RMWReport
-	results := make(chan string, rmwProcs)
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	for _, c := range kids {
-		wg.Go(func() {
-			for line := range c.lines {
-				if rest, ok := strings.CutPrefix(line, "result "); ok {
-					results <- rest
-				}
-			}
-			_ = c.cmd.Wait()
-		})
-	}
-	go func() { wg.Wait(); close(done) }()
+	results, done := rmwResults(kids)
 
 	// Faults: every 50-150 ms, a random worker not already paused is
 	// stopped for 300-1200 ms, each pause on its own goroutine.
-	var (
-		mu     sync.Mutex
-		paused = map[int]bool{}
-		faults sync.WaitGroup
-	)
+	var pauses pauser
 	deadline := time.After(rmwDeadline)
 loop:
 	for {
@@ -95,26 +75,55 @@ loop:
 		case <-time.After(time.Duration(50+r.IntN(100)) * time.Millisecond):
 		}
 		i := r.IntN(len(kids))
-		mu.Lock()
-		if paused[i] {
-			mu.Unlock()
-			continue
-		}
-		paused[i] = true
-		mu.Unlock()
-		rep.Pauses++
-		kids[i].signal(syscall.SIGSTOP)
-		d := time.Duration(300+r.IntN(900)) * time.Millisecond
-		faults.Go(func() {
-			time.Sleep(d)
-			kids[i].signal(syscall.SIGCONT)
-			mu.Lock()
-			delete(paused, i)
-			mu.Unlock()
+		pauses.pause(i, kids[i], time.Duration(300+r.IntN(900))*time.Millisecond)
+	}
+	pauses.wait()
+	close(results)
+	rep := tallyRMW(t, results)
+	rep.Pauses = pauses.count
+	v, _, err := conn.Register.Read(t.Context(), key)
+	if err != nil {
+		t.Fatalf("final read: %v", err)
+	}
+	if rep.Final, err = strconv.ParseInt(v, 10, 64); err != nil {
+		t.Fatalf("counter holds %q", v)
+	}
+	t.Logf("%s: %v", target.Name, rep)
+	if rep.Final < int64(rep.Applied) || rep.Final > int64(rep.Applied+rep.Unknown) {
+		t.Errorf("counter is %d after %d increments acknowledged (and %d unknown): %d lost updates",
+			rep.Final, rep.Applied, rep.Unknown, int64(rep.Applied)-rep.Final)
+	}
+	if rep.Stale+rep.Zombies == 0 {
+		t.Errorf("no claim or write was refused as stale: the run did not exercise the fence")
+	}
+	return rep
+}
+
+// rmwResults reads the workers' lines and passes on their result lines;
+// done is closed once every worker has exited.
+func rmwResults(kids []*child) (results chan string, done chan struct{}) {
+	results = make(chan string, len(kids))
+	done = make(chan struct{})
+	var wg sync.WaitGroup
+	for _, c := range kids {
+		wg.Go(func() {
+			for line := range c.lines {
+				if rest, ok := strings.CutPrefix(line, "result "); ok {
+					results <- rest
+				}
+			}
+			_ = c.cmd.Wait()
 		})
 	}
-	faults.Wait()
-	close(results)
+	go func() { wg.Wait(); close(done) }()
+	return results, done
+}
+
+// tallyRMW adds up the workers' results, failing the test if a claim with
+// a given-up lease's token was admitted or a worker did not report.
+func tallyRMW(t *testing.T, results <-chan string) RMWReport {
+	t.Helper()
+	var rep RMWReport
 	n := 0
 	for res := range results {
 		n++
@@ -133,21 +142,6 @@ loop:
 	}
 	if n != rmwProcs {
 		t.Fatalf("%d of %d workers reported", n, rmwProcs)
-	}
-	v, _, err := conn.Register.Read(t.Context(), key)
-	if err != nil {
-		t.Fatalf("final read: %v", err)
-	}
-	if rep.Final, err = strconv.ParseInt(v, 10, 64); err != nil {
-		t.Fatalf("counter holds %q", v)
-	}
-	t.Logf("%s: %v", target.Name, rep)
-	if rep.Final < int64(rep.Applied) || rep.Final > int64(rep.Applied+rep.Unknown) {
-		t.Errorf("counter is %d after %d increments acknowledged (and %d unknown): %d lost updates",
-			rep.Final, rep.Applied, rep.Unknown, int64(rep.Applied)-rep.Final)
-	}
-	if rep.Stale+rep.Zombies == 0 {
-		t.Errorf("no claim or write was refused as stale: the run did not exercise the fence")
 	}
 	return rep
 }

@@ -1,9 +1,12 @@
 package redisfence_test
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkey-go/latchkey/fence"
 	"github.com/latchkey-go/latchkey/fence/redisfence"
@@ -18,9 +21,39 @@ import (
 // reads made by Guard.Read the stale debit is refused and the balance shows
 // exactly the debits that were acknowledged.
 func TestReadModifyWrite(t *testing.T) {
-	for _, claim := range []bool{false, true} {
-		name := map[bool]string{false: "write-only fencing loses the update", true: "read claims first"}[claim]
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// read reads key for the holder of token tok.
+		read  func(ctx context.Context, c *redis.Client, g *redisfence.Guard, tok uint64, key string) (string, error)
+		check func(t *testing.T, staleErr error, final int64)
+	}{
+		{
+			name: "write-only fencing loses the update",
+			read: func(ctx context.Context, c *redis.Client, _ *redisfence.Guard, _ uint64, key string) (string, error) {
+				return c.Get(ctx, key).Result()
+			},
+			check: func(t *testing.T, staleErr error, final int64) {
+				if staleErr != nil || final != 700 {
+					t.Fatalf("stale write %v, balance %d: the interleaving did not lose the stale debit", staleErr, final)
+				}
+			},
+		},
+		{
+			name: "read claims first",
+			read: func(ctx context.Context, _ *redis.Client, g *redisfence.Guard, tok uint64, key string) (string, error) {
+				return g.Read(ctx, fence.Token(tok), key)
+			},
+			check: func(t *testing.T, staleErr error, final int64) {
+				if !errors.Is(staleErr, fence.ErrStale) {
+					t.Fatalf("stale holder's write after the claim: %v, want fence.ErrStale", staleErr)
+				}
+				if final != 700 {
+					t.Fatalf("balance %d, want 1000 - 300 = 700", final)
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			c := newClient(t)
 			g, _ := redisfence.New(c)
 			ctx := t.Context()
@@ -31,13 +64,7 @@ func TestReadModifyWrite(t *testing.T) {
 			}
 			read := func(tok uint64) int64 {
 				t.Helper()
-				var s string
-				var err error
-				if claim {
-					s, err = g.Read(ctx, fence.Token(tok), key)
-				} else {
-					s, err = c.Get(ctx, key).Result()
-				}
+				s, err := tc.read(ctx, c, g, tok, key)
 				if err != nil {
 					t.Fatalf("read with token %d: %v", tok, err)
 				}
@@ -51,18 +78,7 @@ func TestReadModifyWrite(t *testing.T) {
 				t.Fatalf("fresh holder's write: %v", err)
 			}
 			final, _ := c.Get(ctx, key).Int64()
-			if !claim {
-				if staleErr != nil || final != 700 {
-					t.Fatalf("stale write %v, balance %d: the interleaving did not lose the stale debit", staleErr, final)
-				}
-				return
-			}
-			if !errors.Is(staleErr, fence.ErrStale) {
-				t.Fatalf("stale holder's write after the claim: %v, want fence.ErrStale", staleErr)
-			}
-			if final != 700 {
-				t.Fatalf("balance %d, want 1000 - 300 = 700", final)
-			}
+			tc.check(t, staleErr, final)
 		})
 	}
 }

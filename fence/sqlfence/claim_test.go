@@ -97,60 +97,66 @@ func TestReadClaimsBeforeTheStaleWrite(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				ctx := t.Context()
-				staleDB, freshDB, table := holders(t, d)
-				stale, fresh := guardOn(t, staleDB, table), guardOn(t, freshDB, table)
-
-				var staleRead int64
-				if err := stale.Read(ctx, fence.Token(1), "acct", sqlfence.Into{"qty": &staleRead}); err != nil {
-					t.Fatalf("stale holder's read: %v", err)
-				} // then paused
-
-				var tx *sql.Tx
-				if inTx {
-					var err error
-					if tx, err = freshDB.BeginTx(ctx, nil); err != nil {
-						t.Fatal(err)
-					}
-					defer tx.Rollback()
-					fresh = fresh.In(tx)
-				}
-				var freshRead int64
-				if err := fresh.Read(ctx, fence.Token(2), "acct", sqlfence.Into{"qty": &freshRead}); err != nil {
-					t.Fatalf("fresh holder's read: %v", err)
-				}
-				if freshRead != 1000 {
-					t.Fatalf("fresh holder read %d", freshRead)
-				}
-
-				// The stale holder wakes and writes. Inside the fresh
-				// holder's transaction the row is locked, so its write
-				// waits for the commit; it must be refused either way.
-				staleErr := make(chan error, 1)
-				go func() {
-					staleErr <- stale.Update(ctx, fence.Token(1), "acct", sqlfence.Values{"qty": staleRead - 100})
-				}()
-				if inTx {
-					waitBlocked(t, d, freshDB, table)
-				} else if err := <-staleErr; !errors.Is(err, fence.ErrStale) {
-					t.Fatalf("stale holder's write after the claim: %v, want fence.ErrStale", err)
-				}
-				if err := fresh.Update(ctx, fence.Token(2), "acct", sqlfence.Values{"qty": freshRead - 300}); err != nil {
-					t.Fatalf("fresh holder's write: %v", err)
-				}
-				if inTx {
-					if err := tx.Commit(); err != nil {
-						t.Fatal(err)
-					}
-					if err := <-staleErr; !errors.Is(err, fence.ErrStale) {
-						t.Fatalf("stale holder's write during the transaction: %v, want fence.ErrStale", err)
-					}
-				}
-				if got := balance(t, staleDB, table); got != 700 {
-					t.Fatalf("balance %d, want 1000 - 300 = 700 (the stale debit was refused)", got)
-				}
+				readClaimsBeforeTheStaleWrite(t, d, inTx)
 			})
 		}
+	}
+}
+
+// readClaimsBeforeTheStaleWrite forces the interleaving on d, with the
+// fresh holder's read and write in a transaction if inTx.
+func readClaimsBeforeTheStaleWrite(t *testing.T, d database, inTx bool) {
+	ctx := t.Context()
+	staleDB, freshDB, table := holders(t, d)
+	stale, fresh := guardOn(t, staleDB, table), guardOn(t, freshDB, table)
+
+	var staleRead int64
+	if err := stale.Read(ctx, fence.Token(1), "acct", sqlfence.Into{"qty": &staleRead}); err != nil {
+		t.Fatalf("stale holder's read: %v", err)
+	} // then paused
+
+	var tx *sql.Tx
+	if inTx {
+		var err error
+		if tx, err = freshDB.BeginTx(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		fresh = fresh.In(tx)
+	}
+	var freshRead int64
+	if err := fresh.Read(ctx, fence.Token(2), "acct", sqlfence.Into{"qty": &freshRead}); err != nil {
+		t.Fatalf("fresh holder's read: %v", err)
+	}
+	if freshRead != 1000 {
+		t.Fatalf("fresh holder read %d", freshRead)
+	}
+
+	// The stale holder wakes and writes. Inside the fresh holder's
+	// transaction the row is locked, so its write waits for the commit;
+	// it must be refused either way.
+	staleErr := make(chan error, 1)
+	go func() {
+		staleErr <- stale.Update(ctx, fence.Token(1), "acct", sqlfence.Values{"qty": staleRead - 100})
+	}()
+	if inTx {
+		waitBlocked(t, d, freshDB, table)
+	} else if err := <-staleErr; !errors.Is(err, fence.ErrStale) {
+		t.Fatalf("stale holder's write after the claim: %v, want fence.ErrStale", err)
+	}
+	if err := fresh.Update(ctx, fence.Token(2), "acct", sqlfence.Values{"qty": freshRead - 300}); err != nil {
+		t.Fatalf("fresh holder's write: %v", err)
+	}
+	if inTx {
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-staleErr; !errors.Is(err, fence.ErrStale) {
+			t.Fatalf("stale holder's write during the transaction: %v, want fence.ErrStale", err)
+		}
+	}
+	if got := balance(t, staleDB, table); got != 700 {
+		t.Fatalf("balance %d, want 1000 - 300 = 700 (the stale debit was refused)", got)
 	}
 }
 
@@ -221,51 +227,20 @@ func TestAddLosesNothing(t *testing.T) {
 
 func TestClaimAndRead(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
-		ctx := t.Context()
 		g := guardOn(t, db, table)
 		if _, err := db.Exec(fmt.Sprintf("INSERT INTO %s (id, qty, note) VALUES ('a', 5, 'x')", table)); err != nil {
 			t.Fatal(err)
 		}
-		if err := g.Claim(ctx, fence.Token(3), "a"); err != nil {
-			t.Fatal(err)
-		}
-		if qty, tok := row(t, db, g, table, "a"); qty != 5 || tok != 3 {
-			t.Fatalf("after claim: (%d, %d), want (5, 3)", qty, tok)
-		}
-		if err := g.Claim(ctx, fence.Token(3), "a"); err != nil {
-			t.Fatalf("the same holder claims again: %v", err)
-		}
-		if err := g.Claim(ctx, fence.Token(2), "a"); !errors.Is(err, fence.ErrStale) {
-			t.Fatalf("stale claim: %v", err)
-		}
-		var qty int64
-		var note string
-		if err := g.Read(ctx, fence.Token(4), "a", sqlfence.Into{"qty": &qty, "note": &note}); err != nil || qty != 5 || note != "x" {
-			t.Fatalf("read: %v (%d, %q)", err, qty, note)
-		}
-		qty = -1
-		if err := g.Read(ctx, fence.Token(3), "a", sqlfence.Into{"qty": &qty}); !errors.Is(err, fence.ErrStale) || qty != -1 {
-			t.Fatalf("stale read: %v, read %d", err, qty)
-		}
-		if _, tok := row(t, db, g, table, "a"); tok != 4 {
-			t.Fatalf("token %d after a refused read, want 4", tok)
-		}
-		if err := g.Read(ctx, fence.Token(9), "missing", sqlfence.Into{"qty": &qty}); !errors.Is(err, fence.ErrNotFound) {
-			t.Fatalf("read of a missing row: %v", err)
-		}
-		if err := g.Claim(ctx, fence.Token(9), "missing"); !errors.Is(err, fence.ErrNotFound) {
-			t.Fatalf("claim of a missing row: %v", err)
-		}
-		var n int
-		if err := db.QueryRow(fmt.Sprintf("SELECT count(*) FROM %s", table)).Scan(&n); err != nil || n != 1 {
-			t.Fatalf("%d rows (%v): a claim created one", n, err)
-		}
+		checkClaimsAndReads(t, db, g, table)
+		checkMissingRowsNotClaimed(t, db, g, table)
 
 		// A rolled-back transaction takes its claim with it.
+		ctx := t.Context()
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
+		var qty int64
 		if err := g.In(tx).Read(ctx, fence.Token(8), "a", sqlfence.Into{"qty": &qty}); err != nil {
 			t.Fatal(err)
 		}
@@ -276,6 +251,56 @@ func TestClaimAndRead(t *testing.T) {
 			t.Fatalf("token %d after rollback, want 4", tok)
 		}
 	})
+}
+
+// checkClaimsAndReads claims and reads row a (qty 5, note x) with tokens
+// 3, 2, 4 and 3: each raises the row's token or is refused as stale,
+// reading nothing.
+func checkClaimsAndReads(t *testing.T, db *sql.DB, g *sqlfence.Guard, table string) {
+	t.Helper()
+	ctx := t.Context()
+	if err := g.Claim(ctx, fence.Token(3), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if qty, tok := row(t, db, g, table, "a"); qty != 5 || tok != 3 {
+		t.Fatalf("after claim: (%d, %d), want (5, 3)", qty, tok)
+	}
+	if err := g.Claim(ctx, fence.Token(3), "a"); err != nil {
+		t.Fatalf("the same holder claims again: %v", err)
+	}
+	if err := g.Claim(ctx, fence.Token(2), "a"); !errors.Is(err, fence.ErrStale) {
+		t.Fatalf("stale claim: %v", err)
+	}
+	var qty int64
+	var note string
+	if err := g.Read(ctx, fence.Token(4), "a", sqlfence.Into{"qty": &qty, "note": &note}); err != nil || qty != 5 || note != "x" {
+		t.Fatalf("read: %v (%d, %q)", err, qty, note)
+	}
+	qty = -1
+	if err := g.Read(ctx, fence.Token(3), "a", sqlfence.Into{"qty": &qty}); !errors.Is(err, fence.ErrStale) || qty != -1 {
+		t.Fatalf("stale read: %v, read %d", err, qty)
+	}
+	if _, tok := row(t, db, g, table, "a"); tok != 4 {
+		t.Fatalf("token %d after a refused read, want 4", tok)
+	}
+}
+
+// checkMissingRowsNotClaimed reads and claims a row that does not exist:
+// both are ErrNotFound and create no row.
+func checkMissingRowsNotClaimed(t *testing.T, db *sql.DB, g *sqlfence.Guard, table string) {
+	t.Helper()
+	ctx := t.Context()
+	var qty int64
+	if err := g.Read(ctx, fence.Token(9), "missing", sqlfence.Into{"qty": &qty}); !errors.Is(err, fence.ErrNotFound) {
+		t.Fatalf("read of a missing row: %v", err)
+	}
+	if err := g.Claim(ctx, fence.Token(9), "missing"); !errors.Is(err, fence.ErrNotFound) {
+		t.Fatalf("claim of a missing row: %v", err)
+	}
+	var n int
+	if err := db.QueryRow(fmt.Sprintf("SELECT count(*) FROM %s", table)).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d rows (%v): a claim created one", n, err)
+	}
 }
 
 // TestReadBadInput: bad input is refused before any statement runs (the

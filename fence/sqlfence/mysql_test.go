@@ -49,30 +49,9 @@ func TestMySQLDeadlockIsRetry(t *testing.T) {
 			g, table := twoAccounts(t, db)
 			ctx := t.Context()
 			transfer := func(tok uint64, first, second string, locked chan<- struct{}, proceed <-chan struct{}) error {
-				tx, err := db.BeginTx(ctx, nil)
-				if err != nil {
-					return err
-				}
-				defer tx.Rollback()
-				in := g.In(tx)
-				if err := in.Update(ctx, fence.Token(tok), first, sqlfence.Values{"qty": sqlfence.Add(-100)}); err != nil {
-					return err
-				}
-				close(locked)
-				<-proceed
-				if err := in.Update(ctx, fence.Token(tok), second, sqlfence.Values{"qty": sqlfence.Add(100)}); err != nil {
-					return err
-				}
-				return tx.Commit()
+				return transferInTx(ctx, db, g, tok, first, second, locked, proceed)
 			}
-			lockedA, lockedB, both := make(chan struct{}), make(chan struct{}), make(chan struct{})
-			errs := make(chan error, 2)
-			go func() { errs <- transfer(1, "a", "b", lockedA, both) }()
-			go func() { errs <- transfer(2, "b", "a", lockedB, both) }()
-			<-lockedA
-			<-lockedB
-			close(both)
-			e1, e2 := <-errs, <-errs
+			e1, e2 := lockInOppositeOrders(transfer, "a", "b", 1, 2)
 			var victim error
 			switch {
 			case e1 == nil && e2 != nil:
@@ -93,6 +72,27 @@ func TestMySQLDeadlockIsRetry(t *testing.T) {
 			}
 		})
 	}
+}
+
+// transferInTx moves 100 from account first to account second in one
+// transaction, with token tok; it closes locked once it holds first's row
+// and takes second's once proceed is closed.
+func transferInTx(ctx context.Context, db *sql.DB, g *sqlfence.Guard, tok uint64, first, second string, locked chan<- struct{}, proceed <-chan struct{}) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	in := g.In(tx)
+	if err := in.Update(ctx, fence.Token(tok), first, sqlfence.Values{"qty": sqlfence.Add(-100)}); err != nil {
+		return err
+	}
+	close(locked)
+	<-proceed
+	if err := in.Update(ctx, fence.Token(tok), second, sqlfence.Values{"qty": sqlfence.Add(100)}); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // TestMySQLLockWaitTimeoutIsRetry: a holder whose claim waits longer than

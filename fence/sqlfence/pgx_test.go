@@ -175,14 +175,7 @@ func TestPgxDeadlockIsRetry(t *testing.T) {
 			return g.InPgx(tx).Claim(ctx, fence.Token(tok), second)
 		})
 	}
-	c1, c2, both := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	errs := make(chan error, 2)
-	go func() { errs <- run(10, "acct", "other", c1, both) }()
-	go func() { errs <- run(10, "other", "acct", c2, both) }()
-	<-c1
-	<-c2
-	close(both)
-	e1, e2 := <-errs, <-errs
+	e1, e2 := lockInOppositeOrders(run, "acct", "other", 10, 10)
 	if (e1 == nil) == (e2 == nil) {
 		t.Fatalf("transactions ended %v and %v, want one through and one deadlock victim", e1, e2)
 	}

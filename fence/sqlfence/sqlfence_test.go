@@ -196,21 +196,7 @@ func TestConcurrentWriters(t *testing.T) {
 			wg.Go(func() {
 				for i := range perWriter {
 					tok := uint64(i*writers + w + 1) // distinct, interleaved
-					var err error
-					if i%2 == 0 {
-						err = g.Upsert(ctx, fence.Token(tok), "c", sqlfence.Values{"qty": int64(tok)})
-					} else {
-						err = g.Update(ctx, fence.Token(tok), "c", sqlfence.Values{"qty": int64(tok)})
-					}
-					if err != nil && !errors.Is(err, fence.ErrStale) && !errors.Is(err, fence.ErrNotFound) {
-						errs <- err
-					}
-					// The value written always equals the token, so the row
-					// is consistent iff qty == fence_token.
-					var qty, token int64
-					if err := db.QueryRowContext(ctx, fmt.Sprintf("SELECT qty, fence_token FROM %s WHERE id = 'c'", table)).Scan(&qty, &token); err == nil && qty != token {
-						errs <- fmt.Errorf("row holds qty %d with token %d", qty, token)
-					}
+					writeAndCheck(ctx, db, g, table, tok, i%2 == 0, errs)
 				}
 			})
 		}
@@ -225,6 +211,42 @@ func TestConcurrentWriters(t *testing.T) {
 			t.Fatalf("row (%d, %d), want the highest token %d", qty, token, writers*perWriter)
 		}
 	})
+}
+
+// writeAndCheck writes tok as row c's qty with token tok, by Upsert or
+// Update, and reads the row back. It sends on errs the write's error unless
+// it is ErrStale or ErrNotFound, and an error if the row holds a qty other
+// than its token: the value written always equals the token, so the row is
+// consistent iff qty == fence_token.
+func writeAndCheck(ctx context.Context, db *sql.DB, g *sqlfence.Guard, table string, tok uint64, upsert bool, errs chan<- error) {
+	write := g.Update
+	if upsert {
+		write = g.Upsert
+	}
+	err := write(ctx, fence.Token(tok), "c", sqlfence.Values{"qty": int64(tok)})
+	if err != nil && !errors.Is(err, fence.ErrStale) && !errors.Is(err, fence.ErrNotFound) {
+		errs <- err
+	}
+	var qty, token int64
+	if err := db.QueryRowContext(ctx, fmt.Sprintf("SELECT qty, fence_token FROM %s WHERE id = 'c'", table)).Scan(&qty, &token); err == nil && qty != token {
+		errs <- fmt.Errorf("row holds qty %d with token %d", qty, token)
+	}
+}
+
+// lockInOppositeOrders runs two holders at once: one locks a then b with
+// token ta, the other b then a with token tb, each by step, which takes
+// its second lock only once proceed is closed. proceed is closed once
+// both hold their first lock, so one of them must be a deadlock victim.
+// It returns both holders' errors.
+func lockInOppositeOrders(step func(tok uint64, first, second string, locked chan<- struct{}, proceed <-chan struct{}) error, a, b string, ta, tb uint64) (e1, e2 error) {
+	lockedA, lockedB, both := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	errs := make(chan error, 2)
+	go func() { errs <- step(ta, a, b, lockedA, both) }()
+	go func() { errs <- step(tb, b, a, lockedB, both) }()
+	<-lockedA
+	<-lockedB
+	close(both)
+	return <-errs, <-errs
 }
 
 func TestInTransaction(t *testing.T) {
