@@ -50,15 +50,21 @@ func (r *recorded) ended(name string) []sdktrace.ReadOnlySpan {
 	return out
 }
 
-// metrics collects the metrics recorded so far, by name.
-func (r *recorded) metrics(t *testing.T) map[string]metricdata.Aggregation {
+// collect collects the metrics recorded so far.
+func (r *recorded) collect(t *testing.T) metricdata.ResourceMetrics {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
 	if err := r.reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
 	}
+	return rm
+}
+
+// metrics collects the metrics recorded so far, by name.
+func (r *recorded) metrics(t *testing.T) map[string]metricdata.Aggregation {
+	t.Helper()
 	out := map[string]metricdata.Aggregation{}
-	for _, sm := range rm.ScopeMetrics {
+	for _, sm := range r.collect(t).ScopeMetrics {
 		for _, m := range sm.Metrics {
 			out[m.Name] = m.Data
 		}
@@ -114,20 +120,10 @@ func attr(s sdktrace.ReadOnlySpan, key string) (attribute.Value, bool) {
 // attributes.
 func (r *recorded) noSecrets(t *testing.T, secrets ...string) {
 	t.Helper()
-	check := func(where string, kvs []attribute.KeyValue) {
-		for _, kv := range kvs {
-			v := kv.Value.String()
-			for _, s := range secrets {
-				if s != "" && strings.Contains(v, s) {
-					t.Errorf("%s: attribute %s = %q holds %q", where, kv.Key, v, s)
-				}
-			}
-		}
-	}
 	for _, s := range r.spans.Ended() {
-		check("span "+s.Name(), s.Attributes())
+		noSecretsIn(t, "span "+s.Name(), s.Attributes(), secrets)
 		for _, e := range s.Events() {
-			check("event "+e.Name+" of "+s.Name(), e.Attributes)
+			noSecretsIn(t, "event "+e.Name+" of "+s.Name(), e.Attributes, secrets)
 		}
 		for _, s2 := range secrets {
 			if strings.Contains(s.Name(), s2) || strings.Contains(s.Status().Description, s2) {
@@ -135,22 +131,42 @@ func (r *recorded) noSecrets(t *testing.T, secrets ...string) {
 			}
 		}
 	}
-	var rm metricdata.ResourceMetrics
-	if err := r.reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	for _, sm := range rm.ScopeMetrics {
+	for _, sm := range r.collect(t).ScopeMetrics {
 		for _, m := range sm.Metrics {
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, p := range d.DataPoints {
-					check("metric "+m.Name, p.Attributes.ToSlice())
-				}
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					check("metric "+m.Name, p.Attributes.ToSlice())
-				}
+			for _, set := range pointAttributes(m.Data) {
+				noSecretsIn(t, "metric "+m.Name, set.ToSlice(), secrets)
 			}
 		}
 	}
+}
+
+// noSecretsIn fails if an attribute of kvs, found where, holds one of
+// secrets.
+func noSecretsIn(t *testing.T, where string, kvs []attribute.KeyValue, secrets []string) {
+	t.Helper()
+	for _, kv := range kvs {
+		v := kv.Value.String()
+		for _, s := range secrets {
+			if s != "" && strings.Contains(v, s) {
+				t.Errorf("%s: attribute %s = %q holds %q", where, kv.Key, v, s)
+			}
+		}
+	}
+}
+
+// pointAttributes returns the attribute sets of the points of d, a counter
+// or a histogram as latchkeyotel records them.
+func pointAttributes(d metricdata.Aggregation) []attribute.Set {
+	var sets []attribute.Set
+	switch d := d.(type) {
+	case metricdata.Sum[int64]:
+		for _, p := range d.DataPoints {
+			sets = append(sets, p.Attributes)
+		}
+	case metricdata.Histogram[float64]:
+		for _, p := range d.DataPoints {
+			sets = append(sets, p.Attributes)
+		}
+	}
+	return sets
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/latchkey-go/latchkey/latchkeyotel"
 	"github.com/latchkey-go/latchkey/lock"
@@ -47,30 +48,8 @@ func TestLockSpans(t *testing.T) {
 		t.Fatalf("%d lock spans, want 2", len(spans))
 	}
 	refused, held := spans[0], spans[1]
-	for _, c := range []struct {
-		s       sdktrace.ReadOnlySpan
-		outcome string
-	}{{held, "acquired"}, {refused, "not_acquired"}} {
-		s := c.s
-		if s.Parent().SpanID() != parent.SpanContext().SpanID() || s.SpanContext().TraceID() != parent.SpanContext().TraceID() {
-			t.Errorf("%s span is not a child of the caller's span", c.outcome)
-		}
-		if v, _ := attr(s, "latchkey.lock.outcome"); v.AsString() != c.outcome {
-			t.Errorf("outcome %q, want %q", v.AsString(), c.outcome)
-		}
-		if v, _ := attr(s, "latchkey.lock.backend"); v.AsString() != "mem" {
-			t.Errorf("%s span: backend %q", c.outcome, v.AsString())
-		}
-		if v, _ := attr(s, "db.system.name"); v.AsString() != "memory" {
-			t.Errorf("%s span: db.system.name %q", c.outcome, v.AsString())
-		}
-		if _, ok := attr(s, "latchkey.lock.wait.duration"); !ok {
-			t.Errorf("%s span has no wait duration", c.outcome)
-		}
-		if s.Status().Code == codes.Error {
-			t.Errorf("%s span has status Error; not acquiring is an answer", c.outcome)
-		}
-	}
+	checkLockSpan(t, held, parent, "acquired")
+	checkLockSpan(t, refused, parent, "not_acquired")
 	if v, _ := attr(held, "latchkey.lock.end"); v.AsString() != "released" {
 		t.Errorf("held span ended %q, want released", v.AsString())
 	}
@@ -95,6 +74,31 @@ func TestLockSpans(t *testing.T) {
 	}
 	if n := r.histCount(t, "latchkey.lock.hold.duration", append(mem, attribute.String("latchkey.lock.end", "released"))...); n != 1 {
 		t.Errorf("hold histogram count %d, want 1", n)
+	}
+}
+
+// checkLockSpan checks an Acquire call's span s, of outcome: a child of the
+// caller's span parent, naming the backend and its system, with the wait's
+// duration, and not an error, since not acquiring is an answer.
+func checkLockSpan(t *testing.T, s sdktrace.ReadOnlySpan, parent trace.Span, outcome string) {
+	t.Helper()
+	if s.Parent().SpanID() != parent.SpanContext().SpanID() || s.SpanContext().TraceID() != parent.SpanContext().TraceID() {
+		t.Errorf("%s span is not a child of the caller's span", outcome)
+	}
+	if v, _ := attr(s, "latchkey.lock.outcome"); v.AsString() != outcome {
+		t.Errorf("outcome %q, want %q", v.AsString(), outcome)
+	}
+	if v, _ := attr(s, "latchkey.lock.backend"); v.AsString() != "mem" {
+		t.Errorf("%s span: backend %q", outcome, v.AsString())
+	}
+	if v, _ := attr(s, "db.system.name"); v.AsString() != "memory" {
+		t.Errorf("%s span: db.system.name %q", outcome, v.AsString())
+	}
+	if _, ok := attr(s, "latchkey.lock.wait.duration"); !ok {
+		t.Errorf("%s span has no wait duration", outcome)
+	}
+	if s.Status().Code == codes.Error {
+		t.Errorf("%s span has status Error; not acquiring is an answer", outcome)
 	}
 }
 

@@ -258,22 +258,7 @@ func TestStormDuplicateEvents(t *testing.T) {
 	cfg := stormConfig()
 	cfg.RelayAfter = time.Millisecond
 	var injected atomic.Int64
-	failFirst := func() func(string) error {
-		var mu sync.Mutex
-		seen := map[string]bool{}
-		return func(id string) error {
-			mu.Lock()
-			defer mu.Unlock()
-			if !seen[id] && len(seen)%3 == 0 {
-				seen[id] = true
-				injected.Add(1)
-				return errors.New("injected receipt failure")
-			}
-			seen[id] = true
-			return nil
-		}
-	}
-	h := newHarness(t, harnessOptions{cfg: cfg, setup: func(_ string, s *Service) { s.beforeReceipt = failFirst() }})
+	h := newHarness(t, harnessOptions{cfg: cfg, setup: func(_ string, s *Service) { s.beforeReceipt = failSomeReceipts(&injected) }})
 	accounts := []string{"dave", "erin", "frank"}
 	for _, a := range accounts {
 		h.createAccount(a, 1_000_000)
@@ -295,20 +280,7 @@ func TestStormDuplicateEvents(t *testing.T) {
 	// Duplicates: every event twice more by hand, and once more by the
 	// relays of both instances.
 	ctx := context.Background()
-	rows, err := h.db.Query(`SELECT payment_id, order_id, account, amount FROM ledger`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var all []payment
-	for rows.Next() {
-		var p payment
-		if err := rows.Scan(&p.PaymentID, &p.OrderID, &p.Account, &p.Amount); err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, p)
-	}
-	rows.Close()
-	for _, p := range all {
+	for _, p := range ledgerPayments(t, h) {
 		for range 2 {
 			body := fmt.Sprintf(`{"payment_id":%q,"order_id":%q,"account":%q,"amount":%d}`, p.PaymentID, p.OrderID, p.Account, p.Amount)
 			if _, err := redisconsumer.Publish(ctx, h.rdb, h.prefix+"events", dedup.Message{ID: p.PaymentID, Body: []byte(body)}); err != nil {
@@ -319,20 +291,7 @@ func TestStormDuplicateEvents(t *testing.T) {
 	if _, err := h.db.Exec(`UPDATE ledger SET published_at = NULL`); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var unpublished int
-		if err := h.db.QueryRow(`SELECT count(*) FROM ledger WHERE published_at IS NULL`).Scan(&unpublished); err != nil {
-			t.Fatal(err)
-		}
-		if unpublished == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the relays left %d events unpublished", unpublished)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitRelayed(t, h)
 	h.waitReceipts(accounts...)
 
 	n, _ := h.rdb.XLen(ctx, h.prefix+"events").Result()
@@ -352,4 +311,60 @@ func TestStormDuplicateEvents(t *testing.T) {
 		t.Errorf("the storm was too mild: %d entries, %d duplicates dropped, %d failures injected", n, dups, injected.Load())
 	}
 	t.Logf("%d payments, %d stream entries, %d duplicates dropped, %d failures redelivered, %d receipts", payments, n, dups, injected.Load(), processed)
+}
+
+// failSomeReceipts returns a receipt hook that fails the first delivery of
+// every third new payment id, counting the failures in injected.
+func failSomeReceipts(injected *atomic.Int64) func(string) error {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	return func(id string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !seen[id] && len(seen)%3 == 0 {
+			seen[id] = true
+			injected.Add(1)
+			return errors.New("injected receipt failure")
+		}
+		seen[id] = true
+		return nil
+	}
+}
+
+// ledgerPayments returns the payments in the ledger.
+func ledgerPayments(t *testing.T, h *harness) []payment {
+	t.Helper()
+	rows, err := h.db.Query(`SELECT payment_id, order_id, account, amount FROM ledger`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var all []payment
+	for rows.Next() {
+		var p payment
+		if err := rows.Scan(&p.PaymentID, &p.OrderID, &p.Account, &p.Amount); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, p)
+	}
+	return all
+}
+
+// waitRelayed waits up to 30 s for the relays to publish every ledger row.
+func waitRelayed(t *testing.T, h *harness) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var unpublished int
+		if err := h.db.QueryRow(`SELECT count(*) FROM ledger WHERE published_at IS NULL`).Scan(&unpublished); err != nil {
+			t.Fatal(err)
+		}
+		if unpublished == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the relays left %d events unpublished", unpublished)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,20 +57,7 @@ func TestPaymentTrace(t *testing.T) {
 			t.Fatalf("payment %d: %d", i, resp.StatusCode)
 		}
 	}
-	// The lease's spans end at Release, before the answer; the server
-	// spans end right after it.
-	var servers []sdktrace.ReadOnlySpan
-	for deadline := time.Now().Add(10 * time.Second); len(servers) < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		servers = servers[:0]
-		for _, s := range spans.Ended() {
-			if s.SpanKind() == trace.SpanKindServer {
-				servers = append(servers, s)
-			}
-		}
-	}
-	if len(servers) != 2 {
-		t.Fatalf("%d server spans, want 2", len(servers))
-	}
+	servers := waitServerSpans(t, spans)
 	for _, s := range servers {
 		if s.SpanContext().TraceID().String() != traceID || s.Parent().SpanID().String() != callerID {
 			t.Errorf("server span %s does not continue the caller's trace", s.Name())
@@ -78,40 +66,61 @@ func TestPaymentTrace(t *testing.T) {
 	first, copy := servers[0].SpanContext().SpanID(), servers[1]
 	byName := map[string]int{}
 	for _, s := range spans.Ended() {
-		switch s.Name() {
-		case "latchkey.lock":
+		if s.Name() == "latchkey.lock" {
 			if s.Parent().SpanID() != first {
 				t.Errorf("%s is not under the first payment's server span", s.Name())
 			}
 			byName[s.Name()]++
 		}
-		for _, kv := range s.Attributes() {
-			for _, secret := range []string{key, "acct-trace-ivy", "ord-trace-1", "7654321"} {
-				if strings.Contains(kv.Value.String(), secret) {
-					t.Errorf("span %s: attribute %s holds %q", s.Name(), kv.Key, secret)
-				}
-			}
-		}
+		noSecretAttributes(t, s, key, "acct-trace-ivy", "ord-trace-1", "7654321")
 	}
 	if byName["latchkey.lock"] != 1 {
 		t.Errorf("spans %v: want one lock span, the first payment's", byName)
 	}
 	for i, want := range []string{"executed", "replayed"} {
-		var got string
-		for _, kv := range servers[i].Attributes() {
-			if kv.Key == "latchkey.idem.outcome" {
-				got = kv.Value.AsString()
-			}
-		}
-		if got != want {
+		if got := outcome(servers[i]); got != want {
 			t.Errorf("server span %d: outcome %q, want %q", i, got, want)
 		}
 	}
-	replayed := false
-	for _, e := range copy.Events() {
-		replayed = replayed || e.Name == "latchkey.idem.replayed"
-	}
-	if !replayed {
+	if !slices.ContainsFunc(copy.Events(), func(e sdktrace.Event) bool { return e.Name == "latchkey.idem.replayed" }) {
 		t.Errorf("the copy's server span has no replay event: %v", copy.Events())
+	}
+}
+
+// waitServerSpans waits up to 10 s for the two payments' server spans,
+// which end right after the answer (the lease's spans end at Release,
+// before it).
+func waitServerSpans(t *testing.T, spans *tracetest.SpanRecorder) []sdktrace.ReadOnlySpan {
+	t.Helper()
+	var servers []sdktrace.ReadOnlySpan
+	for deadline := time.Now().Add(10 * time.Second); len(servers) < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		servers = slices.DeleteFunc(spans.Ended(), func(s sdktrace.ReadOnlySpan) bool { return s.SpanKind() != trace.SpanKindServer })
+	}
+	if len(servers) != 2 {
+		t.Fatalf("%d server spans, want 2", len(servers))
+	}
+	return servers
+}
+
+// outcome is the idempotency outcome a server span carries.
+func outcome(s sdktrace.ReadOnlySpan) string {
+	var got string
+	for _, kv := range s.Attributes() {
+		if kv.Key == "latchkey.idem.outcome" {
+			got = kv.Value.AsString()
+		}
+	}
+	return got
+}
+
+// noSecretAttributes checks that no attribute of s holds one of secrets.
+func noSecretAttributes(t *testing.T, s sdktrace.ReadOnlySpan, secrets ...string) {
+	t.Helper()
+	for _, kv := range s.Attributes() {
+		for _, secret := range secrets {
+			if strings.Contains(kv.Value.String(), secret) {
+				t.Errorf("span %s: attribute %s holds %q", s.Name(), kv.Key, secret)
+			}
+		}
 	}
 }
