@@ -71,13 +71,6 @@ func TestEnsembleServerKilled(t *testing.T) {
 	t.Logf("ensemble serving after %v", time.Since(began).Round(time.Millisecond))
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	const (
-		ttl    = 2 * time.Second // = the session timeout: the longest TTL allowed
-		window = ttl + 1500*time.Millisecond
-		key    = "ensemble"
-		dir    = zklock.DefaultPrefix + "/" + key
-		tryCtx = 2 * time.Second
-	)
 	leader, err := e.Leader(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -86,165 +79,249 @@ func TestEnsembleServerKilled(t *testing.T) {
 	newLocker := func(servers []string) *zklock.Locker {
 		nctx, ncancel := context.WithTimeout(ctx, 20*time.Second)
 		defer ncancel()
-		l, err := zklock.New(nctx, servers, zklock.WithSessionTimeout(ttl))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close() })
-		return l
+		return newEnsembleLocker(nctx, t, servers, zklock.WithSessionTimeout(killTTL))
 	}
-	// pinned knows only the leader; x and y know every server.
-	lockers := []*zklock.Locker{newLocker(eps[leader : leader+1]), newLocker(eps), newLocker(eps)}
+	k := &killedEnsemble{
+		t: t, ctx: ctx, e: e,
+		// pinned knows only the leader; x and y know every server.
+		lockers: []*zklock.Locker{newLocker(eps[leader : leader+1]), newLocker(eps), newLocker(eps)},
+	}
 	admin, _, err := zk.Connect(eps, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(nopLogger{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(admin.Close)
 
-	cur := 0 // index of the Locker holding the lease
-	held, err := lockers[cur].Acquire(ctx, key, lock.WithTTL(ttl))
+	k.held, err = k.lockers[k.cur].Acquire(ctx, killKey, lock.WithTTL(killTTL))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens := []uint64{held.Token()}
-	if _, err := lockers[1].Acquire(ctx, key, lock.WithTTL(ttl), lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
+	k.tokens = []uint64{k.held.Token()}
+	if _, err := k.lockers[1].Acquire(ctx, killKey, lock.WithTTL(killTTL), lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("second Locker before any kill: %v, want ErrNotAcquired", err)
 	}
 
-	victims := []struct {
-		what     string
-		other    int // the Locker that tries to take the lock
-		mustLose bool
-		pick     func() int
-	}{
+	victims := []victim{
 		{"the leader, the pinned holder's only server", 1, true, func() int { return leader }},
-		{"the holder's server", 2, false, func() int {
-			sid := holderSession(ctx, t, admin, dir)
-			for {
-				if i := e.SessionServer(sid); i >= 0 {
-					return i
-				}
-				select {
-				case <-ctx.Done():
-					t.Fatalf("no server lists the holder's session %x", sid)
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
-		}},
+		{"the holder's server", 2, false, func() int { return holderServer(ctx, t, e, admin) }},
 	}
 	for round, v := range victims {
-		idx := v.pick()
-		killed := e.Servers[idx]
-		mode, err := killed.Mode()
-		if err != nil || (round == 0 && mode != "leader") {
-			t.Fatalf("round %d: server %d mode %q, %v", round+1, idx+1, mode, err)
-		}
-		if err := killed.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		killedAt := time.Now()
-		t.Logf("round %d: killed %s, server %d (%s)", round+1, v.what, idx+1, mode)
-
-		other := lockers[v.other]
-		// take is one try of the other Locker; it fails the test if the
-		// other Locker gets the lock while the holder's Done is open.
-		take := func() (*lock.Lease, error) {
-			actx, acancel := context.WithTimeout(ctx, tryCtx)
-			defer acancel()
-			lease, err := other.Acquire(actx, key, lock.WithTTL(ttl), lock.WithWait(0))
-			if err == nil && !closed(held.Done()) {
-				t.Fatalf("round %d: other Locker acquired %v after the kill while the holder's Done was open: two holders",
-					round+1, time.Since(killedAt))
-			}
-			return lease, err
-		}
-		var successor *lock.Lease
-		tries, failures := 0, 0
-		for deadline := killedAt.Add(window); successor == nil && time.Now().Before(deadline); tries++ {
-			lease, err := take()
-			switch {
-			case err == nil:
-				successor = lease
-				t.Logf("round %d: successor in %v after the kill (holder: %v)", round+1, time.Since(killedAt), held.Err())
-				continue
-			case !errors.Is(err, lock.ErrNotAcquired):
-				failures++ // no server reachable yet, or an election running
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Logf("round %d: %d tries, %d failed with errors other than ErrNotAcquired", round+1, tries, failures)
-
-		switch {
-		case successor != nil:
-		case closed(held.Done()):
-			// Lost, and the node not yet gone: it goes when the session
-			// expires or the loser's cleanup reaches a server.
-			t.Logf("round %d: the lease was lost: %v", round+1, held.Err())
-			if successor, err = other.Acquire(ctx, key, lock.WithTTL(ttl), lock.WithWait(20*time.Second)); err != nil {
-				t.Fatalf("round %d: Acquire after the holder lost its lease: %v", round+1, err)
-			}
-		case v.mustLose:
-			t.Fatalf("round %d: the lease is still open %v after its only server died", round+1, time.Since(killedAt))
-		default:
-			// Open for longer than the TTL after the kill, so the server
-			// confirmed it after the kill: it must still exclude.
-			for successor == nil {
-				lease, err := take()
-				if err == nil {
-					successor = lease // lost just after the window; Done was closed
-					t.Logf("round %d: the lease was lost after the window: %v", round+1, held.Err())
-					break
-				}
-				if errors.Is(err, lock.ErrNotAcquired) {
-					t.Logf("round %d: the lease survived", round+1)
-					break
-				}
-				if ctx.Err() != nil {
-					t.Fatalf("round %d: ensemble did not recover: %v", round+1, err)
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
-		if successor != nil {
-			if err := held.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
-				t.Fatalf("round %d: Release of the lost lease = %v, want ErrNotHeld", round+1, err)
-			}
-			if !errors.Is(held.Err(), lock.ErrLeaseLost) {
-				t.Fatalf("round %d: lost lease's Err = %v, want ErrLeaseLost", round+1, held.Err())
-			}
-			held, cur = successor, v.other
-			tokens = append(tokens, held.Token())
-		}
-		if round+1 < len(victims) {
-			began := time.Now()
-			killed.Start() // rejoins as a follower, so the next kill keeps a quorum
-			t.Logf("round %d: server %d rejoined in %v", round+1, idx+1, time.Since(began).Round(time.Millisecond))
-			if mode, err := killed.Mode(); err != nil || mode != "follower" {
-				t.Fatalf("round %d: restarted server %d: mode %q, %v; want follower", round+1, idx+1, mode, err)
-			}
-		}
+		k.round(round+1, v, round+1 < len(victims))
 	}
+	k.finish()
+	t.Logf("test body took %v", time.Since(began).Round(time.Millisecond))
+}
 
-	if err := held.Release(ctx); err != nil {
+const (
+	killTTL    = 2 * time.Second // = the session timeout: the longest TTL allowed
+	killWindow = killTTL + 1500*time.Millisecond
+	killKey    = "ensemble"
+	killDir    = zklock.DefaultPrefix + "/" + killKey
+	killTryCtx = 2 * time.Second
+)
+
+// A victim is the server a round of TestEnsembleServerKilled kills.
+type victim struct {
+	what     string
+	other    int // the Locker that tries to take the lock
+	mustLose bool
+	pick     func() int
+}
+
+// killedEnsemble is TestEnsembleServerKilled's state between rounds: the
+// Lockers, the lease and which of them holds it, and the tokens of
+// successive holders.
+type killedEnsemble struct {
+	t       *testing.T
+	ctx     context.Context
+	e       *testsvc.ZooKeeperEnsemble
+	lockers []*zklock.Locker
+	held    *lock.Lease
+	cur     int // index of the Locker holding the lease
+	tokens  []uint64
+}
+
+// round n kills v's server, has v's other Locker try to take the lock,
+// hands the lease over if it did, and, unless last, restarts the server.
+func (k *killedEnsemble) round(n int, v victim, restart bool) {
+	idx := v.pick()
+	killed := k.e.Servers[idx]
+	mode, err := killed.Mode()
+	if err != nil || (n == 1 && mode != "leader") {
+		k.t.Fatalf("round %d: server %d mode %q, %v", n, idx+1, mode, err)
+	}
+	if err := killed.Signal(syscall.SIGKILL); err != nil {
+		k.t.Fatal(err)
+	}
+	r := &killRound{k: k, n: n, other: k.lockers[v.other], killedAt: time.Now()}
+	r.logf("killed %s, server %d (%s)", v.what, idx+1, mode)
+	if successor := r.settle(r.tryWithinWindow(), v.mustLose); successor != nil {
+		r.handOver(successor, v.other)
+	}
+	if !restart {
+		return
+	}
+	began := time.Now()
+	killed.Start() // rejoins as a follower, so the next kill keeps a quorum
+	r.logf("server %d rejoined in %v", idx+1, time.Since(began).Round(time.Millisecond))
+	if mode, err := killed.Mode(); err != nil || mode != "follower" {
+		r.fatalf("restarted server %d: mode %q, %v; want follower", idx+1, mode, err)
+	}
+}
+
+// finish releases the last lease, has a Locker that knows every server and
+// does not hold it take the lock once more, and checks that the tokens of
+// successive holders strictly increase.
+func (k *killedEnsemble) finish() {
+	t := k.t
+	if err := k.held.Release(k.ctx); err != nil {
 		t.Fatalf("final holder's Release: %v", err)
 	}
-	next := lockers[1] // of the Lockers that know every server, the one not holding
-	if cur == 1 {
-		next = lockers[2]
+	next := k.lockers[1] // of the Lockers that know every server, the one not holding
+	if k.cur == 1 {
+		next = k.lockers[2]
 	}
-	last, err := next.Acquire(ctx, key, lock.WithTTL(ttl), lock.WithWait(20*time.Second))
+	last, err := next.Acquire(k.ctx, killKey, lock.WithTTL(killTTL), lock.WithWait(20*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens = append(tokens, last.Token())
-	_ = last.Release(ctx)
-	if !slices.IsSorted(tokens) || len(slices.Compact(slices.Clone(tokens))) != len(tokens) {
-		t.Fatalf("tokens of successive holders not strictly increasing: %v", tokens)
+	k.tokens = append(k.tokens, last.Token())
+	_ = last.Release(k.ctx)
+	if !slices.IsSorted(k.tokens) || len(slices.Compact(slices.Clone(k.tokens))) != len(k.tokens) {
+		t.Fatalf("tokens of successive holders not strictly increasing: %v", k.tokens)
 	}
-	strs := make([]string, len(tokens))
-	for i, tok := range tokens {
+	strs := make([]string, len(k.tokens))
+	for i, tok := range k.tokens {
 		strs[i] = strconv.FormatUint(tok, 16)
 	}
 	t.Logf("tokens (czxid, hex) of successive holders: %v", strs)
-	t.Logf("test body took %v", time.Since(began).Round(time.Millisecond))
+}
+
+// killRound is one round of TestEnsembleServerKilled after its kill.
+type killRound struct {
+	k        *killedEnsemble
+	n        int // the round, from 1
+	other    *zklock.Locker
+	killedAt time.Time
+}
+
+func (r *killRound) logf(format string, args ...any) {
+	r.k.t.Helper()
+	r.k.t.Logf("round %d: "+format, append([]any{r.n}, args...)...)
+}
+
+func (r *killRound) fatalf(format string, args ...any) {
+	r.k.t.Helper()
+	r.k.t.Fatalf("round %d: "+format, append([]any{r.n}, args...)...)
+}
+
+// take is one try of the other Locker; it fails the test if the other
+// Locker gets the lock while the holder's Done is open.
+func (r *killRound) take() (*lock.Lease, error) {
+	actx, acancel := context.WithTimeout(r.k.ctx, killTryCtx)
+	defer acancel()
+	lease, err := r.other.Acquire(actx, killKey, lock.WithTTL(killTTL), lock.WithWait(0))
+	if err == nil && !closed(r.k.held.Done()) {
+		r.fatalf("other Locker acquired %v after the kill while the holder's Done was open: two holders",
+			time.Since(r.killedAt))
+	}
+	return lease, err
+}
+
+// tryWithinWindow has the other Locker try every 100 ms until killWindow
+// after the kill, and returns the lease it got, or nil.
+func (r *killRound) tryWithinWindow() *lock.Lease {
+	tries, failures := 0, 0
+	defer func() { r.logf("%d tries, %d failed with errors other than ErrNotAcquired", tries, failures) }()
+	for deadline := r.killedAt.Add(killWindow); time.Now().Before(deadline); tries++ {
+		lease, err := r.take()
+		switch {
+		case err == nil:
+			tries++
+			r.logf("successor in %v after the kill (holder: %v)", time.Since(r.killedAt), r.k.held.Err())
+			return lease
+		case !errors.Is(err, lock.ErrNotAcquired):
+			failures++ // no server reachable yet, or an election running
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
+}
+
+// settle decides the round after the window: the successor the other
+// Locker got, or one it gets once a lost lease's node is gone, or nil if
+// the lease survived (which it must not if mustLose).
+func (r *killRound) settle(successor *lock.Lease, mustLose bool) *lock.Lease {
+	held := r.k.held
+	switch {
+	case successor != nil:
+		return successor
+	case closed(held.Done()):
+		// Lost, and the node not yet gone: it goes when the session
+		// expires or the loser's cleanup reaches a server.
+		r.logf("the lease was lost: %v", held.Err())
+		successor, err := r.other.Acquire(r.k.ctx, killKey, lock.WithTTL(killTTL), lock.WithWait(20*time.Second))
+		if err != nil {
+			r.fatalf("Acquire after the holder lost its lease: %v", err)
+		}
+		return successor
+	case mustLose:
+		r.fatalf("the lease is still open %v after its only server died", time.Since(r.killedAt))
+		return nil
+	default:
+		return r.afterWindow()
+	}
+}
+
+// afterWindow checks a lease still open for longer than the TTL after the
+// kill, so confirmed by a server after the kill: it must still exclude. It
+// returns the other Locker's lease if the holder's was lost just after the
+// window (Done was closed), nil if the lease survived.
+func (r *killRound) afterWindow() *lock.Lease {
+	for {
+		lease, err := r.take()
+		if err == nil {
+			r.logf("the lease was lost after the window: %v", r.k.held.Err())
+			return lease
+		}
+		if errors.Is(err, lock.ErrNotAcquired) {
+			r.logf("the lease survived")
+			return nil
+		}
+		if r.k.ctx.Err() != nil {
+			r.fatalf("ensemble did not recover: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// handOver checks the lost lease's Release and Err and makes successor,
+// of Locker other, the held lease.
+func (r *killRound) handOver(successor *lock.Lease, other int) {
+	k := r.k
+	if err := k.held.Release(k.ctx); !errors.Is(err, lock.ErrNotHeld) {
+		r.fatalf("Release of the lost lease = %v, want ErrNotHeld", err)
+	}
+	if !errors.Is(k.held.Err(), lock.ErrLeaseLost) {
+		r.fatalf("lost lease's Err = %v, want ErrLeaseLost", k.held.Err())
+	}
+	k.held, k.cur = successor, other
+	k.tokens = append(k.tokens, successor.Token())
+}
+
+// holderServer returns the index of the server the session holding
+// killDir's lock is connected to, retrying while the ensemble recovers.
+func holderServer(ctx context.Context, t *testing.T, e *testsvc.ZooKeeperEnsemble, admin *zk.Conn) int {
+	t.Helper()
+	sid := holderSession(ctx, t, admin, killDir)
+	for {
+		if i := e.SessionServer(sid); i >= 0 {
+			return i
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no server lists the holder's session %x", sid)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
