@@ -82,37 +82,10 @@ func FuzzMiddlewareHeaders(f *testing.F) {
 			w.WriteHeader(201)
 			_, _ = w.Write([]byte{byte(n)})
 		}))
-		send := func(key, auth string) *httptest.ResponseRecorder {
-			req := httptest.NewRequest("POST", "/pay", strings.NewReader(string(body)))
-			req.Header["Idempotency-Key"] = []string{key}
-			if auth != "" {
-				req.Header["Authorization"] = []string{auth}
-			}
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
-			return rec
-		}
-		check := func(key string, rec *httptest.ResponseRecorder) (string, bool) {
-			k, err := idemhttp.ParseKey(key)
-			if err != nil {
-				if rec.Code != http.StatusBadRequest {
-					t.Fatalf("bad key %q answered %d", key, rec.Code)
-				}
-				var p map[string]any
-				if rec.Header().Get("Content-Type") != "application/problem+json" || json.Unmarshal(rec.Body.Bytes(), &p) != nil {
-					t.Fatalf("400 body is not problem+json: %q", rec.Body.String())
-				}
-				return "", false
-			}
-			if rec.Code != 201 {
-				t.Fatalf("good key %q answered %d: %s", key, rec.Code, rec.Body.String())
-			}
-			return k, true
-		}
-		r1 := send(key1, auth1)
-		k1, ok1 := check(key1, r1)
-		r2 := send(key2, auth2)
-		k2, ok2 := check(key2, r2)
+		r1 := sendFuzzed(h, key1, auth1, body)
+		k1, ok1 := checkFuzzedKey(t, key1, r1)
+		r2 := sendFuzzed(h, key2, auth2, body)
+		k2, ok2 := checkFuzzedKey(t, key2, r2)
 		want := int32(0)
 		if ok1 {
 			want++
@@ -135,4 +108,39 @@ func FuzzMiddlewareHeaders(f *testing.F) {
 			t.Fatalf("different key or principal got a replay (keys %q %q, auth %q %q)", key1, key2, auth1, auth2)
 		}
 	})
+}
+
+// sendFuzzed posts body to h with the key and, unless empty, the
+// Authorization value, both as given.
+func sendFuzzed(h http.Handler, key, auth string, body []byte) *httptest.ResponseRecorder {
+	req := httptest.NewRequest("POST", "/pay", strings.NewReader(string(body)))
+	req.Header["Idempotency-Key"] = []string{key}
+	if auth != "" {
+		req.Header["Authorization"] = []string{auth}
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// checkFuzzedKey checks the answer to a request with key: 400 with a
+// problem+json body for a bad key, 201 for a good one, whose parsed form
+// it returns with true.
+func checkFuzzedKey(t *testing.T, key string, rec *httptest.ResponseRecorder) (string, bool) {
+	t.Helper()
+	k, err := idemhttp.ParseKey(key)
+	if err != nil {
+		if rec.Code != http.StatusBadRequest {
+			t.Fatalf("bad key %q answered %d", key, rec.Code)
+		}
+		var p map[string]any
+		if rec.Header().Get("Content-Type") != "application/problem+json" || json.Unmarshal(rec.Body.Bytes(), &p) != nil {
+			t.Fatalf("400 body is not problem+json: %q", rec.Body.String())
+		}
+		return "", false
+	}
+	if rec.Code != 201 {
+		t.Fatalf("good key %q answered %d: %s", key, rec.Code, rec.Body.String())
+	}
+	return k, true
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemhttp"
 	"github.com/latchkey-go/latchkey/idem/idemhttp/idemhttptest"
 	"github.com/latchkey-go/latchkey/idem/memstore"
@@ -116,83 +117,106 @@ func TestFiftyConcurrentCopies(t *testing.T) {
 		for _, wait := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/wait=%v", st.name, wait), func(t *testing.T) {
 				t.Parallel()
-				pay := &payHandler{gate: make(chan struct{})}
-				opts := []idemhttp.Option{}
-				if wait {
-					opts = append(opts, idemhttp.WithWait(20*time.Second))
-				}
-				srv := httptest.NewServer(idemhttp.Middleware(st.open(t), opts...)(pay))
-				defer srv.Close()
-				const n = 50
-				var wg sync.WaitGroup
-				results := make(chan resp, n)
-				var answered atomic.Int32
-				for range n {
-					wg.Go(func() {
-						req, _ := http.NewRequest("POST", srv.URL+"/pay", strings.NewReader(`{"amount":100}`))
-						req.Header.Set("Idempotency-Key", "order-1001")
-						req.Header.Set("Content-Type", "application/json")
-						res, err := srv.Client().Do(req)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						b, _ := io.ReadAll(res.Body)
-						res.Body.Close()
-						answered.Add(1)
-						results <- resp{res.StatusCode, res.Header, string(b)}
-					})
-				}
-				// Hold the first run until every other copy has been answered
-				// (409) or is waiting, so all of them really overlap it.
-				deadline := time.Now().Add(10 * time.Second)
-				for pay.calls.Load() == 0 || (!wait && answered.Load() < n-1) {
-					if time.Now().After(deadline) {
-						break
-					}
-					time.Sleep(5 * time.Millisecond)
-				}
-				if wait {
-					time.Sleep(100 * time.Millisecond)
-				}
-				close(pay.gate)
-				wg.Wait()
-				close(results)
-				if c := pay.calls.Load(); c != 1 {
-					t.Fatalf("handler ran %d times for %d copies, want 1", c, n)
-				}
-				var first string
-				counts := map[int]int{}
-				for r := range results {
-					counts[r.status]++
-					switch r.status {
-					case http.StatusCreated:
-						if first == "" {
-							first = r.body
-						}
-						if r.body != first {
-							t.Errorf("copies got different bodies: %q and %q", r.body, first)
-						}
-					case http.StatusConflict:
-						if wait {
-							t.Error("409 in wait mode")
-						}
-						if r.header.Get("Retry-After") == "" {
-							t.Error("409 without Retry-After")
-						}
-					default:
-						t.Errorf("copy answered %d: %s", r.status, r.body)
-					}
-				}
-				if !wait && counts[http.StatusConflict] != n-1 {
-					t.Errorf("statuses %v, want one 201 and %d 409", counts, n-1)
-				}
-				if wait && counts[http.StatusCreated] != n {
-					t.Errorf("statuses %v, want %d replays of the 201", counts, n)
-				}
+				fiftyCopies(t, st.open(t), wait)
 			})
 		}
 	}
+}
+
+// fiftyCopies sends 50 copies of one request at once to the middleware on
+// store, waiting for the first copy's run if wait.
+func fiftyCopies(t *testing.T, store idem.Store, wait bool) {
+	pay := &payHandler{gate: make(chan struct{})}
+	opts := []idemhttp.Option{}
+	if wait {
+		opts = append(opts, idemhttp.WithWait(20*time.Second))
+	}
+	srv := httptest.NewServer(idemhttp.Middleware(store, opts...)(pay))
+	defer srv.Close()
+	const n = 50
+	c := copies{results: make(chan resp, n)}
+	for range n {
+		c.wg.Go(func() { c.send(t, srv) })
+	}
+	// Hold the first run until every other copy has been answered
+	// (409) or is waiting, so all of them really overlap it.
+	deadline := time.Now().Add(10 * time.Second)
+	for pay.calls.Load() == 0 || (!wait && c.answered.Load() < n-1) {
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if wait {
+		time.Sleep(100 * time.Millisecond)
+	}
+	close(pay.gate)
+	c.wg.Wait()
+	close(c.results)
+	if calls := pay.calls.Load(); calls != 1 {
+		t.Fatalf("handler ran %d times for %d copies, want 1", calls, n)
+	}
+	counts := checkCopies(t, c.results, wait)
+	if !wait && counts[http.StatusConflict] != n-1 {
+		t.Errorf("statuses %v, want one 201 and %d 409", counts, n-1)
+	}
+	if wait && counts[http.StatusCreated] != n {
+		t.Errorf("statuses %v, want %d replays of the 201", counts, n)
+	}
+}
+
+// copies are copies of one payment request sent at once.
+type copies struct {
+	wg       sync.WaitGroup
+	answered atomic.Int32
+	results  chan resp
+}
+
+// send sends one copy to srv and passes its answer on.
+func (c *copies) send(t *testing.T, srv *httptest.Server) {
+	req, _ := http.NewRequest("POST", srv.URL+"/pay", strings.NewReader(`{"amount":100}`))
+	req.Header.Set("Idempotency-Key", "order-1001")
+	req.Header.Set("Content-Type", "application/json")
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	c.answered.Add(1)
+	c.results <- resp{res.StatusCode, res.Header, string(b)}
+}
+
+// checkCopies checks each copy's answer, one body for every 201 and a
+// Retry-After on every 409 (none when waiting), and returns the count of
+// each status.
+func checkCopies(t *testing.T, results <-chan resp, wait bool) map[int]int {
+	t.Helper()
+	var first string
+	counts := map[int]int{}
+	for r := range results {
+		counts[r.status]++
+		switch r.status {
+		case http.StatusCreated:
+			if first == "" {
+				first = r.body
+			}
+			if r.body != first {
+				t.Errorf("copies got different bodies: %q and %q", r.body, first)
+			}
+		case http.StatusConflict:
+			if wait {
+				t.Error("409 in wait mode")
+			}
+			if r.header.Get("Retry-After") == "" {
+				t.Error("409 without Retry-After")
+			}
+		default:
+			t.Errorf("copy answered %d: %s", r.status, r.body)
+		}
+	}
+	return counts
 }
 
 // WithPrincipal replaces the Authorization header as the scope's principal

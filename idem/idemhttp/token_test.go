@@ -24,59 +24,68 @@ func TestRequireToken(t *testing.T) {
 			if !ok {
 				t.Skip("store keeps no tokens")
 			}
-			var orders atomic.Int32
-			h := idemhttp.RequireToken(ts, idemhttp.WithTokenBind(func(r *http.Request) string {
-				return r.Header.Get("X-User") + "/checkout"
-			}))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				orders.Add(1)
-				w.WriteHeader(http.StatusCreated)
-			}))
-			ctx := context.Background()
-			submit := func(tok, user string, form bool) resp {
-				var req *http.Request
-				if form {
-					req = httptest.NewRequest("POST", "/checkout", strings.NewReader(url.Values{"submit_token": {tok}}.Encode()))
-					req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-				} else {
-					req = httptest.NewRequest("POST", "/checkout", nil)
-					if tok != "" {
-						req.Header.Set("Submit-Token", tok)
-					}
-				}
-				req.Header.Set("X-User", user)
-				rec := httptest.NewRecorder()
-				h.ServeHTTP(rec, req)
-				return resp{rec.Code, rec.Header(), rec.Body.String()}
-			}
-			tok, err := idem.IssueToken(ctx, ts, "alice/checkout", time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r := submit(tok, "alice", false); r.status != 201 {
-				t.Fatalf("first submit = %d %s", r.status, r.body)
-			}
-			if r := submit(tok, "alice", false); r.status != http.StatusConflict || problemCode(t, r) != idemhttp.CodeTokenUsed {
-				t.Fatalf("double submit = %d, want 409 submit-token-used", r.status)
-			}
-			formTok, _ := idem.IssueToken(ctx, ts, "alice/checkout", time.Minute)
-			if r := submit(formTok, "alice", true); r.status != 201 {
-				t.Fatalf("form submit = %d %s", r.status, r.body)
-			}
-			if r := submit(formTok, "alice", true); r.status != http.StatusConflict {
-				t.Fatalf("double form submit = %d", r.status)
-			}
-			bobs, _ := idem.IssueToken(ctx, ts, "bob/checkout", time.Minute)
-			if r := submit(bobs, "mallory", false); r.status != http.StatusConflict {
-				t.Fatalf("another user's token = %d, want 409", r.status)
-			}
-			if r := submit("", "alice", false); r.status != http.StatusBadRequest || problemCode(t, r) != idemhttp.CodeTokenMissing {
-				t.Fatalf("no token = %d, want 400", r.status)
-			}
-			if orders.Load() != 2 {
-				t.Fatalf("%d orders placed, want 2", orders.Load())
-			}
+			requireToken(t, ts)
 		})
 	}
+}
+
+// requireToken places orders through RequireToken on ts: each token, bound
+// to its user's checkout, places one order, in a header or a form.
+func requireToken(t *testing.T, ts idem.TokenStore) {
+	var orders atomic.Int32
+	h := idemhttp.RequireToken(ts, idemhttp.WithTokenBind(func(r *http.Request) string {
+		return r.Header.Get("X-User") + "/checkout"
+	}))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		orders.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	ctx := context.Background()
+	tok, err := idem.IssueToken(ctx, ts, "alice/checkout", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := submit(h, tok, "alice", false); r.status != 201 {
+		t.Fatalf("first submit = %d %s", r.status, r.body)
+	}
+	if r := submit(h, tok, "alice", false); r.status != http.StatusConflict || problemCode(t, r) != idemhttp.CodeTokenUsed {
+		t.Fatalf("double submit = %d, want 409 submit-token-used", r.status)
+	}
+	formTok, _ := idem.IssueToken(ctx, ts, "alice/checkout", time.Minute)
+	if r := submit(h, formTok, "alice", true); r.status != 201 {
+		t.Fatalf("form submit = %d %s", r.status, r.body)
+	}
+	if r := submit(h, formTok, "alice", true); r.status != http.StatusConflict {
+		t.Fatalf("double form submit = %d", r.status)
+	}
+	bobs, _ := idem.IssueToken(ctx, ts, "bob/checkout", time.Minute)
+	if r := submit(h, bobs, "mallory", false); r.status != http.StatusConflict {
+		t.Fatalf("another user's token = %d, want 409", r.status)
+	}
+	if r := submit(h, "", "alice", false); r.status != http.StatusBadRequest || problemCode(t, r) != idemhttp.CodeTokenMissing {
+		t.Fatalf("no token = %d, want 400", r.status)
+	}
+	if orders.Load() != 2 {
+		t.Fatalf("%d orders placed, want 2", orders.Load())
+	}
+}
+
+// submit posts user's checkout to h with the submit token tok, in a form
+// field if form and otherwise in the Submit-Token header.
+func submit(h http.Handler, tok, user string, form bool) resp {
+	var req *http.Request
+	if form {
+		req = httptest.NewRequest("POST", "/checkout", strings.NewReader(url.Values{"submit_token": {tok}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	} else {
+		req = httptest.NewRequest("POST", "/checkout", nil)
+		if tok != "" {
+			req.Header.Set("Submit-Token", tok)
+		}
+	}
+	req.Header.Set("X-User", user)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return resp{rec.Code, rec.Header(), rec.Body.String()}
 }
 
 func TestRequireTokenSafeMethodsAndStoreDown(t *testing.T) {
