@@ -238,34 +238,22 @@ func TestFailedFrontWriteOverHTTP(t *testing.T) {
 				_, _ = io.WriteString(w, "charge "+strconv.Itoa(int(n)))
 			})))
 			t.Cleanup(srv.Close)
-			post := func(key string) (int, string, string) {
-				t.Helper()
-				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/pay", strings.NewReader(`{"amount":100}`))
-				req.Header.Set("Idempotency-Key", key)
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
-				body, _ := io.ReadAll(resp.Body)
-				return resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), string(body)
-			}
 
 			front.failRecord.Store(true)
-			if st, _, body := post("order-2005"); st != http.StatusCreated || body != "charge 1" {
+			if st, _, body := postPayment(t, srv.URL, "order-2005"); st != http.StatusCreated || body != "charge 1" {
 				t.Fatalf("first copy = %d %q", st, body)
 			}
-			if st, replayed, body := post("order-2005"); st != http.StatusCreated || replayed != "true" || body != "charge 1" || calls.Load() != 1 {
+			if st, replayed, body := postPayment(t, srv.URL, "order-2005"); st != http.StatusCreated || replayed != "true" || body != "charge 1" || calls.Load() != 1 {
 				t.Fatalf("retry after a refused front record = %d %q (replayed %q) after %d calls; want the first answer replayed", st, body, replayed, calls.Load())
 			}
 
 			fail.Store(true)
 			front.failRelease.Store(true)
-			if st, _, _ := post("order-2006"); st != http.StatusBadGateway {
+			if st, _, _ := postPayment(t, srv.URL, "order-2006"); st != http.StatusBadGateway {
 				t.Fatalf("failing copy = %d", st)
 			}
 			fail.Store(false)
-			if st, replayed, body := post("order-2006"); st != http.StatusCreated || replayed != "" || body != "charge 3" {
+			if st, replayed, body := postPayment(t, srv.URL, "order-2006"); st != http.StatusCreated || replayed != "" || body != "charge 3" {
 				t.Fatalf("retry after a refused front release = %d %q (replayed %q); want it run", st, body, replayed)
 			}
 			if front.failed.Load() != 2 {
@@ -273,4 +261,19 @@ func TestFailedFrontWriteOverHTTP(t *testing.T) {
 			}
 		})
 	}
+}
+
+// postPayment posts a payment with the idempotency key to the server at
+// url and returns its status, its Idempotent-Replayed header and its body.
+func postPayment(t *testing.T, url, key string) (status int, replayed, body string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/pay", strings.NewReader(`{"amount":100}`))
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), string(b)
 }

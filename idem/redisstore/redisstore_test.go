@@ -183,30 +183,12 @@ func TestCancelledClaimsLeaveNoClaim(t *testing.T) {
 		abandoned []string
 	)
 	for g := range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range rounds {
-				key := fmt.Sprint("k", g, ":", i)
-				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(2000))*time.Microsecond)
-				cl, err := s.Claim(ctx, key, "fp", time.Hour)
-				cancel()
-				switch {
-				case err == nil && cl.State == idem.Claimed:
-					if err := s.Release(context.Background(), key, cl.Token); err != nil {
-						t.Errorf("Release: %v", err)
-					}
-				case err == nil:
-					t.Errorf("fresh key %s: state %v", key, cl.State)
-				case errors.Is(err, context.DeadlineExceeded):
-					mu.Lock()
-					abandoned = append(abandoned, key)
-					mu.Unlock()
-				default:
-					t.Errorf("Claim: %v", err)
-				}
-			}
-		}()
+		wg.Go(func() {
+			keys := claimWithRandomDeadlines(t, s, g, rounds)
+			mu.Lock()
+			abandoned = append(abandoned, keys...)
+			mu.Unlock()
+		})
 	}
 	wg.Wait()
 	if len(abandoned) == 0 {
@@ -229,6 +211,32 @@ func TestCancelledClaimsLeaveNoClaim(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d claims cancelled", len(abandoned), goroutines*rounds)
+}
+
+// claimWithRandomDeadlines claims rounds fresh keys of goroutine g, each
+// with a context that ends within 2 ms, and releases those it gets. It
+// returns the keys whose caller gave up before the answer.
+func claimWithRandomDeadlines(t *testing.T, s *redisstore.Store, g, rounds int) []string {
+	var abandoned []string
+	for i := range rounds {
+		key := fmt.Sprint("k", g, ":", i)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(2000))*time.Microsecond)
+		cl, err := s.Claim(ctx, key, "fp", time.Hour)
+		cancel()
+		switch {
+		case err == nil && cl.State == idem.Claimed:
+			if err := s.Release(context.Background(), key, cl.Token); err != nil {
+				t.Errorf("Release: %v", err)
+			}
+		case err == nil:
+			t.Errorf("fresh key %s: state %v", key, cl.State)
+		case errors.Is(err, context.DeadlineExceeded):
+			abandoned = append(abandoned, key)
+		default:
+			t.Errorf("Claim: %v", err)
+		}
+	}
+	return abandoned
 }
 
 // TestConformanceClaimScript runs the suite with the claim script that
