@@ -128,9 +128,9 @@ type victim struct {
 	pick     func() int
 }
 
-// killedEnsemble is TestEnsembleServerKilled's state between rounds: the
-// Lockers, the lease and which of them holds it, and the tokens of
-// successive holders.
+// killedEnsemble is TestEnsembleServerKilled's state: the Lockers, the
+// lease and which of them holds it, the tokens of successive holders, and
+// the round under way.
 type killedEnsemble struct {
 	t       *testing.T
 	ctx     context.Context
@@ -139,33 +139,38 @@ type killedEnsemble struct {
 	held    *lock.Lease
 	cur     int // index of the Locker holding the lease
 	tokens  []uint64
+
+	n        int            // the round, from 1
+	other    *zklock.Locker // the Locker that tries to take the lock this round
+	killedAt time.Time
 }
 
 // round n kills v's server, has v's other Locker try to take the lock,
 // hands the lease over if it did, and, unless last, restarts the server.
 func (k *killedEnsemble) round(n int, v victim, restart bool) {
+	k.n, k.other = n, k.lockers[v.other]
 	idx := v.pick()
 	killed := k.e.Servers[idx]
 	mode, err := killed.Mode()
 	if err != nil || (n == 1 && mode != "leader") {
-		k.t.Fatalf("round %d: server %d mode %q, %v", n, idx+1, mode, err)
+		k.fatalf("server %d mode %q, %v", idx+1, mode, err)
 	}
 	if err := killed.Signal(syscall.SIGKILL); err != nil {
 		k.t.Fatal(err)
 	}
-	r := &killRound{k: k, n: n, other: k.lockers[v.other], killedAt: time.Now()}
-	r.logf("killed %s, server %d (%s)", v.what, idx+1, mode)
-	if successor := r.settle(r.tryWithinWindow(), v.mustLose); successor != nil {
-		r.handOver(successor, v.other)
+	k.killedAt = time.Now()
+	k.logf("killed %s, server %d (%s)", v.what, idx+1, mode)
+	if successor := k.settle(k.tryWithinWindow(), v.mustLose); successor != nil {
+		k.handOver(successor, v.other)
 	}
 	if !restart {
 		return
 	}
 	began := time.Now()
 	killed.Start() // rejoins as a follower, so the next kill keeps a quorum
-	r.logf("server %d rejoined in %v", idx+1, time.Since(began).Round(time.Millisecond))
+	k.logf("server %d rejoined in %v", idx+1, time.Since(began).Round(time.Millisecond))
 	if mode, err := killed.Mode(); err != nil || mode != "follower" {
-		r.fatalf("restarted server %d: mode %q, %v; want follower", idx+1, mode, err)
+		k.fatalf("restarted server %d: mode %q, %v; want follower", idx+1, mode, err)
 	}
 }
 
@@ -197,48 +202,40 @@ func (k *killedEnsemble) finish() {
 	t.Logf("tokens (czxid, hex) of successive holders: %v", strs)
 }
 
-// killRound is one round of TestEnsembleServerKilled after its kill.
-type killRound struct {
-	k        *killedEnsemble
-	n        int // the round, from 1
-	other    *zklock.Locker
-	killedAt time.Time
+func (k *killedEnsemble) logf(format string, args ...any) {
+	k.t.Helper()
+	k.t.Logf("round %d: "+format, append([]any{k.n}, args...)...)
 }
 
-func (r *killRound) logf(format string, args ...any) {
-	r.k.t.Helper()
-	r.k.t.Logf("round %d: "+format, append([]any{r.n}, args...)...)
-}
-
-func (r *killRound) fatalf(format string, args ...any) {
-	r.k.t.Helper()
-	r.k.t.Fatalf("round %d: "+format, append([]any{r.n}, args...)...)
+func (k *killedEnsemble) fatalf(format string, args ...any) {
+	k.t.Helper()
+	k.t.Fatalf("round %d: "+format, append([]any{k.n}, args...)...)
 }
 
 // take is one try of the other Locker; it fails the test if the other
 // Locker gets the lock while the holder's Done is open.
-func (r *killRound) take() (*lock.Lease, error) {
-	actx, acancel := context.WithTimeout(r.k.ctx, killTryCtx)
+func (k *killedEnsemble) take() (*lock.Lease, error) {
+	actx, acancel := context.WithTimeout(k.ctx, killTryCtx)
 	defer acancel()
-	lease, err := r.other.Acquire(actx, killKey, lock.WithTTL(killTTL), lock.WithWait(0))
-	if err == nil && !closed(r.k.held.Done()) {
-		r.fatalf("other Locker acquired %v after the kill while the holder's Done was open: two holders",
-			time.Since(r.killedAt))
+	lease, err := k.other.Acquire(actx, killKey, lock.WithTTL(killTTL), lock.WithWait(0))
+	if err == nil && !closed(k.held.Done()) {
+		k.fatalf("other Locker acquired %v after the kill while the holder's Done was open: two holders",
+			time.Since(k.killedAt))
 	}
 	return lease, err
 }
 
 // tryWithinWindow has the other Locker try every 100 ms until killWindow
 // after the kill, and returns the lease it got, or nil.
-func (r *killRound) tryWithinWindow() *lock.Lease {
+func (k *killedEnsemble) tryWithinWindow() *lock.Lease {
 	tries, failures := 0, 0
-	defer func() { r.logf("%d tries, %d failed with errors other than ErrNotAcquired", tries, failures) }()
-	for deadline := r.killedAt.Add(killWindow); time.Now().Before(deadline); tries++ {
-		lease, err := r.take()
+	defer func() { k.logf("%d tries, %d failed with errors other than ErrNotAcquired", tries, failures) }()
+	for deadline := k.killedAt.Add(killWindow); time.Now().Before(deadline); tries++ {
+		lease, err := k.take()
 		switch {
 		case err == nil:
 			tries++
-			r.logf("successor in %v after the kill (holder: %v)", time.Since(r.killedAt), r.k.held.Err())
+			k.logf("successor in %v after the kill (holder: %v)", time.Since(k.killedAt), k.held.Err())
 			return lease
 		case !errors.Is(err, lock.ErrNotAcquired):
 			failures++ // no server reachable yet, or an election running
@@ -251,25 +248,25 @@ func (r *killRound) tryWithinWindow() *lock.Lease {
 // settle decides the round after the window: the successor the other
 // Locker got, or one it gets once a lost lease's node is gone, or nil if
 // the lease survived (which it must not if mustLose).
-func (r *killRound) settle(successor *lock.Lease, mustLose bool) *lock.Lease {
-	held := r.k.held
+func (k *killedEnsemble) settle(successor *lock.Lease, mustLose bool) *lock.Lease {
+	held := k.held
 	switch {
 	case successor != nil:
 		return successor
 	case closed(held.Done()):
 		// Lost, and the node not yet gone: it goes when the session
 		// expires or the loser's cleanup reaches a server.
-		r.logf("the lease was lost: %v", held.Err())
-		successor, err := r.other.Acquire(r.k.ctx, killKey, lock.WithTTL(killTTL), lock.WithWait(20*time.Second))
+		k.logf("the lease was lost: %v", held.Err())
+		successor, err := k.other.Acquire(k.ctx, killKey, lock.WithTTL(killTTL), lock.WithWait(20*time.Second))
 		if err != nil {
-			r.fatalf("Acquire after the holder lost its lease: %v", err)
+			k.fatalf("Acquire after the holder lost its lease: %v", err)
 		}
 		return successor
 	case mustLose:
-		r.fatalf("the lease is still open %v after its only server died", time.Since(r.killedAt))
+		k.fatalf("the lease is still open %v after its only server died", time.Since(k.killedAt))
 		return nil
 	default:
-		return r.afterWindow()
+		return k.afterWindow()
 	}
 }
 
@@ -277,19 +274,19 @@ func (r *killRound) settle(successor *lock.Lease, mustLose bool) *lock.Lease {
 // kill, so confirmed by a server after the kill: it must still exclude. It
 // returns the other Locker's lease if the holder's was lost just after the
 // window (Done was closed), nil if the lease survived.
-func (r *killRound) afterWindow() *lock.Lease {
+func (k *killedEnsemble) afterWindow() *lock.Lease {
 	for {
-		lease, err := r.take()
+		lease, err := k.take()
 		if err == nil {
-			r.logf("the lease was lost after the window: %v", r.k.held.Err())
+			k.logf("the lease was lost after the window: %v", k.held.Err())
 			return lease
 		}
 		if errors.Is(err, lock.ErrNotAcquired) {
-			r.logf("the lease survived")
+			k.logf("the lease survived")
 			return nil
 		}
-		if r.k.ctx.Err() != nil {
-			r.fatalf("ensemble did not recover: %v", err)
+		if k.ctx.Err() != nil {
+			k.fatalf("ensemble did not recover: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -297,13 +294,12 @@ func (r *killRound) afterWindow() *lock.Lease {
 
 // handOver checks the lost lease's Release and Err and makes successor,
 // of Locker other, the held lease.
-func (r *killRound) handOver(successor *lock.Lease, other int) {
-	k := r.k
+func (k *killedEnsemble) handOver(successor *lock.Lease, other int) {
 	if err := k.held.Release(k.ctx); !errors.Is(err, lock.ErrNotHeld) {
-		r.fatalf("Release of the lost lease = %v, want ErrNotHeld", err)
+		k.fatalf("Release of the lost lease = %v, want ErrNotHeld", err)
 	}
 	if !errors.Is(k.held.Err(), lock.ErrLeaseLost) {
-		r.fatalf("lost lease's Err = %v, want ErrLeaseLost", k.held.Err())
+		k.fatalf("lost lease's Err = %v, want ErrLeaseLost", k.held.Err())
 	}
 	k.held, k.cur = successor, other
 	k.tokens = append(k.tokens, successor.Token())
