@@ -1,6 +1,7 @@
 package etcdlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -244,30 +245,24 @@ func (b *backend) tryAcquire(ctx context.Context, owner string, r request) (uint
 		at, valid, err = b.attempt(ctx, c, r)
 	}
 	switch {
-	case err != nil:
-		if !c.Queued() {
-			b.withdraw(ctx, c)
-			b.owners.Forget(owner, c)
-		}
-		return 0, 0, 0, err
-	case at == keyFirst:
+	case err == nil && at == keyFirst:
 		c.stopQueueLocked()
 		c.held = true
 		return uint64(c.rev), valid, 0, nil
-	}
-	return 0, 0, 0, b.wait(ctx, c, owner, r.pfx)
-}
-
-// wait leaves c, whose key is behind another, in the queue if its Acquire
-// waits, watching its predecessor with its lease kept alive, and otherwise
-// withdraws it. It returns lock.ErrNotAcquired, or the error of the
-// predecessor's read.
-func (b *backend) wait(ctx context.Context, c *contender, owner, pfx string) error {
-	if !c.Queued() {
+	case !c.Queued(): // an Acquire that does not wait leaves no key behind
 		b.withdraw(ctx, c)
 		b.owners.Forget(owner, c)
-		return lock.ErrNotAcquired
+		return 0, 0, 0, cmp.Or(err, lock.ErrNotAcquired)
+	case err != nil:
+		return 0, 0, 0, err
 	}
+	return 0, 0, 0, b.wait(ctx, c, r.pfx)
+}
+
+// wait leaves c, a waiting Acquire's contender whose key is behind another,
+// in the queue, watching its predecessor with its lease kept alive. It
+// returns lock.ErrNotAcquired, or the error of the predecessor's read.
+func (b *backend) wait(ctx context.Context, c *contender, pfx string) error {
 	if err := b.watchPredecessor(ctx, c, pfx); err != nil {
 		return err
 	}
