@@ -94,6 +94,9 @@ func init() {
 // payRole is an instance of the payment service.
 var payRole = roleOf("pay", pay)
 
+// payInstances are the instances' names, in the balancer's order.
+var payInstances = []string{"A", "B"}
+
 // payParams are an instance's.
 type payParams struct {
 	Bank    time.Duration // how long the card network takes
@@ -104,7 +107,7 @@ func playPayment(ctx context.Context, d *demo, s *Result) error {
 	// Two instances serve both runs: POST /unguarded/pay charges for every
 	// copy, POST /guarded/pay is behind the guards.
 	var parts []part
-	for _, inst := range []string{"A", "B"} {
+	for _, inst := range payInstances {
 		parts = append(parts, part{name: "instance " + inst, role: payRole,
 			params: payParams{Bank: payBank, Private: d.sabotage}})
 	}
@@ -159,86 +162,9 @@ func (d *demo) paymentRun(ctx context.Context, guarded bool, servers group, addr
 	defer client.CloseIdleConnections()
 
 	// The servers report their charges while the copies are in flight.
-	var wg sync.WaitGroup
-	charged := make([][]event, len(servers))
-	stop := make(chan struct{})
-	for i, p := range servers {
-		wg.Go(func() {
-			for {
-				ev, err := p.Next(ctx, 50*time.Millisecond)
-				if err == nil {
-					charged[i] = append(charged[i], ev)
-					continue
-				}
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if ctx.Err() != nil {
-					return
-				}
-			}
-		})
-	}
-
-	names := []string{"A", "B"}
-	var mu sync.Mutex
-	var answers []payCopy
-	send := func(n int, via, actor string, timeout time.Duration) payCopy {
-		inst := (n - 1) % 2 // the balancer's round robin
-		c := payCopy{N: n, Via: via, Instance: names[inst]}
-		tl.add(time.Now(), actor, kindSent, fmt.Sprintf("copy %d (%s) -> instance %s", n, via, names[inst]), 0)
-		rctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		req, _ := http.NewRequestWithContext(rctx, http.MethodPost, "http://"+addrs[inst]+"/"+runName(guarded)+"/pay", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer demo-customer")
-		resp, err := client.Do(req)
-		if err != nil {
-			tl.add(time.Now(), actor, kindTimeout, fmt.Sprintf("copy %d: no answer after %d ms, gave up", n, ms(timeout)), 0)
-			return c
-		}
-		defer resp.Body.Close()
-		c.body, _ = io.ReadAll(resp.Body)
-		c.Status = resp.StatusCode
-		c.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
-		var a struct {
-			ChargeID string `json:"charge_id"`
-		}
-		_ = json.Unmarshal(c.body, &a)
-		c.ChargeID = a.ChargeID
-		what := fmt.Sprintf("copy %d <- %d, charge %s", n, c.Status, c.ChargeID)
-		kind := kindAnswered
-		switch {
-		case c.Status == http.StatusConflict:
-			what, kind = fmt.Sprintf("copy %d <- 409 Conflict: still in progress", n), kindConflict
-		case c.Replayed:
-			what, kind = fmt.Sprintf("copy %d <- %d replayed: charge %s, same answer", n, c.Status, c.ChargeID), kindReplayed
-		}
-		tl.add(time.Now(), actor, kind, what, 0)
-		return c
-	}
-	record := func(c payCopy) {
-		mu.Lock()
-		defer mu.Unlock()
-		answers = append(answers, c)
-	}
-	var copies sync.WaitGroup
-	copies.Go(func() {
-		record(send(1, "click", "browser", payGatewayTimeout))
-		// The gateway gave up on the first copy: it retries.
-		record(send(3, "gateway retry", "gateway", payWait+5*time.Second))
-	})
-	copies.Go(func() {
-		_ = sleep(ctx, payDoubleClick)
-		record(send(2, "double click", "browser", payWait+5*time.Second))
-	})
-	copies.Go(func() {
-		_ = sleep(ctx, payRedelivery)
-		record(send(4, "queue redelivery", "queue", payWait+5*time.Second))
-	})
-	copies.Wait()
+	reports := readReports(ctx, servers)
+	c := &payClient{http: client, addrs: addrs, path: "/" + runName(guarded) + "/pay", body: body, tl: tl}
+	answers := c.sendCopies(ctx)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -250,8 +176,134 @@ func (d *demo) paymentRun(ctx context.Context, guarded bool, servers group, addr
 	// Every charge was reported before its answer went out; let the readers
 	// drain what is in the pipes.
 	_ = sleep(ctx, 100*time.Millisecond)
-	close(stop)
-	wg.Wait()
+	chargeIDs := tally(reports.wait(), servers, tl, r)
+	r.judge(answers, chargeIDs, guarded)
+	r.DurationM = ms(time.Since(began))
+	return r, nil
+}
+
+// chargeReports reads what the servers report while the copies are in
+// flight.
+type chargeReports struct {
+	stop    chan struct{}
+	readers sync.WaitGroup
+	charged [][]event // charged[i]: what servers[i] reported; read after wait
+}
+
+// readReports starts reading what each of servers reports.
+func readReports(ctx context.Context, servers group) *chargeReports {
+	c := &chargeReports{stop: make(chan struct{}), charged: make([][]event, len(servers))}
+	for i, p := range servers {
+		c.readers.Go(func() { c.read(ctx, i, p) })
+	}
+	return c
+}
+
+// read collects p's events until wait stops it or ctx is done.
+func (c *chargeReports) read(ctx context.Context, i int, p *proc) {
+	for {
+		ev, err := p.Next(ctx, 50*time.Millisecond)
+		if err == nil {
+			c.charged[i] = append(c.charged[i], ev)
+			continue
+		}
+		select {
+		case <-c.stop:
+			return
+		default:
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// wait stops the readers and returns what each server reported.
+func (c *chargeReports) wait() [][]event {
+	close(c.stop)
+	c.readers.Wait()
+	return c.charged
+}
+
+// A payClient sends the copies of one payment, as the browser, the gateway
+// and the queue do, and keeps the answers.
+type payClient struct {
+	http  *http.Client
+	addrs []string
+	path  string // the run's endpoint
+	body  []byte
+	tl    *timeline
+
+	mu      sync.Mutex
+	answers []payCopy // guarded by mu
+}
+
+// sendCopies sends the four copies at their moments and returns the answers
+// once every copy has its answer or gave up.
+func (c *payClient) sendCopies(ctx context.Context) []payCopy {
+	var copies sync.WaitGroup
+	copies.Go(func() {
+		c.record(c.send(ctx, 1, "click", "browser", payGatewayTimeout))
+		// The gateway gave up on the first copy: it retries.
+		c.record(c.send(ctx, 3, "gateway retry", "gateway", payWait+5*time.Second))
+	})
+	copies.Go(func() {
+		_ = sleep(ctx, payDoubleClick)
+		c.record(c.send(ctx, 2, "double click", "browser", payWait+5*time.Second))
+	})
+	copies.Go(func() {
+		_ = sleep(ctx, payRedelivery)
+		c.record(c.send(ctx, 4, "queue redelivery", "queue", payWait+5*time.Second))
+	})
+	copies.Wait()
+	return c.answers
+}
+
+func (c *payClient) record(a payCopy) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.answers = append(c.answers, a)
+}
+
+// send sends copy n, as actor, and waits for its answer up to timeout.
+func (c *payClient) send(ctx context.Context, n int, via, actor string, timeout time.Duration) payCopy {
+	inst := (n - 1) % 2 // the balancer's round robin
+	a := payCopy{N: n, Via: via, Instance: payInstances[inst]}
+	c.tl.add(time.Now(), actor, kindSent, fmt.Sprintf("copy %d (%s) -> instance %s", n, via, payInstances[inst]), 0)
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(rctx, http.MethodPost, "http://"+c.addrs[inst]+c.path, bytes.NewReader(c.body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer demo-customer")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		c.tl.add(time.Now(), actor, kindTimeout, fmt.Sprintf("copy %d: no answer after %d ms, gave up", n, ms(timeout)), 0)
+		return a
+	}
+	defer resp.Body.Close()
+	a.body, _ = io.ReadAll(resp.Body)
+	a.Status = resp.StatusCode
+	a.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
+	var charge struct {
+		ChargeID string `json:"charge_id"`
+	}
+	_ = json.Unmarshal(a.body, &charge)
+	a.ChargeID = charge.ChargeID
+	what := fmt.Sprintf("copy %d <- %d, charge %s", n, a.Status, a.ChargeID)
+	kind := kindAnswered
+	switch {
+	case a.Status == http.StatusConflict:
+		what, kind = fmt.Sprintf("copy %d <- 409 Conflict: still in progress", n), kindConflict
+	case a.Replayed:
+		what, kind = fmt.Sprintf("copy %d <- %d replayed: charge %s, same answer", n, a.Status, a.ChargeID), kindReplayed
+	}
+	c.tl.add(time.Now(), actor, kind, what, 0)
+	return a
+}
+
+// tally puts what the servers reported on the timeline, counts the
+// duplicates the ledger stopped into r, and returns the charges made.
+func tally(charged [][]event, servers group, tl *timeline, r *paymentRun) []string {
 	var chargeIDs []string
 	for i, evs := range charged {
 		for _, ev := range evs {
@@ -265,6 +317,12 @@ func (d *demo) paymentRun(ctx context.Context, guarded bool, servers group, addr
 			}
 		}
 	}
+	return chargeIDs
+}
+
+// judge compares the answers the clients received with the charges made:
+// identical answers name the one charge, and a guarded run must give them.
+func (r *paymentRun) judge(answers []payCopy, chargeIDs []string, guarded bool) {
 	slices.SortFunc(answers, func(a, b payCopy) int { return cmp.Compare(a.N, b.N) })
 	r.Answers = answers
 	r.ExtraCharges = max(r.Charges-1, 0)
@@ -288,8 +346,6 @@ func (d *demo) paymentRun(ctx context.Context, guarded bool, servers group, addr
 		r.Identical = false
 	}
 	r.Damaged = r.Charges != 1 || (guarded && !r.Identical)
-	r.DurationM = ms(time.Since(began))
-	return r, nil
 }
 
 // pay is an instance of the payment service: POST /unguarded/pay and

@@ -137,48 +137,8 @@ func (d *demo) transferRun(ctx context.Context, mode string, procs group, tl *ti
 			return nil, err
 		}
 	}
-	type acquisition struct {
-		at    int64
-		token uint64
-	}
-	var acquired []acquisition
-	for i, p := range procs {
-		from := []string{"A", "C"}[i]
-		for {
-			ev, err := p.Next(ctx, workerStartTimeout)
-			if err != nil {
-				return nil, err
-			}
-			if ev.Kind == kindDone {
-				break
-			}
-			prefix := ""
-			if mode != "unguarded" {
-				prefix = guard + ": "
-			}
-			switch ev.Kind {
-			case kindAcquired:
-				acquired = append(acquired, acquisition{ev.At, ev.Token})
-				tl.event(p.name, ev, fmt.Sprintf("%sacquired token %d", prefix, ev.Token))
-			case kindRead:
-				what := fmt.Sprintf("%sread B = %d (%s sends %d)", prefix, ev.Value, from, transferAmounts[i])
-				if mode == "optimistic" {
-					what = fmt.Sprintf("%sread B = %d at version %d (%s sends %d)", prefix, ev.Value, ev.Round-1, from, transferAmounts[i])
-				}
-				tl.event(p.name, ev, what)
-			case kindRefused:
-				r.Conflicts++
-				tl.event(p.name, ev, prefix+"write refused: the version moved on; read again")
-			case kindApplied:
-				tl.event(p.name, ev, fmt.Sprintf("%swrote B = %d", prefix, ev.Value))
-			case kindReleased:
-				tl.event(p.name, ev, prefix+"released")
-			}
-		}
-	}
-	slices.SortFunc(acquired, func(a, b acquisition) int { return cmp.Compare(a.at, b.at) })
-	for _, a := range acquired {
-		r.Tokens = append(r.Tokens, a.token)
+	if err := r.follow(ctx, mode, procs, tl); err != nil {
+		return nil, err
 	}
 	final, err := readBalance(ctx, d.data, account)
 	if err != nil {
@@ -192,6 +152,68 @@ func (d *demo) transferRun(ctx context.Context, mode string, procs group, tl *ti
 		r.Damaged = r.Damaged || len(r.Tokens) != 2 || r.Tokens[0] >= r.Tokens[1]
 	}
 	return r, nil
+}
+
+// follow puts each worker's reports of the run on the timeline until the
+// worker is done, counts the version conflicts, and keeps the lock's tokens
+// in the order they were taken.
+func (r *transferRun) follow(ctx context.Context, mode string, procs group, tl *timeline) error {
+	type acquisition struct {
+		at    int64
+		token uint64
+	}
+	var acquired []acquisition
+	for i, p := range procs {
+		from := []string{"A", "C"}[i]
+		for {
+			ev, err := p.Next(ctx, workerStartTimeout)
+			if err != nil {
+				return err
+			}
+			if ev.Kind == kindDone {
+				break
+			}
+			switch ev.Kind {
+			case kindAcquired:
+				acquired = append(acquired, acquisition{ev.At, ev.Token})
+			case kindRefused:
+				r.Conflicts++
+			}
+			if what := r.describe(mode, from, transferAmounts[i], ev); what != "" {
+				tl.event(p.name, ev, what)
+			}
+		}
+	}
+	slices.SortFunc(acquired, func(a, b acquisition) int { return cmp.Compare(a.at, b.at) })
+	for _, a := range acquired {
+		r.Tokens = append(r.Tokens, a.token)
+	}
+	return nil
+}
+
+// describe is what the timeline says of ev, reported by the worker with
+// whom from sends amount; "" for a report it does not show.
+func (r *transferRun) describe(mode, from string, amount int64, ev event) string {
+	prefix := ""
+	if mode != "unguarded" {
+		prefix = r.Guard + ": "
+	}
+	switch ev.Kind {
+	case kindAcquired:
+		return fmt.Sprintf("%sacquired token %d", prefix, ev.Token)
+	case kindRead:
+		if mode == "optimistic" {
+			return fmt.Sprintf("%sread B = %d at version %d (%s sends %d)", prefix, ev.Value, ev.Round-1, from, amount)
+		}
+		return fmt.Sprintf("%sread B = %d (%s sends %d)", prefix, ev.Value, from, amount)
+	case kindRefused:
+		return prefix + "write refused: the version moved on; read again"
+	case kindApplied:
+		return fmt.Sprintf("%swrote B = %d", prefix, ev.Value)
+	case kindReleased:
+		return prefix + "released"
+	}
+	return ""
 }
 
 // lostTransfers is how many of the amounts are missing from delta: the
