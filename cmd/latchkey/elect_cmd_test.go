@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -137,31 +136,7 @@ mkdir inside 2>/dev/null || echo "overlap $LATCHKEY_FENCING_TOKEN" >> overlaps
 echo "$LATCHKEY_FENCING_TOKEN" >> tokens
 sleep 0.1
 rmdir inside`
-	obs := exec.Command(os.Args[0], "elect", "observe", "shared-job", "--json", "--backend", url)
-	obs.Dir = dir
-	pipe, err := obs.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := obs.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = obs.Process.Kill(); _ = obs.Wait() })
-	var (
-		mu       sync.Mutex
-		observed []leaderJSON
-	)
-	go func() {
-		s := bufio.NewScanner(pipe)
-		for s.Scan() {
-			var l leaderJSON
-			if json.Unmarshal(s.Bytes(), &l) == nil {
-				mu.Lock()
-				observed = append(observed, l)
-				mu.Unlock()
-			}
-		}
-	}()
+	observed := observeLeaders(t, dir, "shared-job", url)
 	var cmds []*exec.Cmd
 	var outs []*bytes.Buffer
 	for i := range 5 {
@@ -170,17 +145,7 @@ rmdir inside`
 		cmds = append(cmds, cmd)
 		outs = append(outs, out)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		b, _ := os.ReadFile(filepath.Join(dir, "tokens"))
-		if len(strings.Fields(string(b))) >= 15 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fewer than 15 terms in 60 s: %q", b)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitTerms(t, filepath.Join(dir, "tokens"), 15)
 	// Stop the terms' work first, so that SIGTERM cuts no command short
 	// inside, which would leave the next leader to find the directory.
 	if err := os.WriteFile(filepath.Join(dir, "stop"), nil, 0o644); err != nil {
@@ -198,7 +163,95 @@ rmdir inside`
 	if b, err := os.ReadFile(filepath.Join(dir, "overlaps")); err == nil {
 		t.Fatalf("two leaders at once: %s", b)
 	}
-	b, _ := os.ReadFile(filepath.Join(dir, "tokens"))
+	checkObservedTerms(t, received(observed), risingTokens(t, filepath.Join(dir, "tokens")))
+}
+
+// observeLeaders starts "latchkey elect observe name --json" in dir and
+// sends on the channel each leader it prints; the channel closes when
+// observe ends.
+func observeLeaders(t *testing.T, dir, name, url string) <-chan leaderJSON {
+	t.Helper()
+	obs := exec.Command(os.Args[0], "elect", "observe", name, "--json", "--backend", url)
+	obs.Dir = dir
+	out, err := obs.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = obs.Process.Kill(); _ = obs.Wait() })
+	lines := make(chan leaderJSON, 1024) // never blocks a test that reads at the end
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var l leaderJSON
+			if json.Unmarshal(sc.Bytes(), &l) == nil {
+				lines <- l
+			}
+		}
+		close(lines)
+	}()
+	return lines
+}
+
+// received returns the leaders observe has printed so far.
+func received(lines <-chan leaderJSON) []leaderJSON {
+	var got []leaderJSON
+	for {
+		select {
+		case l, open := <-lines:
+			if !open {
+				return got
+			}
+			got = append(got, l)
+		default:
+			return got
+		}
+	}
+}
+
+// nextLeader returns the next line of observe that ok accepts, and fails the
+// test if none comes within 30 s.
+func nextLeader(t *testing.T, lines <-chan leaderJSON, what string, ok func(leaderJSON) bool) leaderJSON {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case l, open := <-lines:
+			if !open {
+				t.Fatalf("observe ended, waiting for %s", what)
+			}
+			if ok(l) {
+				return l
+			}
+		case <-deadline:
+			t.Fatalf("no %s from observe", what)
+		}
+	}
+}
+
+// waitTerms waits, for up to 60 s, until the log at path holds n tokens.
+func waitTerms(t *testing.T, path string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		if len(strings.Fields(string(b))) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than %d terms in 60 s: %q", n, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// risingTokens reads the log at path, whose tokens must rise strictly term
+// after term.
+func risingTokens(t *testing.T, path string) []uint64 {
+	t.Helper()
+	b, _ := os.ReadFile(path)
 	var tokens []uint64
 	for _, s := range strings.Fields(string(b)) {
 		tok, err := strconv.ParseUint(s, 10, 64)
@@ -207,13 +260,17 @@ rmdir inside`
 		}
 		tokens = append(tokens, tok)
 	}
-	// Every elected leader observed is a real term, in order.
+	return tokens
+}
+
+// checkObservedTerms checks that every elected leader observed is a real
+// term, in order: one of tokens, or one begun after the last of them.
+func checkObservedTerms(t *testing.T, observed []leaderJSON, tokens []uint64) {
+	t.Helper()
 	known := map[uint64]bool{}
 	for _, tok := range tokens {
 		known[tok] = true
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	var last uint64
 	elected := 0
 	for _, l := range observed {
@@ -246,51 +303,11 @@ func TestElectObserveSaysLeaderUnknownInAnOutage(t *testing.T) {
 	t.Parallel()
 	srv := testsvc.StartRedis(t)
 	url := "redis://" + srv.Addr()
-	leader := exec.Command(os.Args[0], "elect", "--key", "outage", "--ttl", "2s", "--value", "host-a", "--backend", url, "--", "sleep", "60")
-	if err := leader.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = leader.Process.Kill(); _ = leader.Wait() })
-	obs := exec.Command(os.Args[0], "elect", "observe", "outage", "--json", "--backend", url)
-	out, err := obs.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := obs.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = obs.Process.Kill(); _ = obs.Wait() })
-	lines := make(chan leaderJSON, 16)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			var l leaderJSON
-			if json.Unmarshal(sc.Bytes(), &l) == nil {
-				lines <- l
-			}
-		}
-		close(lines)
-	}()
-	next := func(what string, ok func(leaderJSON) bool) leaderJSON {
-		t.Helper()
-		deadline := time.After(30 * time.Second)
-		for {
-			select {
-			case l, open := <-lines:
-				if !open {
-					t.Fatalf("observe ended, waiting for %s", what)
-				}
-				if ok(l) {
-					return l
-				}
-			case <-deadline:
-				t.Fatalf("no %s from observe", what)
-			}
-		}
-	}
-	next("host-a as leader", func(l leaderJSON) bool { return l.Elected && l.Value == "host-a" })
+	electProc(t, "", "--key", "outage", "--ttl", "2s", "--value", "host-a", "--backend", url, "--", "sleep", "60")
+	lines := observeLeaders(t, "", "outage", url)
+	nextLeader(t, lines, "host-a as leader", func(l leaderJSON) bool { return l.Elected && l.Value == "host-a" })
 	srv.Stop()
-	l := next("word of the outage", func(l leaderJSON) bool {
+	l := nextLeader(t, lines, "word of the outage", func(l leaderJSON) bool {
 		if l.Elected {
 			t.Fatalf("observe printed a leader during the outage: %+v", l)
 		}
@@ -301,12 +318,8 @@ func TestElectObserveSaysLeaderUnknownInAnOutage(t *testing.T) {
 	}
 	srv.Start()
 	// host-a's latchkey lost its term in the outage and exited; a new one leads.
-	again := exec.Command(os.Args[0], "elect", "--key", "outage", "--ttl", "2s", "--value", "host-b", "--backend", url, "--", "sleep", "60")
-	if err := again.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = again.Process.Kill(); _ = again.Wait() })
-	next("host-b as leader after the outage", func(l leaderJSON) bool { return l.Elected && l.Value == "host-b" })
+	electProc(t, "", "--key", "outage", "--ttl", "2s", "--value", "host-b", "--backend", url, "--", "sleep", "60")
+	nextLeader(t, lines, "host-b as leader after the outage", func(l leaderJSON) bool { return l.Elected && l.Value == "host-b" })
 }
 
 // TestElectHolder: elect takes --holder, as run does, for the value others

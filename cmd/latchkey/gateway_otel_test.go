@@ -78,6 +78,26 @@ func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(out)
 }
 
+// serve receives OTLP over protocol ("grpc" or "http/protobuf") for the
+// test's lifetime and returns the endpoint to export to.
+func (o *otlpReceiver) serve(t *testing.T, protocol string) string {
+	t.Helper()
+	if protocol != "grpc" {
+		srv := httptest.NewServer(o)
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	collectortrace.RegisterTraceServiceServer(gs, o)
+	go func() { _ = gs.Serve(ln) }()
+	t.Cleanup(gs.Stop)
+	return "http://" + ln.Addr().String()
+}
+
 func (o *otlpReceiver) named(name string) []*tracepb.Span {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -88,6 +108,42 @@ func (o *otlpReceiver) named(name string) []*tracepb.Span {
 		}
 	}
 	return out
+}
+
+// waitNamed waits up to 20 s for n spans named name and returns them; g's
+// log tells why when they do not come.
+func (o *otlpReceiver) waitNamed(t *testing.T, name string, n int, g *gatewayProc) []*tracepb.Span {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for len(o.named(name)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("spans received: %d server\n%s", len(o.named(name)), g.stderr())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return o.named(name)
+}
+
+// waitSpan waits up to 10 s for the span whose ID is id in hex; nil if it
+// does not come.
+func (o *otlpReceiver) waitSpan(id string) *tracepb.Span {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if s := o.withID(id); s != nil {
+			return s
+		}
+	}
+	return nil
+}
+
+func (o *otlpReceiver) withID(id string) *tracepb.Span {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, s := range o.spans {
+		if hex.EncodeToString(s.GetSpanId()) == id {
+			return s
+		}
+	}
+	return nil
 }
 
 func spanAttr(s *tracepb.Span, key string) *commonpb.AnyValue {
@@ -110,132 +166,119 @@ func TestGatewayExportsTraces(t *testing.T) {
 	for _, protocol := range []string{"http/protobuf", "grpc"} {
 		t.Run(strings.ReplaceAll(protocol, "/", "-"), func(t *testing.T) {
 			t.Parallel()
-			recv := &otlpReceiver{}
-			var endpoint string
-			if protocol == "grpc" {
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					t.Fatal(err)
-				}
-				gs := grpc.NewServer()
-				collectortrace.RegisterTraceServiceServer(gs, recv)
-				go func() { _ = gs.Serve(ln) }()
-				t.Cleanup(gs.Stop)
-				endpoint = "http://" + ln.Addr().String()
-			} else {
-				srv := httptest.NewServer(recv)
-				t.Cleanup(srv.Close)
-				endpoint = srv.URL
-			}
-			up := &recorder{next: idemhttptest.NewUpstream()}
-			upSrv := upstreamServer(t, up)
-			cache := t.TempDir()
-			g := startGateway(t, []string{
-				"XDG_CACHE_HOME=" + cache, "HOME=" + cache,
-				"OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint,
-				"OTEL_EXPORTER_OTLP_PROTOCOL=" + protocol,
-				"OTEL_SERVICE_NAME=gw-under-test",
-				"OTEL_BSP_SCHEDULE_DELAY=100", // export within 100 ms, not 5 s
-			}, "--upstream", upSrv.URL, "--store", "mem://")
-
-			const (
-				traceID   = "4bf92f3577b34da6a3ce929d0e0e4736"
-				callerID  = "00f067aa0ba902b7"
-				key       = "pay-key-otel-77"
-				principal = "Bearer sk_live_principal_31"
-			)
-			tp := "00-" + traceID + "-" + callerID + "-01"
-			for i := range 2 {
-				a := send(t, "POST", g.url+"/payments", key, "traceparent", tp, "Authorization", principal)
-				if a.status != http.StatusCreated {
-					t.Fatalf("request %d: %d %s", i, a.status, a.body)
-				}
-			}
-			n, hdr := up.last()
-			if n != 1 {
-				t.Fatalf("upstream ran %d times", n)
-			}
-			upTP := hdr.Get("Traceparent")
-			parts := strings.Split(upTP, "-")
-			if len(parts) != 4 || parts[1] != traceID || parts[2] == callerID {
-				t.Fatalf("upstream traceparent %q: want trace %s with the gateway's span as parent", upTP, traceID)
-			}
-
-			deadline := time.Now().Add(20 * time.Second)
-			for len(recv.named("POST")) < 2 {
-				if time.Now().After(deadline) {
-					t.Fatalf("spans received: %d server\n%s", len(recv.named("POST")), g.stderr())
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-			servers := recv.named("POST")
-			replays := 0
-			for _, s := range servers {
-				if hex.EncodeToString(s.GetTraceId()) != traceID || hex.EncodeToString(s.GetParentSpanId()) != callerID {
-					t.Errorf("server span trace %x parent %x: want the caller's", s.GetTraceId(), s.GetParentSpanId())
-				}
-				if s.GetKind() != tracepb.Span_SPAN_KIND_SERVER {
-					t.Errorf("server span kind %v", s.GetKind())
-				}
-				for _, e := range s.GetEvents() {
-					if e.GetName() == "latchkey.idem.replayed" {
-						replays++
-					}
-				}
-			}
-			if replays != 1 {
-				t.Errorf("%d replay events on the server spans, want 1", replays)
-			}
-			// Each outcome is an attribute of its request's span.
-			serverIDs := map[string]bool{}
-			var outcomes []string
-			for _, s := range servers {
-				serverIDs[hex.EncodeToString(s.GetSpanId())] = true
-				outcomes = append(outcomes, spanAttr(s, "latchkey.idem.outcome").GetStringValue())
-			}
-			if fmt.Sprint(outcomes) != "[executed replayed]" {
-				t.Errorf("outcomes %v", outcomes)
-			}
-			// The upstream's traceparent names the gateway's client span,
-			// a child of the first server span.
-			var client *tracepb.Span
-			for deadline := time.Now().Add(10 * time.Second); client == nil && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-				recv.mu.Lock()
-				for _, s := range recv.spans {
-					if hex.EncodeToString(s.GetSpanId()) == parts[2] {
-						client = s
-					}
-				}
-				recv.mu.Unlock()
-			}
-			if client == nil || client.GetKind() != tracepb.Span_SPAN_KIND_CLIENT || !serverIDs[hex.EncodeToString(client.GetParentSpanId())] {
-				t.Errorf("the upstream's parent span %s is not a client span under a server span: %v", parts[2], client)
-			}
-			recv.mu.Lock()
-			defer recv.mu.Unlock()
-			if !strings.Contains(g.stderr(), "trace_id="+traceID) {
-				t.Errorf("the request log does not name the trace:\n%s", g.stderr())
-			}
-			if len(recv.services) == 0 || recv.services[0] != "gw-under-test" {
-				t.Errorf("service names %v", recv.services)
-			}
-			for _, s := range recv.spans {
-				check := func(where string, kvs []*commonpb.KeyValue) {
-					for _, kv := range kvs {
-						v := kv.GetValue().String()
-						for _, secret := range []string{key, "sk_live_principal_31", `"amount"`} {
-							if strings.Contains(v, secret) {
-								t.Errorf("%s: attribute %s holds %q", where, kv.GetKey(), secret)
-							}
-						}
-					}
-				}
-				check("span "+s.GetName(), s.GetAttributes())
-				for _, e := range s.GetEvents() {
-					check("event "+e.GetName(), e.GetAttributes())
-				}
-			}
+			exportTraces(t, protocol)
 		})
+	}
+}
+
+// exportTraces is TestGatewayExportsTraces over one OTLP protocol.
+func exportTraces(t *testing.T, protocol string) {
+	recv := &otlpReceiver{}
+	endpoint := recv.serve(t, protocol)
+	up := &recorder{next: idemhttptest.NewUpstream()}
+	upSrv := upstreamServer(t, up)
+	cache := t.TempDir()
+	g := startGateway(t, []string{
+		"XDG_CACHE_HOME=" + cache, "HOME=" + cache,
+		"OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint,
+		"OTEL_EXPORTER_OTLP_PROTOCOL=" + protocol,
+		"OTEL_SERVICE_NAME=gw-under-test",
+		"OTEL_BSP_SCHEDULE_DELAY=100", // export within 100 ms, not 5 s
+	}, "--upstream", upSrv.URL, "--store", "mem://")
+
+	const (
+		traceID   = "4bf92f3577b34da6a3ce929d0e0e4736"
+		callerID  = "00f067aa0ba902b7"
+		key       = "pay-key-otel-77"
+		principal = "Bearer sk_live_principal_31"
+	)
+	tp := "00-" + traceID + "-" + callerID + "-01"
+	for i := range 2 {
+		a := send(t, "POST", g.url+"/payments", key, "traceparent", tp, "Authorization", principal)
+		if a.status != http.StatusCreated {
+			t.Fatalf("request %d: %d %s", i, a.status, a.body)
+		}
+	}
+	n, hdr := up.last()
+	if n != 1 {
+		t.Fatalf("upstream ran %d times", n)
+	}
+	upTP := hdr.Get("Traceparent")
+	parts := strings.Split(upTP, "-")
+	if len(parts) != 4 || parts[1] != traceID || parts[2] == callerID {
+		t.Fatalf("upstream traceparent %q: want trace %s with the gateway's span as parent", upTP, traceID)
+	}
+
+	serverIDs := checkServerSpans(t, recv.waitNamed(t, "POST", 2, g), traceID, callerID)
+	// The upstream's traceparent names the gateway's client span, a child of
+	// the first server span.
+	client := recv.waitSpan(parts[2])
+	if client == nil || client.GetKind() != tracepb.Span_SPAN_KIND_CLIENT || !serverIDs[hex.EncodeToString(client.GetParentSpanId())] {
+		t.Errorf("the upstream's parent span %s is not a client span under a server span: %v", parts[2], client)
+	}
+	recv.mu.Lock()
+	defer recv.mu.Unlock()
+	if !strings.Contains(g.stderr(), "trace_id="+traceID) {
+		t.Errorf("the request log does not name the trace:\n%s", g.stderr())
+	}
+	if len(recv.services) == 0 || recv.services[0] != "gw-under-test" {
+		t.Errorf("service names %v", recv.services)
+	}
+	for _, s := range recv.spans {
+		noSecrets(t, "span "+s.GetName(), s.GetAttributes(), key, "sk_live_principal_31", `"amount"`)
+		for _, e := range s.GetEvents() {
+			noSecrets(t, "event "+e.GetName(), e.GetAttributes(), key, "sk_live_principal_31", `"amount"`)
+		}
+	}
+}
+
+// checkServerSpans checks the gateway's server spans of a request and its
+// copy: both continue the caller's trace, under the caller's span; the
+// copy's has the one replay event; each carries its outcome. It returns the
+// spans' IDs, in hex.
+func checkServerSpans(t *testing.T, servers []*tracepb.Span, traceID, callerID string) map[string]bool {
+	t.Helper()
+	replays := 0
+	for _, s := range servers {
+		if hex.EncodeToString(s.GetTraceId()) != traceID || hex.EncodeToString(s.GetParentSpanId()) != callerID {
+			t.Errorf("server span trace %x parent %x: want the caller's", s.GetTraceId(), s.GetParentSpanId())
+		}
+		if s.GetKind() != tracepb.Span_SPAN_KIND_SERVER {
+			t.Errorf("server span kind %v", s.GetKind())
+		}
+		for _, e := range s.GetEvents() {
+			if e.GetName() == "latchkey.idem.replayed" {
+				replays++
+			}
+		}
+	}
+	if replays != 1 {
+		t.Errorf("%d replay events on the server spans, want 1", replays)
+	}
+	// Each outcome is an attribute of its request's span.
+	serverIDs := map[string]bool{}
+	var outcomes []string
+	for _, s := range servers {
+		serverIDs[hex.EncodeToString(s.GetSpanId())] = true
+		outcomes = append(outcomes, spanAttr(s, "latchkey.idem.outcome").GetStringValue())
+	}
+	if fmt.Sprint(outcomes) != "[executed replayed]" {
+		t.Errorf("outcomes %v", outcomes)
+	}
+	return serverIDs
+}
+
+// noSecrets checks that no attribute of kvs, found where, holds one of
+// secrets.
+func noSecrets(t *testing.T, where string, kvs []*commonpb.KeyValue, secrets ...string) {
+	t.Helper()
+	for _, kv := range kvs {
+		v := kv.GetValue().String()
+		for _, secret := range secrets {
+			if strings.Contains(v, secret) {
+				t.Errorf("%s: attribute %s holds %q", where, kv.GetKey(), secret)
+			}
+		}
 	}
 }
 

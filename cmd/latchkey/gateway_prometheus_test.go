@@ -48,13 +48,11 @@ scrape_configs:
 	// A storm of duplicates: 8 clients send the same 20 payments.
 	var wg sync.WaitGroup
 	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range 20 {
 				send(t, "POST", g.url+"/payments", fmt.Sprintf("storm-%d", i))
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	waitFor(t, 20*time.Second, "the replays in Prometheus", func() bool {
@@ -79,22 +77,7 @@ scrape_configs:
 	rdb.Stop()
 	stop := make(chan struct{})
 	var outage sync.WaitGroup
-	outage.Add(1)
-	go func() {
-		defer outage.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if a := send(t, "POST", g.url+"/payments", fmt.Sprintf("outage-%d", i)); a.status != http.StatusServiceUnavailable {
-				t.Errorf("payment during the outage: %d, want 503", a.status)
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
+	outage.Go(func() { sendDuringOutage(t, g, stop) })
 	defer func() { close(stop); outage.Wait() }()
 	waitFor(t, 30*time.Second, "the store-error alert", func() bool {
 		s := prom.Alerts(t)["LatchkeyIdemStoreErrors"]
@@ -111,5 +94,22 @@ scrape_configs:
 				t.Errorf("label %s=%q holds a key", k, v)
 			}
 		}
+	}
+}
+
+// sendDuringOutage sends payments to g, each with a key of its own, every
+// 50 ms until stop closes; each must be answered 503.
+func sendDuringOutage(t *testing.T, g *gatewayProc, stop <-chan struct{}) {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if a := send(t, "POST", g.url+"/payments", fmt.Sprintf("outage-%d", i)); a.status != http.StatusServiceUnavailable {
+			t.Errorf("payment during the outage: %d, want 503", a.status)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -277,7 +277,14 @@ func TestGatewayDefaults(t *testing.T) {
 	if n := up.Executions("put-key"); n != 2 {
 		t.Fatalf("PUT ran %d times, want 2 (not guarded by default)", n)
 	}
+	checkForwarding(t, g, rec)
+	checkKeyNotShown(t, g, secret)
+}
 
+// checkForwarding checks that hop-by-hop headers stop at g, X-Forwarded-*
+// are set, and the admin endpoints are never proxied to rec.
+func checkForwarding(t *testing.T, g *gatewayProc, rec *recorder) {
+	t.Helper()
 	send(t, "POST", g.url+"/pay", "hop", "Connection", "X-Private-Hop", "X-Private-Hop", "v", "Keep-Alive", "timeout=5",
 		"X-Forwarded-For", "203.0.113.9")
 	_, h := rec.last()
@@ -298,8 +305,13 @@ func TestGatewayDefaults(t *testing.T) {
 	if after, _ := rec.last(); after != before {
 		t.Error("an admin endpoint was proxied")
 	}
-	// The guarded requests above are counted by outcome under the rule's
-	// label; no key appears in the exposition.
+}
+
+// checkKeyNotShown checks that the guarded requests TestGatewayDefaults
+// sent are counted by outcome under the rule's label and logged, and that
+// neither the metrics nor the log show secret, a key they used.
+func checkKeyNotShown(t *testing.T, g *gatewayProc, secret string) {
+	t.Helper()
 	m := send(t, "GET", g.url+"/_latchkey/metrics", "")
 	for _, want := range []string{`latchkey_idem_requests_total{handler="`, `outcome="executed"} 3`, `outcome="replayed"} 2`, `outcome="unkeyed"} 2`} {
 		if m.status != http.StatusOK || !strings.Contains(m.body, want) {
@@ -377,88 +389,110 @@ func waitRunning(t *testing.T, up *idemhttptest.Upstream, key string) {
 // may still run) and never a 409 forever.
 func TestGatewayShutdown(t *testing.T) {
 	t.Parallel()
-	const inProgress = 2 * time.Second
 	up := idemhttptest.NewUpstream()
 	srv := upstreamServer(t, up)
 	store := redisStoreURL(t)
-	args := []string{"--upstream", srv.URL, "--store", store, "--in-progress", inProgress.String()}
-	b := startGateway(t, nil, args...)
+	sd := &shutdown{up: up, args: []string{"--upstream", srv.URL, "--store", store, "--in-progress", shutdownInProgress.String()}}
+	sd.other = startGateway(t, nil, sd.args...)
+	t.Run("in flight completes", sd.inFlightCompletes)
+	t.Run("grace runs out", sd.graceRunsOut)
+}
 
-	t.Run("in flight completes", func(t *testing.T) {
-		a := startGateway(t, nil, append(args, "--grace", "20s")...)
-		release := up.Hold("finish")
-		defer release()
-		first := make(chan answer, 1)
-		go func() { first <- send(t, "POST", a.url+"/pay", "finish") }()
-		waitRunning(t, up, "finish")
-		if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(200 * time.Millisecond) // SIGTERM handled, listener closed
-		if res, err := http.Get(a.url + "/_latchkey/healthz"); err == nil {
+// shutdownInProgress is the gateways' in-progress deadline in
+// TestGatewayShutdown.
+const shutdownInProgress = 2 * time.Second
+
+// shutdown is TestGatewayShutdown's setting: a gateway is stopped with a
+// request in flight to up, and the other gateway, sharing its store, gets
+// the copy.
+type shutdown struct {
+	up    *idemhttptest.Upstream
+	args  []string // a gateway's, without --grace
+	other *gatewayProc
+}
+
+func (sd *shutdown) inFlightCompletes(t *testing.T) {
+	a := startGateway(t, nil, append(sd.args, "--grace", "20s")...)
+	release := sd.up.Hold("finish")
+	defer release()
+	first := make(chan answer, 1)
+	go func() { first <- send(t, "POST", a.url+"/pay", "finish") }()
+	waitRunning(t, sd.up, "finish")
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // SIGTERM handled, listener closed
+	if res, err := http.Get(a.url + "/_latchkey/healthz"); err == nil {
+		res.Body.Close()
+		t.Error("a draining gateway accepted a new connection")
+	}
+	release()
+	if f := <-first; f.status != http.StatusCreated {
+		t.Fatalf("request in flight at SIGTERM = %d %q", f.status, f.body)
+	}
+	if code := a.exitCode(t, 10*time.Second); code != exitOK {
+		t.Errorf("exit status %d after SIGTERM", code)
+	}
+	if r := send(t, "POST", sd.other.url+"/pay", "finish"); r.status != http.StatusCreated || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("other gateway = %d replayed=%q, want the recorded answer", r.status, r.header.Get("Idempotent-Replayed"))
+	}
+	if n := sd.up.Executions("finish"); n != 1 {
+		t.Fatalf("ran %d times", n)
+	}
+}
+
+func (sd *shutdown) graceRunsOut(t *testing.T) {
+	a := startGateway(t, nil, append(sd.args, "--grace", "300ms")...)
+	release := sd.up.Hold("cut")
+	defer release()
+	go func() {
+		req, _ := http.NewRequest("POST", a.url+"/pay", strings.NewReader(`{"amount":100}`))
+		req.Header.Set("Idempotency-Key", "cut")
+		req.Header.Set("Content-Type", "application/json")
+		if res, err := http.DefaultClient.Do(req); err == nil {
 			res.Body.Close()
-			t.Error("a draining gateway accepted a new connection")
 		}
-		release()
-		if f := <-first; f.status != http.StatusCreated {
-			t.Fatalf("request in flight at SIGTERM = %d %q", f.status, f.body)
-		}
-		if code := a.exitCode(t, 10*time.Second); code != exitOK {
-			t.Errorf("exit status %d after SIGTERM", code)
-		}
-		if r := send(t, "POST", b.url+"/pay", "finish"); r.status != http.StatusCreated || r.header.Get("Idempotent-Replayed") != "true" {
-			t.Fatalf("other gateway = %d replayed=%q, want the recorded answer", r.status, r.header.Get("Idempotent-Replayed"))
-		}
-		if n := up.Executions("finish"); n != 1 {
-			t.Fatalf("ran %d times", n)
-		}
-	})
+	}()
+	waitRunning(t, sd.up, "cut")
+	claimed := time.Now() // the claim was made before this
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := a.exitCode(t, 10*time.Second); code != exitOK {
+		t.Errorf("exit status %d after SIGTERM", code)
+	}
+	if !strings.Contains(a.stderr(), "grace period over") {
+		t.Errorf("no word of the abandoned request:\n%s", a.stderr())
+	}
+	release()
+	if r := send(t, "POST", sd.other.url+"/pay", "cut"); r.status != http.StatusConflict || r.header.Get("Retry-After") == "" {
+		t.Fatalf("copy right after the exit = %d %q, want 409 until the in-progress deadline", r.status, r.body)
+	}
+	sd.retryUntilRun(t, "cut", claimed)
+	if n := sd.up.Executions("cut"); n != 2 {
+		t.Fatalf("ran %d times, want 2 (the abandoned run and the retry)", n)
+	}
+}
 
-	t.Run("grace runs out", func(t *testing.T) {
-		a := startGateway(t, nil, append(args, "--grace", "300ms")...)
-		release := up.Hold("cut")
-		defer release()
-		go func() {
-			req, _ := http.NewRequest("POST", a.url+"/pay", strings.NewReader(`{"amount":100}`))
-			req.Header.Set("Idempotency-Key", "cut")
-			req.Header.Set("Content-Type", "application/json")
-			if res, err := http.DefaultClient.Do(req); err == nil {
-				res.Body.Close()
-			}
-		}()
-		waitRunning(t, up, "cut")
-		claimed := time.Now() // the claim was made before this
-		if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
+// retryUntilRun sends the copy of key to the other gateway until it runs,
+// which must be no later than the in-progress deadline of the claim made
+// before claimed; until then every answer is 409.
+func (sd *shutdown) retryUntilRun(t *testing.T, key string, claimed time.Time) {
+	t.Helper()
+	limit := claimed.Add(shutdownInProgress + 3*time.Second)
+	for {
+		r := send(t, "POST", sd.other.url+"/pay", key)
+		if r.status == http.StatusCreated {
+			return
 		}
-		if code := a.exitCode(t, 10*time.Second); code != exitOK {
-			t.Errorf("exit status %d after SIGTERM", code)
+		if r.status != http.StatusConflict {
+			t.Fatalf("retry = %d %q", r.status, r.body)
 		}
-		if !strings.Contains(a.stderr(), "grace period over") {
-			t.Errorf("no word of the abandoned request:\n%s", a.stderr())
+		if time.Now().After(limit) {
+			t.Fatalf("still 409 %v after the claim; its in-progress deadline is %v", time.Since(claimed), shutdownInProgress)
 		}
-		release()
-		if r := send(t, "POST", b.url+"/pay", "cut"); r.status != http.StatusConflict || r.header.Get("Retry-After") == "" {
-			t.Fatalf("copy right after the exit = %d %q, want 409 until the in-progress deadline", r.status, r.body)
-		}
-		limit := claimed.Add(inProgress + 3*time.Second)
-		for {
-			r := send(t, "POST", b.url+"/pay", "cut")
-			if r.status == http.StatusCreated {
-				break
-			}
-			if r.status != http.StatusConflict {
-				t.Fatalf("retry = %d %q", r.status, r.body)
-			}
-			if time.Now().After(limit) {
-				t.Fatalf("still 409 %v after the claim; its in-progress deadline is %v", time.Since(claimed), inProgress)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if n := up.Executions("cut"); n != 2 {
-			t.Fatalf("ran %d times, want 2 (the abandoned run and the retry)", n)
-		}
-	})
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // Bad input exits 2 with a message naming what is wrong, before anything

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkey-go/latchkey/dedup"
 	"github.com/latchkey-go/latchkey/dedup/bloomfilter"
@@ -61,90 +62,123 @@ func TestIdemShowAndForget(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			var charges atomic.Int32
-			release := make(chan struct{})
-			h := idemhttp.Middleware(st, idemhttp.WithErrorHandler(func(*http.Request, error) {}))(http.HandlerFunc(
-				func(w http.ResponseWriter, r *http.Request) {
-					if r.Header.Get("X-Slow") != "" {
-						<-release
-					}
-					n := charges.Add(1)
-					w.WriteHeader(http.StatusCreated)
-					_, _ = w.Write([]byte(`{"charge":"ch_` + string(rune('0'+n)) + `"}`))
-				}))
-			pay := func(key string, slow bool) int {
-				req := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":100}`))
-				req.Header.Set("Authorization", "Bearer sk_live_c1")
-				req.Header.Set("Idempotency-Key", key)
-				if slow {
-					req.Header.Set("X-Slow", "1")
-				}
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, req)
-				return w.Code
-			}
+			p := newIdemPayments(st)
 			// Keys of their own: the default table on the shared PostgreSQL
 			// outlives the test.
 			k1, kSlow, kUnknown := "k-1-"+idem.NewToken(), "k-slow-"+idem.NewToken(), "k-unknown-"+idem.NewToken()
 			sum := sha256.Sum256([]byte("Bearer sk_live_c1"))
 			parts := []string{"--store", storeURL, "--principal", "authz-sha256:" + hex.EncodeToString(sum[:]), "--route", "/payments"}
-
-			if code := pay(k1, false); code != http.StatusCreated {
-				t.Fatal(code)
-			}
-			code, out, errOut := latchkey(t, append([]string{"idem", "show", "--json", "--body", "--key", k1}, parts...)...)
-			rep := decodeJSON[idemReport](t, out)
-			if code != exitOK || !rep.Found || rep.State != "done" || rep.Status != 201 || rep.Body == nil ||
-				*rep.Body != `{"charge":"ch_1"}` || rep.Expires == "" || rep.Fingerprint == "" {
-				t.Fatalf("show: exit %d, %+v\n%s", code, rep, errOut)
-			}
-			if code, out, _ := latchkey(t, append([]string{"idem", "show", "--key", k1}, parts...)...); code != exitOK ||
-				!strings.Contains(out, "state:        done") || !strings.Contains(out, "status:       201 Created") ||
-				strings.Contains(out, "ch_1") {
-				t.Fatalf("show without --json or --body: exit %d\n%s", code, out)
-			}
-			code, out, _ = latchkey(t, "idem", "show", "--json", "--store", storeURL, "--scoped-key", rep.Key)
-			if code != exitOK || !decodeJSON[idemReport](t, out).Found {
-				t.Fatalf("show --scoped-key: exit %d\n%s", code, out)
-			}
-			code, out, errOut = latchkey(t, append([]string{"idem", "forget", "--yes", "--json", "--key", k1}, parts...)...)
-			if code != exitOK || !decodeJSON[idemReport](t, out).Forgotten {
-				t.Fatalf("forget: exit %d\n%s%s", code, out, errOut)
-			}
-			if code, out, _ := latchkey(t, append([]string{"idem", "show", "--json", "--key", k1}, parts...)...); code != exitNotFound ||
-				decodeJSON[idemReport](t, out).Found {
-				t.Fatalf("show after forget: exit %d\n%s", code, out)
-			}
-			if code := pay(k1, false); code != http.StatusCreated || charges.Load() != 2 {
-				t.Fatalf("the retry after forget: %d, %d charges; want it charged again", code, charges.Load())
-			}
-			if code, _, _ := latchkey(t, append([]string{"idem", "forget", "--yes", "--key", kUnknown}, parts...)...); code != exitNotFound {
-				t.Fatalf("forget of an unknown key: exit %d, want %d", code, exitNotFound)
-			}
-
-			done := make(chan int)
-			go func() { done <- pay(kSlow, true) }()
-			for {
-				code, out, _ := latchkey(t, append([]string{"idem", "show", "--json", "--key", kSlow}, parts...)...)
-				if code == exitOK {
-					if rep := decodeJSON[idemReport](t, out); rep.State != "in progress" || rep.Deadline == "" {
-						t.Fatalf("show of a running payment: %+v", rep)
-					}
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			code, _, errOut = latchkey(t, append([]string{"idem", "forget", "--yes", "--key", kSlow}, parts...)...)
-			if code != exitNotFound || !strings.Contains(errOut, "--force") {
-				t.Fatalf("forget of a running payment without --force: exit %d\n%s", code, errOut)
-			}
-			if code, _, errOut := latchkey(t, append([]string{"idem", "forget", "--yes", "--force", "--key", kSlow}, parts...)...); code != exitOK {
-				t.Fatalf("forget --force: exit %d\n%s", code, errOut)
-			}
-			close(release)
-			<-done
+			forgetDonePayment(t, p, storeURL, parts, k1, kUnknown)
+			forgetRunningPayment(t, p, parts, kSlow)
 		})
 	}
+}
+
+// idemPayments is a payment handler behind idemhttp.Middleware: each run is a
+// charge, and a slow payment runs until release closes.
+type idemPayments struct {
+	h       http.Handler
+	charges atomic.Int32
+	release chan struct{}
+}
+
+func newIdemPayments(st idem.Store) *idemPayments {
+	p := &idemPayments{release: make(chan struct{})}
+	p.h = idemhttp.Middleware(st, idemhttp.WithErrorHandler(func(*http.Request, error) {}))(http.HandlerFunc(
+		func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("X-Slow") != "" {
+				<-p.release
+			}
+			n := p.charges.Add(1)
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"charge":"ch_` + string(rune('0'+n)) + `"}`))
+		}))
+	return p
+}
+
+// pay sends the customer's payment with key and returns the status.
+func (p *idemPayments) pay(key string, slow bool) int {
+	req := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":100}`))
+	req.Header.Set("Authorization", "Bearer sk_live_c1")
+	req.Header.Set("Idempotency-Key", key)
+	if slow {
+		req.Header.Set("X-Slow", "1")
+	}
+	w := httptest.NewRecorder()
+	p.h.ServeHTTP(w, req)
+	return w.Code
+}
+
+// latchkeyIdem runs "latchkey idem args... parts...".
+func latchkeyIdem(t *testing.T, parts []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	return latchkey(t, append(append([]string{"idem"}, args...), parts...)...)
+}
+
+// forgetDonePayment pays with key, finds the payment by the request's parts
+// and by its scoped key, forgets it, and sees the retry charged again; a
+// key never used is not found.
+func forgetDonePayment(t *testing.T, p *idemPayments, storeURL string, parts []string, key, unknown string) {
+	t.Helper()
+	if code := p.pay(key, false); code != http.StatusCreated {
+		t.Fatal(code)
+	}
+	code, out, errOut := latchkeyIdem(t, parts, "show", "--json", "--body", "--key", key)
+	rep := decodeJSON[idemReport](t, out)
+	if code != exitOK || !rep.Found || rep.State != "done" || rep.Status != 201 || rep.Body == nil ||
+		*rep.Body != `{"charge":"ch_1"}` || rep.Expires == "" || rep.Fingerprint == "" {
+		t.Fatalf("show: exit %d, %+v\n%s", code, rep, errOut)
+	}
+	if code, out, _ := latchkeyIdem(t, parts, "show", "--key", key); code != exitOK ||
+		!strings.Contains(out, "state:        done") || !strings.Contains(out, "status:       201 Created") ||
+		strings.Contains(out, "ch_1") {
+		t.Fatalf("show without --json or --body: exit %d\n%s", code, out)
+	}
+	code, out, _ = latchkey(t, "idem", "show", "--json", "--store", storeURL, "--scoped-key", rep.Key)
+	if code != exitOK || !decodeJSON[idemReport](t, out).Found {
+		t.Fatalf("show --scoped-key: exit %d\n%s", code, out)
+	}
+	code, out, errOut = latchkeyIdem(t, parts, "forget", "--yes", "--json", "--key", key)
+	if code != exitOK || !decodeJSON[idemReport](t, out).Forgotten {
+		t.Fatalf("forget: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, _ := latchkeyIdem(t, parts, "show", "--json", "--key", key); code != exitNotFound ||
+		decodeJSON[idemReport](t, out).Found {
+		t.Fatalf("show after forget: exit %d\n%s", code, out)
+	}
+	if code := p.pay(key, false); code != http.StatusCreated || p.charges.Load() != 2 {
+		t.Fatalf("the retry after forget: %d, %d charges; want it charged again", code, p.charges.Load())
+	}
+	if code, _, _ := latchkeyIdem(t, parts, "forget", "--yes", "--key", unknown); code != exitNotFound {
+		t.Fatalf("forget of an unknown key: exit %d, want %d", code, exitNotFound)
+	}
+}
+
+// forgetRunningPayment starts a slow payment with key: show says it is in
+// progress, and forget refuses it without --force.
+func forgetRunningPayment(t *testing.T, p *idemPayments, parts []string, key string) {
+	t.Helper()
+	done := make(chan int)
+	go func() { done <- p.pay(key, true) }()
+	for {
+		code, out, _ := latchkeyIdem(t, parts, "show", "--json", "--key", key)
+		if code == exitOK {
+			if rep := decodeJSON[idemReport](t, out); rep.State != "in progress" || rep.Deadline == "" {
+				t.Fatalf("show of a running payment: %+v", rep)
+			}
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	code, _, errOut := latchkeyIdem(t, parts, "forget", "--yes", "--key", key)
+	if code != exitNotFound || !strings.Contains(errOut, "--force") {
+		t.Fatalf("forget of a running payment without --force: exit %d\n%s", code, errOut)
+	}
+	if code, _, errOut := latchkeyIdem(t, parts, "forget", "--yes", "--force", "--key", key); code != exitOK {
+		t.Fatalf("forget --force: exit %d\n%s", code, errOut)
+	}
+	close(p.release)
+	<-done
 }
 
 // A forget that nobody confirmed changes nothing.
@@ -245,47 +279,19 @@ func TestDedupShowAndForget(t *testing.T) {
 	c, prefix := testsvc.RedisClient(t)
 	rd := redisstore.New(c, redisstore.WithPrefix(prefix+"dedup:"))
 	path := filepath.Join(t.TempDir(), "inbox.db")
-	db, err := sql.Open("sqlite", backendurl.SQLiteDSN(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	inbox, err := sqlinbox.New(db, sqlinbox.WithTable("payments_inbox"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := inbox.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	myDSN := testsvc.MySQL(t)
-	myDB, err := sql.Open("mysql", myDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer myDB.Close()
-	myInbox, err := sqlinbox.New(myDB, sqlinbox.WithTable("payments_inbox"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := myInbox.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	cfg, err := mysql.ParseDSN(myDSN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	my := url.URL{Scheme: "mysql", User: url.UserPassword(cfg.User, cfg.Passwd), Host: cfg.Addr, Path: "/" + cfg.DBName, RawQuery: "table=payments_inbox"}
-	myURL := my.String()
+	redisURL := "redis://" + c.Options().Addr + "/0?prefix=" + prefix + "dedup:"
 	stores := map[string]struct {
 		url  string
 		mark func(id string)
 	}{
-		"mysql": {myURL, func(id string) {
-			if _, err := myInbox.Process(ctx, dedup.Message{ID: id}, func(context.Context, *sql.Tx, dedup.Message) error { return nil }); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		"redis": {"redis://" + c.Options().Addr + "/0?prefix=" + prefix + "dedup:", func(id string) {
+		"mysql": {my.String(), inboxMarker(t, "mysql", myDSN)},
+		"redis": {redisURL, func(id string) {
 			cl, err := rd.Claim(ctx, id, time.Minute)
 			if err == nil {
 				err = rd.Done(ctx, id, cl.Token, time.Hour)
@@ -294,11 +300,7 @@ func TestDedupShowAndForget(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		"sqlite": {"sqlite://" + path + "?table=payments_inbox", func(id string) {
-			if _, err := inbox.Process(ctx, dedup.Message{ID: id}, func(context.Context, *sql.Tx, dedup.Message) error { return nil }); err != nil {
-				t.Fatal(err)
-			}
-		}},
+		"sqlite": {"sqlite://" + path + "?table=payments_inbox", inboxMarker(t, "sqlite", backendurl.SQLiteDSN(path))},
 	}
 	for name, s := range stores {
 		s.mark("msg-1")
@@ -318,19 +320,47 @@ func TestDedupShowAndForget(t *testing.T) {
 	if err != nil || cl.State != dedup.Claimed {
 		t.Fatal(cl, err)
 	}
-	url := stores["redis"].url
-	if code, _, errOut := latchkey(t, "dedup", "forget", "--yes", "--store", url, "msg-running"); code != exitNotFound || !strings.Contains(errOut, "--force") {
+	if code, _, errOut := latchkey(t, "dedup", "forget", "--yes", "--store", redisURL, "msg-running"); code != exitNotFound || !strings.Contains(errOut, "--force") {
 		t.Fatalf("forget of a claim without --force: exit %d\n%s", code, errOut)
 	}
-	if code, _, _ := latchkey(t, "dedup", "forget", "--yes", "--force", "--store", url, "msg-running"); code != exitOK {
+	if code, _, _ := latchkey(t, "dedup", "forget", "--yes", "--force", "--store", redisURL, "msg-running"); code != exitOK {
 		t.Fatalf("forget --force: exit %d", code)
 	}
+	checkBloomShow(t, c, prefix)
+}
 
+// inboxMarker opens a payments_inbox through driver at dsn and returns what
+// marks a message id done in it.
+func inboxMarker(t *testing.T, driver, dsn string) func(id string) {
+	t.Helper()
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	inbox, err := sqlinbox.New(db, sqlinbox.WithTable("payments_inbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inbox.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return func(id string) {
+		if _, err := inbox.Process(t.Context(), dedup.Message{ID: id}, func(context.Context, *sql.Tx, dedup.Message) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkBloomShow checks that a Bloom filter on Redis says "maybe seen" of
+// an id added to it, does not find another, and cannot forget.
+func checkBloomShow(t *testing.T, c *redis.Client, prefix string) {
+	t.Helper()
 	f, err := bloomfilter.New(c, "orders", 1000, 0.01, bloomfilter.WithPrefix(prefix+"bloom:"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.TestAndAdd(ctx, "msg-1"); err != nil {
+	if _, err := f.TestAndAdd(t.Context(), "msg-1"); err != nil {
 		t.Fatal(err)
 	}
 	bloom := "redis://" + c.Options().Addr + "/0?bloom=orders&capacity=1000&rate=0.01&prefix=" + prefix + "bloom:"

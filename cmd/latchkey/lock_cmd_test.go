@@ -41,7 +41,45 @@ func TestLockCommands(t *testing.T) {
 	if _, err := l.Acquire(ctx, "payments:queue:us", lock.WithTTL(3*time.Second)); err != nil {
 		t.Fatal(err)
 	}
+	checkLockListing(t, url, stuck)
+	code, out, _ := runLock(t, "show", "--backend", url, "--json", "payments:queue:eu")
+	var shown lockJSON
+	if code != exitOK || json.Unmarshal([]byte(out), &shown) != nil || !shown.Held || shown.TimeLeftMS == nil || shown.Waiters != nil {
+		t.Fatalf("show --json: %d %q", code, out)
+	}
+	if code, out, _ = runLock(t, "show", "--backend", url, "payments:queue:none"); code != exitNotFound || !strings.Contains(out, "held:") {
+		t.Fatalf("show of a free key: %d %q", code, out)
+	}
+	checkBadLockInput(t, url, stuck)
 
+	if code, _, errs := runLock(t, "break", "--backend", url, "--as", "ana", "payments:queue:eu"); code != exitUsage || !strings.Contains(errs, "add --yes to break") {
+		t.Errorf("break without --yes and without a terminal: status %d, %q; want %d asking for --yes to break", code, errs, exitUsage)
+	}
+	code, out, errs := runLock(t, "break", "--backend", url, "--yes", "--as", "oncall-ana", "--json", "payments:queue:eu")
+	var broken brokenJSON
+	if code != exitOK || json.Unmarshal([]byte(out), &broken) != nil || broken.Token != stuck.Token() || broken.BrokenBy != "oncall-ana" {
+		t.Fatalf("break: %d %q %q", code, out, errs)
+	}
+	if broken.After == nil || broken.After.Held {
+		t.Fatalf("break --json: the state after is %+v, want free (nobody waited)", broken.After)
+	}
+	select {
+	case <-stuck.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the broken holder's Done never closed")
+	}
+	next, err := l.Acquire(ctx, "payments:queue:eu", lock.WithWait(0))
+	if err != nil || next.Token() <= stuck.Token() {
+		t.Fatalf("after the break: %v, token %v vs %d", err, next, stuck.Token())
+	}
+	_ = next.Release(context.Background())
+}
+
+// checkLockListing checks that lock ls lists the payment queues' locks at
+// url a page at a time, stuck's first, and that its paging hint, pasted as
+// shown, reaches the same backend, not the default SQLite file.
+func checkLockListing(t *testing.T, url string, stuck *lock.Lease) {
+	t.Helper()
 	code, out, errs := runLock(t, "ls", "--backend", url, "--prefix", "payments:", "--limit", "1", "--json")
 	var page struct {
 		Locks  []lockJSON `json:"locks"`
@@ -57,8 +95,6 @@ func TestLockCommands(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "payments:queue:us") || strings.Contains(out, "queue:eu") {
 		t.Fatalf("second page: %d %q", code, out)
 	}
-	// The paging hint is a whole command: pasted as shown it reaches the
-	// same backend, not the default SQLite file.
 	code, out, _ = runLock(t, "ls", "--backend", url, "--prefix", "payments:", "--limit", "1")
 	hint, ok := strings.CutPrefix(out[strings.Index(out, "more: "):], "more: latchkey lock ")
 	if code != exitOK || !ok || !strings.Contains(hint, "--backend "+strconv.Quote(url)) {
@@ -75,17 +111,12 @@ func TestLockCommands(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "KEY") || !strings.Contains(out, `"worker-7 pid 4242"`) || strings.Contains(out, "more:") {
 		t.Fatalf("ls: %d %q", code, out)
 	}
+}
 
-	code, out, _ = runLock(t, "show", "--backend", url, "--json", "payments:queue:eu")
-	var shown lockJSON
-	if code != exitOK || json.Unmarshal([]byte(out), &shown) != nil || !shown.Held || shown.TimeLeftMS == nil || shown.Waiters != nil {
-		t.Fatalf("show --json: %d %q", code, out)
-	}
-	if code, out, _ = runLock(t, "show", "--backend", url, "payments:queue:none"); code != exitNotFound || !strings.Contains(out, "held:") {
-		t.Fatalf("show of a free key: %d %q", code, out)
-	}
-
-	// Bad input: a distinct status and nothing changed.
+// checkBadLockInput checks that bad input gets a distinct status and
+// changes nothing: stuck still holds its lock.
+func checkBadLockInput(t *testing.T, url string, stuck *lock.Lease) {
+	t.Helper()
 	for _, args := range [][]string{
 		{"show", "--backend", url, ""},
 		{"show", "--backend", url, strings.Repeat("k", lock.MaxKeyLen+1)},
@@ -111,28 +142,6 @@ func TestLockCommands(t *testing.T) {
 		t.Fatal("bad input broke the lock")
 	default:
 	}
-
-	if code, _, errs := runLock(t, "break", "--backend", url, "--as", "ana", "payments:queue:eu"); code != exitUsage || !strings.Contains(errs, "add --yes to break") {
-		t.Errorf("break without --yes and without a terminal: status %d, %q; want %d asking for --yes to break", code, errs, exitUsage)
-	}
-	code, out, errs = runLock(t, "break", "--backend", url, "--yes", "--as", "oncall-ana", "--json", "payments:queue:eu")
-	var broken brokenJSON
-	if code != exitOK || json.Unmarshal([]byte(out), &broken) != nil || broken.Token != stuck.Token() || broken.BrokenBy != "oncall-ana" {
-		t.Fatalf("break: %d %q %q", code, out, errs)
-	}
-	if broken.After == nil || broken.After.Held {
-		t.Fatalf("break --json: the state after is %+v, want free (nobody waited)", broken.After)
-	}
-	select {
-	case <-stuck.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the broken holder's Done never closed")
-	}
-	next, err := l.Acquire(ctx, "payments:queue:eu", lock.WithWait(0))
-	if err != nil || next.Token() <= stuck.Token() {
-		t.Fatalf("after the break: %v, token %v vs %d", err, next, stuck.Token())
-	}
-	_ = next.Release(context.Background())
 }
 
 // splitQuoted splits a command line of words and Go-quoted strings.

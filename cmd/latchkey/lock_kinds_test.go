@@ -33,99 +33,131 @@ func TestOneViewOfEveryKind(t *testing.T) {
 	for name, url := range backends {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			ctx := t.Context()
-			p := "view-" + testsvc.KeyPrefix(t)
-			opts := []lock.Option{lock.WithTTL(3 * time.Second)}
-			hasRW := name != "mysql"
-			var r1, r2 *lock.Lease
-			if hasRW {
-				rw, err := lockurl.OpenRW(ctx, url)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer rw.Close()
-				if r1, err = rw.RLock(ctx, p+":prices", append(opts, lock.WithHolder("reader-a"))...); err != nil {
-					t.Fatal(err)
-				}
-				if r2, err = rw.RLock(ctx, p+":prices", append(opts, lock.WithHolder("reader-b"))...); err != nil {
-					t.Fatal(err)
-				}
-				defer r2.Release(context.Background())
-			}
-			sems, err := lockurl.OpenSemaphores(ctx, url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sems.Close()
-			sm, err := sems.Semaphore(p+":exports", 3)
-			if err != nil {
-				t.Fatal(err)
-			}
-			job1, err := sm.AcquireN(ctx, 2, append(opts, lock.WithHolder("job-1"))...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			job2, err := sm.Acquire(ctx, append(opts, lock.WithHolder("job-2"))...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer job2.Release(context.Background())
-			locker := openLocker(t, url)
-			term, err := locker.Acquire(ctx, p+":relay", append(opts, lock.WithHolder("relay-host"))...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer term.Release(context.Background())
-
-			code, out, errb := latchkey(t, "lock", "ls", "--prefix", p, "--backend", url)
-			want := []string{"lock ", `"relay-host"`, "semaphore 2/3", `"job-1"`, "semaphore 1/3", `"job-2"`}
-			if hasRW {
-				want = append(want, "rw reader", `"reader-a"`, `"reader-b"`)
-			}
-			for _, w := range want {
-				if code != exitOK || !strings.Contains(out, w) {
-					t.Fatalf("lock ls: exit %d, want %q in:\n%s%s", code, w, out, errb)
-				}
-			}
-			code, out, _ = latchkey(t, "lock", "ls", "--prefix", p, "--kind", "semaphore", "--json", "--backend", url)
-			var page listingJSON
-			if code != exitOK || json.Unmarshal([]byte(out), &page) != nil || len(page.Semaphores) != 1 || len(page.Locks) != 0 || len(page.RWLocks) != 0 {
-				t.Fatalf("lock ls --kind semaphore --json: exit %d, %s", code, out)
-			}
-			code, out, _ = latchkey(t, "lock", "show", p+":exports", "--backend", url)
-			if code != exitOK || !strings.Contains(out, "3 held by 2 holder(s)") {
-				t.Fatalf("lock show of the semaphore: exit %d, %s", code, out)
-			}
-			if hasRW {
-				code, out, _ = latchkey(t, "lock", "show", p+":prices", "--backend", url)
-				if code != exitOK || !strings.Contains(out, "shared by 2") {
-					t.Fatalf("lock show of the read-write lock: exit %d, %s", code, out)
-				}
-				code, _, errb = latchkey(t, "lock", "break", p+":prices", "--yes", "--as", "ana", "--backend", url)
-				if code != exitUsage || !strings.Contains(errb, "--all") || !strings.Contains(errb, `"reader-b"`) {
-					t.Fatalf("lock break of two readers without a choice: exit %d, %s", code, errb)
-				}
-				code, out, errb = latchkey(t, "lock", "break", p+":prices", "--holder", "reader-a", "--yes", "--as", "ana", "--backend", url)
-				before, after, _ := strings.Cut(out, "now:")
-				if code != exitOK || !strings.Contains(before, `"reader-a"`) || !strings.Contains(after, `"reader-b"`) || strings.Contains(after, `"reader-a"`) {
-					t.Fatalf("lock break --holder reader-a: exit %d, %s%s", code, out, errb)
-				}
-				waitLost(t, r1, "the broken reader")
-			}
-			tok := strconv.FormatUint(job1.Token(), 10)
-			code, out, errb = latchkey(t, "lock", "break", p+":exports", "--token", tok, "--yes", "--as", "ana", "--json", "--backend", url)
-			var broken brokenHoldersJSON
-			if code != exitOK || json.Unmarshal([]byte(out), &broken) != nil || broken.Kind != kindSemaphore || len(broken.Broken) != 1 || broken.Broken[0].Token != job1.Token() || broken.After == nil {
-				t.Fatalf("lock break --token of job-1: exit %d, %s%s", code, out, errb)
-			}
-			waitLost(t, job1.Lease, "the broken semaphore holder")
-			next, err := sm.AcquireN(ctx, 2, append(opts, lock.WithWait(5*time.Second))...)
-			if err != nil || next.Token() <= job1.Token() {
-				t.Fatalf("after the break: %v, token %v vs %d", err, next, job1.Token())
-			}
-			_ = next.Release(context.Background())
+			oneViewOfEveryKind(t, url, name != "mysql")
 		})
 	}
+}
+
+// oneViewOfEveryKind is TestOneViewOfEveryKind on the backend at url;
+// hasRW says whether it has read-write locks.
+func oneViewOfEveryKind(t *testing.T, url string, hasRW bool) {
+	ctx := t.Context()
+	p := "view-" + testsvc.KeyPrefix(t)
+	opts := []lock.Option{lock.WithTTL(3 * time.Second)}
+	var reader *lock.Lease
+	if hasRW {
+		reader = holdTwoReaders(t, url, p+":prices", opts)
+	}
+	sems, err := lockurl.OpenSemaphores(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sems.Close()
+	sm, err := sems.Semaphore(p+":exports", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job1, err := sm.AcquireN(ctx, 2, append(opts, lock.WithHolder("job-1"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job2, err := sm.Acquire(ctx, append(opts, lock.WithHolder("job-2"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer job2.Release(context.Background())
+	locker := openLocker(t, url)
+	term, err := locker.Acquire(ctx, p+":relay", append(opts, lock.WithHolder("relay-host"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Release(context.Background())
+
+	checkEveryKindListed(t, url, p, hasRW)
+	code, out, _ := latchkey(t, "lock", "show", p+":exports", "--backend", url)
+	if code != exitOK || !strings.Contains(out, "3 held by 2 holder(s)") {
+		t.Fatalf("lock show of the semaphore: exit %d, %s", code, out)
+	}
+	if hasRW {
+		breakOneReader(t, url, p+":prices", reader)
+	}
+	tok := strconv.FormatUint(job1.Token(), 10)
+	code, out, errb := latchkey(t, "lock", "break", p+":exports", "--token", tok, "--yes", "--as", "ana", "--json", "--backend", url)
+	var broken brokenHoldersJSON
+	if code != exitOK || json.Unmarshal([]byte(out), &broken) != nil || broken.Kind != kindSemaphore || len(broken.Broken) != 1 || broken.Broken[0].Token != job1.Token() || broken.After == nil {
+		t.Fatalf("lock break --token of job-1: exit %d, %s%s", code, out, errb)
+	}
+	waitLost(t, job1.Lease, "the broken semaphore holder")
+	next, err := sm.AcquireN(ctx, 2, append(opts, lock.WithWait(5*time.Second))...)
+	if err != nil || next.Token() <= job1.Token() {
+		t.Fatalf("after the break: %v, token %v vs %d", err, next, job1.Token())
+	}
+	_ = next.Release(context.Background())
+}
+
+// holdTwoReaders read-locks key at url as reader-a and reader-b for the
+// test, and returns reader-a's lease.
+func holdTwoReaders(t *testing.T, url, key string, opts []lock.Option) *lock.Lease {
+	t.Helper()
+	ctx := t.Context()
+	rw, err := lockurl.OpenRW(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rw.Close() })
+	a, err := rw.RLock(ctx, key, append(opts, lock.WithHolder("reader-a"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := rw.RLock(ctx, key, append(opts, lock.WithHolder("reader-b"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Release(context.Background()) })
+	return a
+}
+
+// checkEveryKindListed checks that lock ls lists, under prefix p, the lock,
+// the semaphore's holders and, with hasRW, the readers, each with its kind,
+// and that --kind lists one kind alone.
+func checkEveryKindListed(t *testing.T, url, p string, hasRW bool) {
+	t.Helper()
+	code, out, errb := latchkey(t, "lock", "ls", "--prefix", p, "--backend", url)
+	want := []string{"lock ", `"relay-host"`, "semaphore 2/3", `"job-1"`, "semaphore 1/3", `"job-2"`}
+	if hasRW {
+		want = append(want, "rw reader", `"reader-a"`, `"reader-b"`)
+	}
+	for _, w := range want {
+		if code != exitOK || !strings.Contains(out, w) {
+			t.Fatalf("lock ls: exit %d, want %q in:\n%s%s", code, w, out, errb)
+		}
+	}
+	code, out, _ = latchkey(t, "lock", "ls", "--prefix", p, "--kind", "semaphore", "--json", "--backend", url)
+	var page listingJSON
+	if code != exitOK || json.Unmarshal([]byte(out), &page) != nil || len(page.Semaphores) != 1 || len(page.Locks) != 0 || len(page.RWLocks) != 0 {
+		t.Fatalf("lock ls --kind semaphore --json: exit %d, %s", code, out)
+	}
+}
+
+// breakOneReader checks that lock show shows the two readers of key, that
+// lock break asks which, and that it breaks reader-a by its label: reader
+// learns it by Done.
+func breakOneReader(t *testing.T, url, key string, reader *lock.Lease) {
+	t.Helper()
+	code, out, _ := latchkey(t, "lock", "show", key, "--backend", url)
+	if code != exitOK || !strings.Contains(out, "shared by 2") {
+		t.Fatalf("lock show of the read-write lock: exit %d, %s", code, out)
+	}
+	code, _, errb := latchkey(t, "lock", "break", key, "--yes", "--as", "ana", "--backend", url)
+	if code != exitUsage || !strings.Contains(errb, "--all") || !strings.Contains(errb, `"reader-b"`) {
+		t.Fatalf("lock break of two readers without a choice: exit %d, %s", code, errb)
+	}
+	code, out, errb = latchkey(t, "lock", "break", key, "--holder", "reader-a", "--yes", "--as", "ana", "--backend", url)
+	before, after, _ := strings.Cut(out, "now:")
+	if code != exitOK || !strings.Contains(before, `"reader-a"`) || !strings.Contains(after, `"reader-b"`) || strings.Contains(after, `"reader-a"`) {
+		t.Fatalf("lock break --holder reader-a: exit %d, %s%s", code, out, errb)
+	}
+	waitLost(t, reader, "the broken reader")
 }
 
 // waitLost waits for a broken holder's Done, closed at its next renewal.

@@ -223,146 +223,179 @@ func checkClean(t *testing.T, rep jsonReport) {
 		t.Error("report not ok")
 	}
 	for _, s := range rep.Scenarios {
-		if !s.OK || s.Skipped != "" {
-			t.Errorf("%s: ok=%v skipped=%q", s.Name, s.OK, s.Skipped)
+		checkCounted(t, s)
+	}
+	for _, c := range scenarioChecks {
+		if has(rep, c.name) {
+			c.check(t, scenarioNamed(t, rep, c.name))
 		}
-		if s.Damage.Unguarded <= 0 || s.Damage.Guarded != 0 || s.Damage.Unit == "" {
-			t.Errorf("%s: damage %+v, want unguarded > 0 and guarded 0", s.Name, s.Damage)
-		}
-		if len(s.Timeline.Unguarded) == 0 || len(s.Timeline.Guarded) == 0 {
-			t.Errorf("%s: empty timeline", s.Name)
-		}
-		if n := len(s.Timeline.Unguarded) + len(s.Timeline.Guarded); n > 40 {
-			t.Errorf("%s: %d timeline steps: not compact", s.Name, n)
-		}
-		for _, tl := range [][]jsonStep{s.Timeline.Unguarded, s.Timeline.Guarded} {
-			for i, st := range tl {
-				if st.Actor == "" || st.Kind == "" || st.Event == "" || (i > 0 && st.AtMS < tl[i-1].AtMS) {
-					t.Errorf("%s: step %d %+v malformed or out of order", s.Name, i, st)
-				}
+	}
+}
+
+// checkCounted checks that s ran, counted damage unguarded and none guarded,
+// and has a compact timeline of well-formed steps in time order.
+func checkCounted(t *testing.T, s jsonScenario) {
+	t.Helper()
+	if !s.OK || s.Skipped != "" {
+		t.Errorf("%s: ok=%v skipped=%q", s.Name, s.OK, s.Skipped)
+	}
+	if s.Damage.Unguarded <= 0 || s.Damage.Guarded != 0 || s.Damage.Unit == "" {
+		t.Errorf("%s: damage %+v, want unguarded > 0 and guarded 0", s.Name, s.Damage)
+	}
+	if len(s.Timeline.Unguarded) == 0 || len(s.Timeline.Guarded) == 0 {
+		t.Errorf("%s: empty timeline", s.Name)
+	}
+	if n := len(s.Timeline.Unguarded) + len(s.Timeline.Guarded); n > 40 {
+		t.Errorf("%s: %d timeline steps: not compact", s.Name, n)
+	}
+	for _, tl := range [][]jsonStep{s.Timeline.Unguarded, s.Timeline.Guarded} {
+		for i, st := range tl {
+			if st.Actor == "" || st.Kind == "" || st.Event == "" || (i > 0 && st.AtMS < tl[i-1].AtMS) {
+				t.Errorf("%s: step %d %+v malformed or out of order", s.Name, i, st)
 			}
 		}
 	}
+}
 
-	if has(rep, "payment") {
-		// 1. The payment: a charge per copy unguarded (the first copy's
-		// client gives up after 100 ms; on a slow machine that copy may never
-		// have reached its server), one charge guarded, and every copy that
-		// got an answer got the same one, replayed.
-		pay := scenarioNamed(t, rep, "payment")
-		pu, pg := decode[jsonPayment](t, pay.Unguarded), decode[jsonPayment](t, pay.Guarded)
-		if pu.Copies != 4 || pu.Charges < 3 || pu.ExtraCharges != pu.Charges-1 || !pu.Damaged ||
-			pay.Damage.Unguarded != pu.ExtraCharges {
-			t.Errorf("unguarded payment: %+v", pu)
+// scenarioChecks are the numbers behind each scenario's counts, in the
+// demo's order.
+var scenarioChecks = []struct {
+	name  string
+	check func(t *testing.T, s jsonScenario)
+}{
+	{"payment", checkPayment},
+	{"failed-handler", checkFailedHandler},
+	{"transfers", checkTransfers},
+	{"last-item", checkLastItem},
+	{"paused-holder", checkPausedHolderRuns},
+	{"forgot-to-unlock", checkForgotToUnlock},
+}
+
+// checkPayment: a charge per copy unguarded (the first copy's client gives
+// up after 100 ms; on a slow machine that copy may never have reached its
+// server), one charge guarded, and every copy that got an answer got the
+// same one, replayed.
+func checkPayment(t *testing.T, pay jsonScenario) {
+	t.Helper()
+	pu, pg := decode[jsonPayment](t, pay.Unguarded), decode[jsonPayment](t, pay.Guarded)
+	if pu.Copies != 4 || pu.Charges < 3 || pu.ExtraCharges != pu.Charges-1 || !pu.Damaged ||
+		pay.Damage.Unguarded != pu.ExtraCharges {
+		t.Errorf("unguarded payment: %+v", pu)
+	}
+	if pg.Charges != 1 || pg.ExtraCharges != 0 || pg.Replays < 2 || !pg.Identical || pg.Damaged {
+		t.Errorf("guarded payment: %+v", pg)
+	}
+	checkPaymentAnswers(t, pg)
+	if !hasKind(pay.Timeline.Guarded, "replayed") || countKind(pay.Timeline.Guarded, "charged") != 1 ||
+		countKind(pay.Timeline.Unguarded, "charged") != pu.Charges {
+		t.Errorf("payment timelines: %+v / %+v", pay.Timeline.Unguarded, pay.Timeline.Guarded)
+	}
+}
+
+// checkPaymentAnswers: every answer is a 200 naming the one charge, and all
+// but the copy that ran are replays: that is the first copy, whose client
+// gave up, unless a loaded machine delayed it past the double click.
+func checkPaymentAnswers(t *testing.T, pg jsonPayment) {
+	t.Helper()
+	ids := map[string]bool{}
+	fresh := 0
+	for _, a := range pg.Answers {
+		if a.Status == 0 {
+			continue
 		}
-		if pg.Charges != 1 || pg.ExtraCharges != 0 || pg.Replays < 2 || !pg.Identical || pg.Damaged {
-			t.Errorf("guarded payment: %+v", pg)
+		ids[a.ChargeID] = true
+		if !a.Replayed {
+			fresh++
 		}
-		// Every answer is a 200 naming the one charge, and all but the
-		// copy that ran are replays: that is the first copy, whose client
-		// gave up, unless a loaded machine delayed it past the double click.
-		ids := map[string]bool{}
-		fresh := 0
-		for _, a := range pg.Answers {
-			if a.Status != 0 {
-				ids[a.ChargeID] = true
-				if !a.Replayed {
-					fresh++
-				}
-				if a.Status != 200 || fresh > 1 {
-					t.Errorf("guarded payment answer %+v (answers not replayed: %d)", a, fresh)
-				}
-			}
-		}
-		if len(ids) != 1 {
-			t.Errorf("guarded payment: answers name charges %v", ids)
-		}
-		if !hasKind(pay.Timeline.Guarded, "replayed") || countKind(pay.Timeline.Guarded, "charged") != 1 ||
-			countKind(pay.Timeline.Unguarded, "charged") != pu.Charges {
-			t.Errorf("payment timelines: %+v / %+v", pay.Timeline.Unguarded, pay.Timeline.Guarded)
+		if a.Status != 200 || fresh > 1 {
+			t.Errorf("guarded payment answer %+v (answers not replayed: %d)", a, fresh)
 		}
 	}
+	if len(ids) != 1 {
+		t.Errorf("guarded payment: answers name charges %v", ids)
+	}
+}
 
-	if has(rep, "failed-handler") {
-		// 2. The failing handler: naive loses the message, dedup applies it once.
-		msg := scenarioNamed(t, rep, "failed-handler")
-		mu, mg := decode[jsonMessage](t, msg.Unguarded), decode[jsonMessage](t, msg.Guarded)
-		if mu.Effects != 0 || !mu.Lost || !mu.Damaged {
-			t.Errorf("naive consumer: %+v", mu)
-		}
-		if mg.Effects != 1 || mg.Lost || mg.Twice || mg.Damaged || len(mg.Deliveries) != 3 ||
-			mg.Deliveries[0].Outcome != "failed" || mg.Deliveries[1].Outcome != "processed" || mg.Deliveries[2].Outcome != "duplicate" {
-			t.Errorf("dedup consumer: %+v", mg)
+// checkFailedHandler: naive loses the message, dedup applies it once.
+func checkFailedHandler(t *testing.T, msg jsonScenario) {
+	t.Helper()
+	mu, mg := decode[jsonMessage](t, msg.Unguarded), decode[jsonMessage](t, msg.Guarded)
+	if mu.Effects != 0 || !mu.Lost || !mu.Damaged {
+		t.Errorf("naive consumer: %+v", mu)
+	}
+	if mg.Effects != 1 || mg.Lost || mg.Twice || mg.Damaged || len(mg.Deliveries) != 3 ||
+		mg.Deliveries[0].Outcome != "failed" || mg.Deliveries[1].Outcome != "processed" || mg.Deliveries[2].Outcome != "duplicate" {
+		t.Errorf("dedup consumer: %+v", mg)
+	}
+}
+
+// checkTransfers: one lost unguarded; both kept with the lock (two
+// increasing tokens) and with the version column (after a conflict).
+func checkTransfers(t *testing.T, tr jsonScenario) {
+	t.Helper()
+	tu, tg := decode[jsonTransfer](t, tr.Unguarded), decode[jsonTransferGuarded](t, tr.Guarded)
+	t.Logf("transfers: unguarded %+v", tu)
+	if tu.Expected != 1300 || tu.Final == 1300 || tu.LostTransfers != 1 || !tu.Damaged {
+		t.Errorf("unguarded transfers: %+v", tu)
+	}
+	if tg.Lock.Final != 1300 || tg.Lock.Damaged || len(tg.Lock.Tokens) != 2 || tg.Lock.Tokens[1] <= tg.Lock.Tokens[0] {
+		t.Errorf("transfers with the lock: %+v", tg.Lock)
+	}
+	if tg.Version.Final != 1300 || tg.Version.Damaged || tg.Version.Conflicts < 1 {
+		t.Errorf("transfers with the version: %+v", tg.Version)
+	}
+}
+
+// checkLastItem: every sale past the first oversold unguarded; one sale
+// guarded.
+func checkLastItem(t *testing.T, st jsonScenario) {
+	t.Helper()
+	su, sg := decode[jsonStock](t, st.Unguarded), decode[jsonStock](t, st.Guarded)
+	t.Logf("last-item: unguarded %+v", su)
+	if su.Sales < 2 || su.Oversold != su.Sales-1 || su.Sales+su.Refused != 100 || !su.Damaged {
+		t.Errorf("unguarded last-item: damage not counted: %+v", su)
+	}
+	if sg.Damaged || sg.Sales != 1 || sg.Refused != 99 || sg.Oversold != 0 || sg.StockLeft != 0 {
+		t.Errorf("guarded last-item: %+v", sg)
+	}
+}
+
+// checkPausedHolderRuns: the paused holder writes after the successor has
+// read: its late write lands unguarded and with fenced writes alone, and the
+// successor's write erases it; with the claim first it is refused, the
+// balance exact, and the successor's token the higher one.
+func checkPausedHolderRuns(t *testing.T, pa jsonScenario) {
+	t.Helper()
+	un, ag := decode[jsonPausedUnguarded](t, pa.Unguarded), decode[jsonPaused](t, pa.Guarded)
+	for _, au := range []jsonPaused{un.None, un.FencedWrites} {
+		if au.LateWrite != "applied" || au.Final == au.Expected || !au.Damaged {
+			t.Errorf("paused holder, %s: %+v", au.Guard, au)
 		}
 	}
-
-	if has(rep, "transfers") {
-		// 3. The transfers: one lost unguarded; both kept with the lock (two
-		// increasing tokens) and with the version column (after a conflict).
-		tr := scenarioNamed(t, rep, "transfers")
-		tu, tg := decode[jsonTransfer](t, tr.Unguarded), decode[jsonTransferGuarded](t, tr.Guarded)
-		t.Logf("transfers: unguarded %+v", tu)
-		if tu.Expected != 1300 || tu.Final == 1300 || tu.LostTransfers != 1 || !tu.Damaged {
-			t.Errorf("unguarded transfers: %+v", tu)
-		}
-		if tg.Lock.Final != 1300 || tg.Lock.Damaged || len(tg.Lock.Tokens) != 2 || tg.Lock.Tokens[1] <= tg.Lock.Tokens[0] {
-			t.Errorf("transfers with the lock: %+v", tg.Lock)
-		}
-		if tg.Version.Final != 1300 || tg.Version.Damaged || tg.Version.Conflicts < 1 {
-			t.Errorf("transfers with the version: %+v", tg.Version)
-		}
+	if pa.Damage.Unguarded != 2 {
+		t.Errorf("paused holder: unguarded damage %d, want 2 lost updates", pa.Damage.Unguarded)
 	}
-
-	if has(rep, "last-item") {
-		// 4. The last item.
-		st := scenarioNamed(t, rep, "last-item")
-		su, sg := decode[jsonStock](t, st.Unguarded), decode[jsonStock](t, st.Guarded)
-		t.Logf("last-item: unguarded %+v", su)
-		if su.Sales < 2 || su.Oversold != su.Sales-1 || su.Sales+su.Refused != 100 || !su.Damaged {
-			t.Errorf("unguarded last-item: damage not counted: %+v", su)
-		}
-		if sg.Damaged || sg.Sales != 1 || sg.Refused != 99 || sg.Oversold != 0 || sg.StockLeft != 0 {
-			t.Errorf("guarded last-item: %+v", sg)
-		}
+	if ag.LateWrite != "refused" || ag.Final != ag.Expected || ag.Final != 700 || ag.Damaged ||
+		ag.SuccessorToken <= ag.HolderToken {
+		t.Errorf("paused holder, claim first: %+v", ag)
 	}
-
-	if has(rep, "paused-holder") {
-		// 5. The paused holder writes after the successor has read: its
-		// late write lands unguarded and with fenced writes alone, and the
-		// successor's write erases it; with the claim first it is refused,
-		// the balance exact, and the successor's token the higher one.
-		pa := scenarioNamed(t, rep, "paused-holder")
-		un, ag := decode[jsonPausedUnguarded](t, pa.Unguarded), decode[jsonPaused](t, pa.Guarded)
-		for _, au := range []jsonPaused{un.None, un.FencedWrites} {
-			if au.LateWrite != "applied" || au.Final == au.Expected || !au.Damaged {
-				t.Errorf("paused holder, %s: %+v", au.Guard, au)
-			}
-		}
-		if pa.Damage.Unguarded != 2 {
-			t.Errorf("paused holder: unguarded damage %d, want 2 lost updates", pa.Damage.Unguarded)
-		}
-		if ag.LateWrite != "refused" || ag.Final != ag.Expected || ag.Final != 700 || ag.Damaged ||
-			ag.SuccessorToken <= ag.HolderToken {
-			t.Errorf("paused holder, claim first: %+v", ag)
-		}
-		if !hasKind(pa.Timeline.Guarded, "refused") || !hasKind(pa.Timeline.Guarded, "paused") {
-			t.Errorf("paused-holder timeline: %+v", pa.Timeline.Guarded)
-		}
+	if !hasKind(pa.Timeline.Guarded, "refused") || !hasKind(pa.Timeline.Guarded, "paused") {
+		t.Errorf("paused-holder timeline: %+v", pa.Timeline.Guarded)
 	}
+}
 
-	if has(rep, "forgot-to-unlock") {
-		// 6. The killed holder: killed 0.7 s into a 1.5 s lease renewed every
-		// 0.5 s, so the lease runs at least 0.8 s past the kill, and the
-		// successor must not get in before.
-		cr := scenarioNamed(t, rep, "forgot-to-unlock")
-		cu, cg := decode[jsonCrashUnguarded](t, cr.Unguarded), decode[jsonCrashGuarded](t, cr.Guarded)
-		if !cu.Stuck || !cu.Damaged {
-			t.Errorf("unguarded forgot-to-unlock: %+v", cu)
-		}
-		if cg.Damaged || cg.ImmediateTry != "refused" || !cg.Acquired || !cg.TokenHigher ||
-			cg.SuccessorToken <= cg.HolderToken || cg.WaitedMS < 700 {
-			t.Errorf("guarded forgot-to-unlock: %+v", cg)
-		}
+// checkForgotToUnlock: the holder is killed 0.7 s into a 1.5 s lease
+// renewed every 0.5 s, so the lease runs at least 0.8 s past the kill, and
+// the successor must not get in before.
+func checkForgotToUnlock(t *testing.T, cr jsonScenario) {
+	t.Helper()
+	cu, cg := decode[jsonCrashUnguarded](t, cr.Unguarded), decode[jsonCrashGuarded](t, cr.Guarded)
+	if !cu.Stuck || !cu.Damaged {
+		t.Errorf("unguarded forgot-to-unlock: %+v", cu)
+	}
+	if cg.Damaged || cg.ImmediateTry != "refused" || !cg.Acquired || !cg.TokenHigher ||
+		cg.SuccessorToken <= cg.HolderToken || cg.WaitedMS < 700 {
+		t.Errorf("guarded forgot-to-unlock: %+v", cg)
 	}
 }
 
