@@ -138,25 +138,8 @@ func TestMove(t *testing.T) {
 			t.Fatal(err)
 		}
 		insert(t, db, table, "o1", "UNPAID", 100)
-		if r, err := m.Move(ctx, "o1", "PAID", state.Values{"paid_by": "card"}); r != state.Applied || err != nil {
-			t.Fatalf("first move: %v, %v", r, err)
-		}
-		if r, err := m.Move(ctx, "o1", "PAID", state.Values{"paid_by": "twice"}); r != state.Duplicate || err != nil {
-			t.Fatalf("repeated move: %v, %v", r, err)
-		}
-		var paidBy string
-		if err := db.QueryRow(fmt.Sprintf("SELECT paid_by FROM %s WHERE id = 'o1'", table)).Scan(&paidBy); err != nil || paidBy != "card" {
-			t.Fatalf("values of the duplicate applied: %q %v", paidBy, err)
-		}
-		if _, err := m.Move(ctx, "o1", "CANCELLED", nil); !errors.Is(err, state.ErrIllegal) {
-			t.Fatalf("PAID -> CANCELLED: %v", err)
-		}
-		if _, err := m.Move(ctx, "o1", "UNPAID", nil); !errors.Is(err, state.ErrIllegal) {
-			t.Fatalf("move to a state with no declared way in: %v", err)
-		}
-		if cur, _ := m.Current(ctx, "o1"); cur != "PAID" {
-			t.Fatalf("status %q after illegal moves", cur)
-		}
+		checkPaidOnce(t, m, db, table)
+		checkIllegalMovesRefused(t, m)
 		if r, err := m.Move(ctx, "o1", "REFUNDED", nil); r != state.Applied || err != nil {
 			t.Fatalf("PAID -> REFUNDED: %v, %v", r, err)
 		}
@@ -171,6 +154,39 @@ func TestMove(t *testing.T) {
 			t.Fatal("Allowed")
 		}
 	})
+}
+
+// checkPaidOnce moves the unpaid order o1 to PAID twice: the first move
+// is applied with its values, the second is a duplicate and writes none.
+func checkPaidOnce(t *testing.T, m *state.Machine, db *sql.DB, table string) {
+	t.Helper()
+	ctx := t.Context()
+	if r, err := m.Move(ctx, "o1", "PAID", state.Values{"paid_by": "card"}); r != state.Applied || err != nil {
+		t.Fatalf("first move: %v, %v", r, err)
+	}
+	if r, err := m.Move(ctx, "o1", "PAID", state.Values{"paid_by": "twice"}); r != state.Duplicate || err != nil {
+		t.Fatalf("repeated move: %v, %v", r, err)
+	}
+	var paidBy string
+	if err := db.QueryRow(fmt.Sprintf("SELECT paid_by FROM %s WHERE id = 'o1'", table)).Scan(&paidBy); err != nil || paidBy != "card" {
+		t.Fatalf("values of the duplicate applied: %q %v", paidBy, err)
+	}
+}
+
+// checkIllegalMovesRefused moves the paid order o1 where the flow has no
+// way from PAID: each is ErrIllegal and leaves it PAID.
+func checkIllegalMovesRefused(t *testing.T, m *state.Machine) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := m.Move(ctx, "o1", "CANCELLED", nil); !errors.Is(err, state.ErrIllegal) {
+		t.Fatalf("PAID -> CANCELLED: %v", err)
+	}
+	if _, err := m.Move(ctx, "o1", "UNPAID", nil); !errors.Is(err, state.ErrIllegal) {
+		t.Fatalf("move to a state with no declared way in: %v", err)
+	}
+	if cur, _ := m.Current(ctx, "o1"); cur != "PAID" {
+		t.Fatalf("status %q after illegal moves", cur)
+	}
 }
 
 // TestMoveRace: many callers move one order to PAID at once (a callback

@@ -135,21 +135,7 @@ func Run(t *testing.T, tg Target, config string, o Options) Result {
 	if testing.Short() {
 		t.Skip("crash drill")
 	}
-	if o.IDs == 0 {
-		o.IDs = 10000
-	}
-	if o.TTL == 0 {
-		o.TTL = time.Second
-	}
-	if o.FailRate == 0 {
-		o.FailRate = 0.10
-	}
-	if o.KillAt == 0 {
-		o.KillAt = o.IDs / 2
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 4 * time.Minute
-	}
+	o = o.withDefaults()
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
 	s := spec{Target: tg.Name, Config: config, Redis: testsvc.RedisAddr(t), Prefix: testsvc.KeyPrefix(t),
@@ -157,23 +143,9 @@ func Run(t *testing.T, tg Target, config string, o Options) Result {
 	c := redis.NewClient(&redis.Options{Addr: s.Redis, PoolSize: 32})
 	t.Cleanup(func() { deleteKeys(c, s.Prefix); _ = c.Close() })
 
-	// The plan: ids shuffled with their second copies, so two copies of an
-	// id are sometimes in one batch and sometimes far apart.
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 1))
-	var msgs []dedup.Message
-	var want int64
-	for i := range o.IDs {
-		m := dedup.Message{ID: fmt.Sprintf("pay-%05d", i), Body: []byte(strconv.Itoa(i + 1)), Header: map[string]string{HeaderCopy: "1"}}
-		msgs = append(msgs, m)
-		if rng.IntN(2) == 0 {
-			m.Header = map[string]string{HeaderCopy: "2"}
-			msgs = append(msgs, m)
-		}
-		want += int64(i + 1)
-	}
-	rng.Shuffle(len(msgs), func(i, j int) { msgs[i], msgs[j] = msgs[j], msgs[i] })
+	msgs, want := plan(rand.New(rand.NewPCG(seed, 1)), o.IDs)
 	r := Result{Messages: len(msgs)}
 	start := time.Now()
 	if err := tg.Publish(ctx, config, msgs); err != nil {
@@ -209,55 +181,15 @@ func Run(t *testing.T, tg Target, config string, o Options) Result {
 	child.Kill(t)
 	killed := time.Now()
 	t.Logf("child SIGKILLed inside the handler of %s", r.Blocked)
-
-	// Drained: every id took effect, the broker has nothing left, and the
-	// parent's handlers have been idle for a while.
-	const idle = 300 * time.Millisecond
-	for {
-		if r.BlockedBack == 0 && c.HGet(ctx, s.key("effects"), r.Blocked).Val() == "1" {
-			r.BlockedBack = time.Since(killed)
-		}
-		n, err := c.HLen(ctx, s.key("effects")).Result()
-		if err == nil && n == int64(o.IDs) && time.Since(parent.lastCall()) > idle {
-			if ok, derr := tg.Drained(ctx, config); derr == nil && ok && time.Since(parent.lastCall()) > idle {
-				break
-			} else if derr != nil {
-				err = derr
-			}
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("not drained after %v: %d of %d ids took effect (%v)", o.Timeout, n, o.IDs, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	r.BlockedBack = waitDrained(ctx, t, c, s, tg, parent, o, r.Blocked, killed)
 	r.Consume, r.AfterKill = time.Since(start), time.Since(killed)
 	stop()
 	if err := runWait(); err != nil && !errors.Is(err, context.Canceled) {
 		t.Errorf("parent's Consume: %v", err)
 	}
 
-	// Exactly once, none lost.
-	bg := context.Background()
-	counts, err := c.HGetAll(bg, s.key("effects")).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bad := 0
-	for i := range o.IDs {
-		id := fmt.Sprintf("pay-%05d", i)
-		if n := counts[id]; n != "1" {
-			if bad++; bad <= 10 {
-				t.Errorf("%s took effect %q times, want 1", id, n)
-			}
-		}
-	}
-	if bad > 0 {
-		t.Errorf("%d of %d ids did not take effect exactly once", bad, o.IDs)
-	}
-	if got, err := c.Get(bg, s.key("ledger")).Int64(); err != nil || got != want {
-		t.Errorf("ledger %d (%v), want %d", got, err, want)
-	}
-	stats, _ := c.HGetAll(bg, s.key("stats")).Result()
+	checkExactlyOnce(t, c, s, o.IDs, want)
+	stats, _ := c.HGetAll(context.Background(), s.key("stats")).Result()
 	num := func(k string) int64 { n, _ := strconv.ParseInt(stats[k], 10, 64); return n }
 	r.ChildEffects, r.ParentEffects = num("effects:child"), num("effects:parent")
 	r.Failures = num("failures:child") + num("failures:parent")
@@ -271,6 +203,96 @@ func Run(t *testing.T, tg Target, config string, o Options) Result {
 	t.Logf("effects: child %d, parent %d; injected failures %d; parent outcomes %v",
 		r.ChildEffects, r.ParentEffects, r.Failures, r.ParentOutcomes)
 	return r
+}
+
+// withDefaults is o with each zero field set to its default.
+func (o Options) withDefaults() Options {
+	if o.IDs == 0 {
+		o.IDs = 10000
+	}
+	if o.TTL == 0 {
+		o.TTL = time.Second
+	}
+	if o.FailRate == 0 {
+		o.FailRate = 0.10
+	}
+	if o.KillAt == 0 {
+		o.KillAt = o.IDs / 2
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 4 * time.Minute
+	}
+	return o
+}
+
+// plan returns the messages of ids ids, about half of them twice, shuffled
+// with their second copies, so two copies of an id are sometimes in one
+// batch and sometimes far apart; and the ledger sum they make when each
+// takes effect once.
+func plan(rng *rand.Rand, ids int) (msgs []dedup.Message, want int64) {
+	for i := range ids {
+		m := dedup.Message{ID: fmt.Sprintf("pay-%05d", i), Body: []byte(strconv.Itoa(i + 1)), Header: map[string]string{HeaderCopy: "1"}}
+		msgs = append(msgs, m)
+		if rng.IntN(2) == 0 {
+			m.Header = map[string]string{HeaderCopy: "2"}
+			msgs = append(msgs, m)
+		}
+		want += int64(i + 1)
+	}
+	rng.Shuffle(len(msgs), func(i, j int) { msgs[i], msgs[j] = msgs[j], msgs[i] })
+	return msgs, want
+}
+
+// waitDrained waits until every id took effect, the broker has nothing
+// left, and the parent's handlers have been idle for a while. It returns
+// how long after the kill the id blocked in the child took effect.
+func waitDrained(ctx context.Context, t *testing.T, c *redis.Client, s spec, tg Target, parent *proc, o Options, blocked string, killed time.Time) time.Duration {
+	t.Helper()
+	const idle = 300 * time.Millisecond
+	var back time.Duration
+	for {
+		if back == 0 && c.HGet(ctx, s.key("effects"), blocked).Val() == "1" {
+			back = time.Since(killed)
+		}
+		n, err := c.HLen(ctx, s.key("effects")).Result()
+		if err == nil && n == int64(o.IDs) && time.Since(parent.lastCall()) > idle {
+			if ok, derr := tg.Drained(ctx, s.Config); derr == nil && ok && time.Since(parent.lastCall()) > idle {
+				return back
+			} else if derr != nil {
+				err = derr
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("not drained after %v: %d of %d ids took effect (%v)", o.Timeout, n, o.IDs, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkExactlyOnce checks that each of the ids took effect exactly once,
+// none lost, and that the ledger sum is want.
+func checkExactlyOnce(t *testing.T, c *redis.Client, s spec, ids int, want int64) {
+	t.Helper()
+	bg := context.Background()
+	counts, err := c.HGetAll(bg, s.key("effects")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	for i := range ids {
+		id := fmt.Sprintf("pay-%05d", i)
+		if n := counts[id]; n != "1" {
+			if bad++; bad <= 10 {
+				t.Errorf("%s took effect %q times, want 1", id, n)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d ids did not take effect exactly once", bad, ids)
+	}
+	if got, err := c.Get(bg, s.key("ledger")).Int64(); err != nil || got != want {
+		t.Errorf("ledger %d (%v), want %d", got, err, want)
+	}
 }
 
 func runChild(ctx context.Context, tg Target, arg string) error {

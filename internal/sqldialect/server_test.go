@@ -47,24 +47,31 @@ func TestServers(t *testing.T) {
 			if err := sqldialect.Dialect(99).Check(t.Context(), sqlconn.Std(db), errInvalid); !errors.Is(err, errInvalid) {
 				t.Errorf("Check of an unknown dialect = %v, want the caller's invalid", err)
 			}
-			before := time.Now()
-			var ms, us, most int64
-			if err := db.QueryRow(c.d.Fill(`SELECT {now_ms}, {now_us}, {greatest}(3, 7)`)).Scan(&ms, &us, &most); err != nil {
-				t.Fatal(err)
-			}
-			after := time.Now()
-			// The database runs on this machine's clock; a minute of slack
-			// only tells the units apart.
-			if at := time.UnixMilli(ms); at.Before(before.Add(-time.Minute)) || at.After(after.Add(time.Minute)) {
-				t.Errorf("{now_ms} = %d (%v), not near %v", ms, at, before)
-			}
-			if d := us/1000 - ms; d < 0 || d > 1000 {
-				t.Errorf("{now_us} = %d is not {now_ms} = %d in microseconds", us, ms)
-			}
-			if most != 7 {
-				t.Errorf("{greatest}(3, 7) = %d", most)
-			}
+			checkClock(t, db, c.d)
 		})
+	}
+}
+
+// checkClock reads d's {now_ms}, {now_us} and {greatest} on db: the clock
+// is near this machine's, in the units it claims.
+func checkClock(t *testing.T, db *sql.DB, d sqldialect.Dialect) {
+	t.Helper()
+	before := time.Now()
+	var ms, us, most int64
+	if err := db.QueryRow(d.Fill(`SELECT {now_ms}, {now_us}, {greatest}(3, 7)`)).Scan(&ms, &us, &most); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	// The database runs on this machine's clock; a minute of slack only
+	// tells the units apart.
+	if at := time.UnixMilli(ms); at.Before(before.Add(-time.Minute)) || at.After(after.Add(time.Minute)) {
+		t.Errorf("{now_ms} = %d (%v), not near %v", ms, at, before)
+	}
+	if d := us/1000 - ms; d < 0 || d > 1000 {
+		t.Errorf("{now_us} = %d is not {now_ms} = %d in microseconds", us, ms)
+	}
+	if most != 7 {
+		t.Errorf("{greatest}(3, 7) = %d", most)
 	}
 }
 

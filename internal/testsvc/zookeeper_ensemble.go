@@ -90,90 +90,114 @@ func startZooKeeperEnsemble(t testing.TB, n int, linked bool, extra []string) *Z
 		t.Fatalf("testsvc: StartZooKeeperEnsemble(%d): need at least one server", n)
 	}
 	java := zkJava(t)
-	e := &ZooKeeperEnsemble{}
-	quorum := make([]int, 2*n) // quorum and election port of each server
+	st := &ensembleStart{t: t, e: &ZooKeeperEnsemble{}, linked: linked, extra: extra, quorum: make([]int, 2*n)}
 	for i := range n {
-		e.Servers = append(e.Servers, newZooKeeperServer(t, java, "zookeeper "+strconv.Itoa(i+1)))
-	}
-	release := func() {
-		for i, s := range e.Servers {
-			releasePort(s.port)
-			releasePort(quorum[2*i])
-			releasePort(quorum[2*i+1])
-		}
+		st.e.Servers = append(st.e.Servers, newZooKeeperServer(t, java, "zookeeper "+strconv.Itoa(i+1)))
 	}
 	t.Cleanup(func() {
 		// The data is thrown away: kill rather than wait for graceful
 		// shutdowns, which in an ensemble wait on each other.
-		for _, s := range e.Servers {
+		for _, s := range st.e.Servers {
 			_ = s.Signal(syscall.SIGKILL)
 			s.Stop()
 		}
-		release()
+		st.release()
 	})
 
 	procs := make([]*process, n)
-	for i, s := range e.Servers {
+	for i, s := range st.e.Servers {
 		procs[i] = s.process
 	}
-	prepare := func() {
-		for i, s := range e.Servers {
-			s.port = FreePort(t)
-			reservePort(s.port)
-			for k := 2 * i; k < 2*i+2; k++ {
-				quorum[k] = FreePort(t)
-				reservePort(quorum[k])
-			}
-		}
-		if linked {
-			e.links = make([][][2]*Proxy, n)
-			for i := range n {
-				e.links[i] = make([][2]*Proxy, n)
-				for j := range n {
-					if i != j {
-						e.links[i][j] = [2]*Proxy{
-							NewProxy(t, "127.0.0.1:"+strconv.Itoa(quorum[2*j])),
-							NewProxy(t, "127.0.0.1:"+strconv.Itoa(quorum[2*j+1])),
-						}
-					}
-				}
-			}
-		}
-		// members returns server i's view of the ensemble: itself at its
-		// own ports, the others at theirs or at i's proxies to them.
-		members := func(i int) string {
-			var lines strings.Builder
-			lines.WriteString(zkEnsembleLimits)
-			for j := range n {
-				q, el := "127.0.0.1:"+strconv.Itoa(quorum[2*j]), "127.0.0.1:"+strconv.Itoa(quorum[2*j+1])
-				if linked && i != j {
-					q, el = e.links[i][j][0].Addr(), e.links[i][j][1].Addr()
-				}
-				fmt.Fprintf(&lines, "server.%d=%s:%s\n", j+1, q, strings.TrimPrefix(el, "127.0.0.1:"))
-			}
-			return lines.String()
-		}
-		for i, s := range e.Servers {
-			if err := os.MkdirAll(s.dataDir(), 0o755); err != nil {
-				t.Fatalf("testsvc: %v", err)
-			}
-			if err := os.WriteFile(filepath.Join(s.dataDir(), "myid"), []byte(strconv.Itoa(i+1)+"\n"), 0o644); err != nil {
-				t.Fatalf("testsvc: write myid: %v", err)
-			}
-			s.writeConfig(append([]string{members(i)}, extra...))
-		}
-	}
-	reset := func() {
-		for _, s := range e.Servers {
-			_ = os.RemoveAll(s.dataDir())
-		}
-		release()
-	}
 	label := func(i int) string { return "server " + strconv.Itoa(i+1) }
-	if err := startTogether(procs, label, prepare, reset); err != nil {
+	if err := startTogether(procs, label, st.prepare, st.reset); err != nil {
 		t.Fatalf("testsvc: start zookeeper ensemble: %v", err)
 	}
-	return e
+	return st.e
+}
+
+// ensembleStart is an ensemble's start: the ports each attempt picks and
+// the configuration it writes.
+type ensembleStart struct {
+	t      testing.TB
+	e      *ZooKeeperEnsemble
+	linked bool
+	extra  []string
+	quorum []int // quorum and election port of each server
+}
+
+// prepare picks free ports for every server, proxies between them if
+// linked, and writes each server's myid and configuration.
+func (st *ensembleStart) prepare() {
+	for i, s := range st.e.Servers {
+		s.port = FreePort(st.t)
+		reservePort(s.port)
+		for k := 2 * i; k < 2*i+2; k++ {
+			st.quorum[k] = FreePort(st.t)
+			reservePort(st.quorum[k])
+		}
+	}
+	if st.linked {
+		st.link()
+	}
+	for i, s := range st.e.Servers {
+		if err := os.MkdirAll(s.dataDir(), 0o755); err != nil {
+			st.t.Fatalf("testsvc: %v", err)
+		}
+		if err := os.WriteFile(filepath.Join(s.dataDir(), "myid"), []byte(strconv.Itoa(i+1)+"\n"), 0o644); err != nil {
+			st.t.Fatalf("testsvc: write myid: %v", err)
+		}
+		s.writeConfig(append([]string{st.members(i)}, st.extra...))
+	}
+}
+
+// link puts a proxy of its own on every link between two servers: server
+// i reaches server j's quorum and election ports through links[i][j].
+func (st *ensembleStart) link() {
+	n := len(st.e.Servers)
+	st.e.links = make([][][2]*Proxy, n)
+	for i := range n {
+		st.e.links[i] = make([][2]*Proxy, n)
+		for j := range n {
+			if i != j {
+				st.e.links[i][j] = [2]*Proxy{
+					NewProxy(st.t, "127.0.0.1:"+strconv.Itoa(st.quorum[2*j])),
+					NewProxy(st.t, "127.0.0.1:"+strconv.Itoa(st.quorum[2*j+1])),
+				}
+			}
+		}
+	}
+}
+
+// members returns server i's view of the ensemble: itself at its own
+// ports, the others at theirs or at i's proxies to them.
+func (st *ensembleStart) members(i int) string {
+	var lines strings.Builder
+	lines.WriteString(zkEnsembleLimits)
+	for j := range st.e.Servers {
+		q, el := "127.0.0.1:"+strconv.Itoa(st.quorum[2*j]), "127.0.0.1:"+strconv.Itoa(st.quorum[2*j+1])
+		if st.linked && i != j {
+			q, el = st.e.links[i][j][0].Addr(), st.e.links[i][j][1].Addr()
+		}
+		fmt.Fprintf(&lines, "server.%d=%s:%s\n", j+1, q, strings.TrimPrefix(el, "127.0.0.1:"))
+	}
+	return lines.String()
+}
+
+// reset throws away a failed attempt's data and ports.
+func (st *ensembleStart) reset() {
+	for _, s := range st.e.Servers {
+		_ = os.RemoveAll(s.dataDir())
+	}
+	st.release()
+}
+
+// release gives back the ports of the last attempt.
+func (st *ensembleStart) release() {
+	for i, s := range st.e.Servers {
+		releasePort(s.port)
+		releasePort(st.quorum[2*i])
+		releasePort(st.quorum[2*i+1])
+	}
 }
 
 // Endpoints returns the client addresses of all servers, running or not, in
