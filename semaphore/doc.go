@@ -60,15 +60,17 @@
 //
 // # Backends
 //
-// A backend implements [driver.Backend] for keys made by [Key]: the name, the
-// permit count and how many permits one acquisition takes, which it reads
-// back with [ParseKey]; TryAcquire takes that many permits or fails with
-// lock.ErrNotAcquired, telling when the earliest holder's lease ends. The
-// lock.Manager brings renewal (in batches where the backend can), loss
-// detection, waiting and release hints, so a permit is a [lock.Lease]
-// wrapped in a [Permit]. lock/memlock, lock/redislock, lock/sqllock
-// (PostgreSQL, SQLite, MySQL), lock/etcdlock and lock/zklock (in kazoo's
-// layout) provide Clients, and lock/lockurl opens them from a URL; package
-// semaphore/semaphoretest is the conformance suite each passes against its
-// real server.
+// A backend implements [Backend], whose calls receive the acquisition as a
+// [Request]: the name, the permit count and how many permits it takes.
+// TryAcquire takes that many permits or fails with lock.ErrNotAcquired,
+// telling when the earliest holder's lease ends. The optional capabilities
+// ([ReleaseWatcher], [ServerQueue], [BatchRenewer], [PipelinedReleaser],
+// [Bounded]; [Inspector], [Lister] and [Breaker] for operators) are found by
+// type assertion. [New] puts the backend under a lock.Manager, which brings
+// renewal (in batches where the backend can), loss detection, waiting and
+// release hints, so a permit is a [lock.Lease] wrapped in a [Permit].
+// lock/memlock, lock/redislock, lock/sqllock (PostgreSQL, SQLite, MySQL),
+// lock/etcdlock and lock/zklock (in kazoo's layout) provide Clients, and
+// lock/lockurl opens them from a URL; package semaphore/semaphoretest is the
+// conformance suite each passes against its real server.
 package semaphore

@@ -13,18 +13,21 @@ func TestKeyRoundTrip(t *testing.T) {
 		{"a/b/c", 16, 16},
 		{"\x00 odd }{ name", 1, 1},
 	} {
-		got, err := ParseKey(Key(r.Name, r.Permits, r.Count))
+		got, err := parseKey(key(r))
 		if err != nil || got != r {
-			t.Errorf("ParseKey(Key(%+v)) = (%+v, %v)", r, got, err)
+			t.Errorf("parseKey(key(%+v)) = (%+v, %v)", r, got, err)
 		}
+	}
+	if k := key(Request{"payments", 4, 1}); k != "4/1/payments" {
+		t.Errorf("key = %q, want \"4/1/payments\": observers see this key", k)
 	}
 }
 
 func TestParseKeyRefusesWhatKeyCannotMake(t *testing.T) {
 	for _, k := range []string{"", "4", "4/1", "4/1/", "x/1/n", "4/x/n", "04/1/n", "4/01/n", "+4/1/n",
 		"0/0/n", "2/3/n", "2/0/n", "100001/1/n"} {
-		if r, err := ParseKey(k); !errors.Is(err, lock.ErrInvalid) {
-			t.Errorf("ParseKey(%q) = (%+v, %v), want ErrInvalid", k, r, err)
+		if r, err := parseKey(k); !errors.Is(err, lock.ErrInvalid) {
+			t.Errorf("parseKey(%q) = (%+v, %v), want ErrInvalid", k, r, err)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 
 	"github.com/latchkey-go/latchkey/lock"
-	"github.com/latchkey-go/latchkey/lock/driver"
 )
 
 // A Client hands out permits of the semaphores on one backend. Its
@@ -15,14 +14,17 @@ import (
 // All its methods are safe for concurrent use.
 type Client struct {
 	m *lock.Manager
-	b driver.Backend
+	b Backend
 }
 
-// New returns a Client on b, a backend that takes permits for keys made by
-// Key (each backend package's NewSemaphores constructs its own). It
-// returns an error wrapping lock.ErrInvalid if b is nil.
-func New(b driver.Backend) (*Client, error) {
-	m, err := lock.NewManager(b)
+// New returns a Client on b (each backend package's NewSemaphores
+// constructs its own). It returns an error wrapping lock.ErrInvalid if b is
+// nil.
+func New(b Backend) (*Client, error) {
+	if b == nil {
+		return nil, fmt.Errorf("semaphore: %w: nil backend", lock.ErrInvalid)
+	}
+	m, err := lock.NewManager(newView(b))
 	if err != nil {
 		return nil, fmt.Errorf("semaphore: %w", err)
 	}
@@ -41,7 +43,8 @@ func (c *Client) Close() error {
 
 // SetObserver makes o the lock.Observer of the permits acquired from now on
 // (package metrics has one); nil turns observation off. Its events' Key is
-// the one Key makes.
+// "N/k/name": the permit count, how many permits the acquisition takes, and
+// the semaphore's name ("4/1/payment-provider").
 func (c *Client) SetObserver(o lock.Observer) { c.m.SetObserver(o) }
 
 // Semaphore returns name's semaphore with permits permits. It touches no
@@ -92,7 +95,7 @@ func (s *Semaphore) AcquireN(ctx context.Context, count int, opts ...lock.Option
 	if count < 1 || count > s.permits {
 		return nil, fmt.Errorf("%w: semaphore: %d permits asked of %d", lock.ErrInvalid, count, s.permits)
 	}
-	l, err := s.c.m.Acquire(ctx, Key(s.name, s.permits, count), opts...)
+	l, err := s.c.m.Acquire(ctx, key(Request{s.name, s.permits, count}), opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +110,7 @@ func (s *Semaphore) Do(ctx context.Context, fn func(ctx context.Context, p *Perm
 	if fn == nil {
 		return fmt.Errorf("%w: semaphore: nil function", lock.ErrInvalid)
 	}
-	return lock.Do(ctx, s.c.m, Key(s.name, s.permits, 1), func(ctx context.Context, l *lock.Lease) error {
+	return lock.Do(ctx, s.c.m, key(Request{s.name, s.permits, 1}), func(ctx context.Context, l *lock.Lease) error {
 		return fn(ctx, &Permit{Lease: l, name: s.name, count: 1})
 	}, opts...)
 }
@@ -118,7 +121,7 @@ func (s *Semaphore) Do(ctx context.Context, fn func(ctx context.Context, p *Perm
 func (s *Semaphore) Waiting() int {
 	n := 0
 	for k := 1; k <= s.permits && k <= maxCountedWaits; k++ {
-		n += s.c.m.Waiting(Key(s.name, s.permits, k))
+		n += s.c.m.Waiting(key(Request{s.name, s.permits, k}))
 	}
 	return n
 }

@@ -206,15 +206,15 @@ func (b *Node) Renew(ctx context.Context, key, owner string, ttl time.Duration) 
 // RenewBatch implements driver.BatchRenewer: one pipeline for the whole batch
 // (on Redis Cluster, one per master, sent in parallel).
 func (b *Node) RenewBatch(ctx context.Context, batch []driver.Renewal) []error {
-	return b.renewBatch(ctx, renewScript, errNotHeld, batch, func(r driver.Renewal) ([]string, error) {
-		return []string{LockKey(b.prefix, r.Key)}, nil
+	return b.renewBatch(ctx, renewScript, errNotHeld, batch, func(r driver.Renewal) []string {
+		return []string{LockKey(b.prefix, r.Key)}
 	})
 }
 
 // renewBatch runs s, a renewal script answering 1 when renewed, for every
-// lease in batch in one pipeline; keys returns a lease's script keys, or an
-// error that is that lease's answer. A refused renewal's answer is notHeld.
-func (b *Node) renewBatch(ctx context.Context, s *redis.Script, notHeld error, batch []driver.Renewal, keys func(driver.Renewal) ([]string, error)) []error {
+// lease in batch in one pipeline, with the script keys keys returns for it.
+// A refused renewal's answer is notHeld.
+func (b *Node) renewBatch(ctx context.Context, s *redis.Script, notHeld error, batch []driver.Renewal, keys func(driver.Renewal) []string) []error {
 	errs := make([]error, len(batch))
 	if len(batch) == 0 {
 		return errs
@@ -224,22 +224,14 @@ func (b *Node) renewBatch(ctx context.Context, s *redis.Script, notHeld error, b
 		pipe := b.client.Pipeline()
 		for _, i := range idx {
 			r := batch[i]
-			ks, _ := keys(r)
-			cmds[i] = s.EvalSha(ctx, pipe, ks, r.Owner, millis(r.TTL))
+			cmds[i] = s.EvalSha(ctx, pipe, keys(r), r.Owner, millis(r.TTL))
 		}
 		_, err := pipe.Exec(ctx)
 		return err
 	}
-	var all []int
-	for i, r := range batch {
-		if _, err := keys(r); err != nil {
-			errs[i] = err
-			continue
-		}
-		all = append(all, i)
-	}
-	if len(all) == 0 {
-		return errs
+	all := make([]int, len(batch))
+	for i := range all {
+		all[i] = i
 	}
 	if err := send(all); err != nil {
 		var missing []int

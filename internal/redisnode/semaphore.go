@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -39,8 +40,8 @@ var (
 // semSuffix follows a name's lock key (LockKey) in its semaphore's keys.
 const semSuffix = ":sem"
 
-// Semaphores is the semaphore backend on one Redis server or Cluster: a
-// driver.Backend for the keys semaphore.Key makes. A name's permits are two
+// Semaphores is the semaphore.Backend on one Redis server or Cluster. A
+// name's permits are two
 // keys beside its lock's, with its hash tag: a sorted set of the holders'
 // lease ends (server time, ms) and a hash of N, the permits used and each
 // holder's count, token and start; beside them the fencing counter and the
@@ -52,12 +53,11 @@ type Semaphores struct {
 }
 
 var (
-	_ driver.Backend           = (*Semaphores)(nil)
-	_ driver.BatchRenewer      = (*Semaphores)(nil)
-	_ driver.ReleaseWatcher    = (*Semaphores)(nil)
-	_ driver.PipelinedReleaser = (*Semaphores)(nil)
-	_ driver.Shared            = (*Semaphores)(nil)
-	_ semaphore.Inspector      = (*Semaphores)(nil)
+	_ semaphore.Backend           = (*Semaphores)(nil)
+	_ semaphore.BatchRenewer      = (*Semaphores)(nil)
+	_ semaphore.ReleaseWatcher    = (*Semaphores)(nil)
+	_ semaphore.PipelinedReleaser = (*Semaphores)(nil)
+	_ semaphore.Inspector         = (*Semaphores)(nil)
 )
 
 // NewSemaphores returns the semaphore backend on client, with the options of
@@ -94,12 +94,8 @@ func SemaphoreKeys(prefix, name string) (ends, holders string) {
 
 var errPermitNotHeld = lockerr.NotHeld("redislock: the permit expired or was revoked")
 
-// TryAcquire implements driver.Backend.
-func (s *Semaphores) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
-	r, err := semaphore.ParseKey(key)
-	if err != nil {
-		return 0, 0, err
-	}
+// TryAcquire implements semaphore.Backend.
+func (s *Semaphores) TryAcquire(ctx context.Context, r semaphore.Request, owner string, ttl time.Duration) (uint64, time.Duration, error) {
 	n, err := s.n.exec.Run(ctx, nil, semAcquireScript, s.keys(r.Name),
 		owner, r.Permits, r.Count, millis(ttl), s.n.retention, millis(waitersFlagTTL)).Int64()
 	if err != nil {
@@ -115,12 +111,8 @@ func (s *Semaphores) TryAcquire(ctx context.Context, key, owner string, ttl time
 	return uint64(n), 0, nil
 }
 
-// Renew implements driver.Backend.
-func (s *Semaphores) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
-	r, err := semaphore.ParseKey(key)
-	if err != nil {
-		return err
-	}
+// Renew implements semaphore.Backend.
+func (s *Semaphores) Renew(ctx context.Context, r semaphore.Request, owner string, ttl time.Duration) error {
 	n, err := s.n.exec.Run(ctx, nil, semRenewScript, s.keys(r.Name)[:2], owner, millis(ttl)).Int64()
 	if err != nil {
 		return fmt.Errorf("redislock: %w", err)
@@ -131,37 +123,30 @@ func (s *Semaphores) Renew(ctx context.Context, key, owner string, ttl time.Dura
 	return nil
 }
 
-// RenewBatch implements driver.BatchRenewer: every permit due, of any name,
-// in one pipeline.
-func (s *Semaphores) RenewBatch(ctx context.Context, batch []driver.Renewal) []error {
-	return s.n.renewBatch(ctx, semRenewScript, errPermitNotHeld, batch, func(r driver.Renewal) ([]string, error) {
-		req, err := semaphore.ParseKey(r.Key)
-		if err != nil {
-			return nil, err
-		}
-		return s.keys(req.Name)[:2], nil
+// RenewBatch implements semaphore.BatchRenewer: every permit due, of any
+// name, in one pipeline.
+func (s *Semaphores) RenewBatch(ctx context.Context, batch []semaphore.Renewal) []error {
+	byName := make([]driver.Renewal, len(batch))
+	for i, r := range batch {
+		byName[i] = driver.Renewal{Key: r.Name, Owner: r.Owner, TTL: r.TTL}
+	}
+	return s.n.renewBatch(ctx, semRenewScript, errPermitNotHeld, byName, func(r driver.Renewal) []string {
+		return s.keys(r.Key)[:2]
 	})
 }
 
-// Release implements driver.Backend.
-func (s *Semaphores) Release(ctx context.Context, key, owner string) error {
-	return s.release(ctx, key, owner, anonymous, nil)
+// Release implements semaphore.Backend.
+func (s *Semaphores) Release(ctx context.Context, r semaphore.Request, owner string) error {
+	return s.release(ctx, r.Name, owner, anonymous, nil)
 }
 
-// ReleaseHandoff implements driver.PipelinedReleaser, as Node's does.
-func (s *Semaphores) ReleaseHandoff(ctx context.Context, key, owner string, handoff func()) error {
-	return s.release(ctx, key, owner, s.n.id, handoff)
+// ReleaseHandoff implements semaphore.PipelinedReleaser, as Node's does.
+func (s *Semaphores) ReleaseHandoff(ctx context.Context, r semaphore.Request, owner string, handoff func()) error {
+	return s.release(ctx, r.Name, owner, s.n.id, handoff)
 }
 
-func (s *Semaphores) release(ctx context.Context, key, owner, id string, ordered func()) error {
-	r, err := semaphore.ParseKey(key)
-	if err != nil {
-		if ordered != nil {
-			ordered()
-		}
-		return err
-	}
-	k := s.keys(r.Name)
+func (s *Semaphores) release(ctx context.Context, name, owner, id string, ordered func()) error {
+	k := s.keys(name)
 	n, err := s.n.exec.Run(ctx, ordered, semReleaseScript, []string{k[0], k[1], k[3]}, owner, s.n.channel, id, k[4]).Int64()
 	if err != nil {
 		return fmt.Errorf("redislock: %w", err)
@@ -172,20 +157,10 @@ func (s *Semaphores) release(ctx context.Context, key, owner, id string, ordered
 	return nil
 }
 
-// WatchRelease implements driver.ReleaseWatcher, by name: a release wakes the
+// WatchRelease implements semaphore.ReleaseWatcher: a release wakes the
 // waiters of every count.
-func (s *Semaphores) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	r, err := semaphore.ParseKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return s.n.w.watch(ctx, r.Name)
-}
-
-// Shared implements driver.Shared.
-func (s *Semaphores) Shared(key string) bool {
-	r, err := semaphore.ParseKey(key)
-	return err == nil && r.Permits > 1
+func (s *Semaphores) WatchRelease(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	return s.n.w.watch(ctx, name)
 }
 
 // InspectSemaphore implements semaphore.Inspector with one script that
@@ -252,14 +227,11 @@ func (s *Semaphores) BreakPermits(ctx context.Context, name string, token uint64
 		count, _ := strconv.Atoi(f[0])
 		_, label, _ := lock.ParseOwner(owner)
 		h := semaphore.HolderInfo{Holder: label, Token: token, Count: count, TimeLeft: time.Duration(left) * time.Millisecond}
-		n, err := s.n.exec.Run(ctx, nil, semReleaseScript, []string{k[0], k[1], k[3]}, owner, s.n.channel, anonymous, k[4]).Int64()
-		if err != nil {
-			return h, fmt.Errorf("redislock: %w", err)
-		}
-		if n != 1 {
+		err := s.release(ctx, name, owner, anonymous, nil)
+		if errors.Is(err, errPermitNotHeld) {
 			break
 		}
-		return h, nil
+		return h, err
 	}
 	return semaphore.HolderInfo{}, lockerr.NotHeld(fmt.Sprintf("redislock: no holder of semaphore %q has token %d", name, token))
 }

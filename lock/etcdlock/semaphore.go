@@ -16,7 +16,6 @@ import (
 
 	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/lock"
-	"github.com/latchkey-go/latchkey/lock/driver"
 	"github.com/latchkey-go/latchkey/semaphore"
 )
 
@@ -57,7 +56,7 @@ func NewSemaphores(c Client, opts ...Option) (*semaphore.Client, error) {
 	return semaphore.New(&semBackend{c: c, prefix: o.prefix + DefaultSemaphorePrefix, lockPrefix: o.prefix, byOwner: map[string]*permit{}, idle: map[int64][]idleLease{}})
 }
 
-// semBackend is the semaphore driver.Backend on etcd.
+// semBackend is the semaphore.Backend on etcd.
 type semBackend struct {
 	c          Client
 	prefix     string // of the semaphores' keys
@@ -70,10 +69,9 @@ type semBackend struct {
 }
 
 var (
-	_ driver.Backend      = (*semBackend)(nil)
-	_ driver.ServerQueue  = (*semBackend)(nil)
-	_ driver.Shared       = (*semBackend)(nil)
-	_ semaphore.Inspector = (*semBackend)(nil)
+	_ semaphore.Backend     = (*semBackend)(nil)
+	_ semaphore.ServerQueue = (*semBackend)(nil)
+	_ semaphore.Inspector   = (*semBackend)(nil)
 )
 
 // A permit is one acquisition's key, from its first attempt until it is
@@ -133,9 +131,10 @@ func parseValue(v []byte) (permits, count int, owner string, ok bool) {
 	return n, k, f[2], err1 == nil && err2 == nil && n > 0 && k > 0
 }
 
-// WatchReleaseOwner implements driver.ServerQueue: owner's Acquire waits, so
-// its key stays queued between attempts. stop withdraws it unless it holds.
-func (b *semBackend) WatchReleaseOwner(_ context.Context, _, owner string) (<-chan struct{}, func(), error) {
+// WatchReleaseOwner implements semaphore.ServerQueue: owner's Acquire waits,
+// so its key stays queued between attempts. stop withdraws it unless it
+// holds.
+func (b *semBackend) WatchReleaseOwner(_ context.Context, _ semaphore.Request, owner string) (<-chan struct{}, func(), error) {
 	p := b.permitOf(owner, true)
 	p.mu.Lock()
 	p.waiting = true
@@ -165,12 +164,8 @@ func (b *semBackend) withdrawLocked(p *permit, owner string) {
 	b.forget(owner)
 }
 
-// TryAcquire implements driver.Backend.
-func (b *semBackend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
-	r, err := semaphore.ParseKey(key)
-	if err != nil {
-		return 0, 0, err
-	}
+// TryAcquire implements semaphore.Backend.
+func (b *semBackend) TryAcquire(ctx context.Context, r semaphore.Request, owner string, ttl time.Duration) (uint64, time.Duration, error) {
 	p := b.permitOf(owner, true)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -440,9 +435,9 @@ func (b *semBackend) keepQueued(ctx context.Context, lease clientv3.LeaseID, ttl
 	}
 }
 
-// Renew implements driver.Backend: a keep-alive of the permit's lease, then a
-// check that its key is still there.
-func (b *semBackend) Renew(ctx context.Context, _, owner string, _ time.Duration) error {
+// Renew implements semaphore.Backend: a keep-alive of the permit's lease,
+// then a check that its key is still there.
+func (b *semBackend) Renew(ctx context.Context, _ semaphore.Request, owner string, _ time.Duration) error {
 	p := b.permitOf(owner, false)
 	if p == nil {
 		return errPermitNotHeld
@@ -477,10 +472,10 @@ func (b *semBackend) Renew(ctx context.Context, _, owner string, _ time.Duration
 	return nil
 }
 
-// Release implements driver.Backend: the key is deleted if it is still this
-// permit's (compare-and-delete on its create revision), then its lease
+// Release implements semaphore.Backend: the key is deleted if it is still
+// this permit's (compare-and-delete on its create revision), then its lease
 // revoked.
-func (b *semBackend) Release(ctx context.Context, _, owner string) error {
+func (b *semBackend) Release(ctx context.Context, _ semaphore.Request, owner string) error {
 	p := b.permitOf(owner, false)
 	if p == nil {
 		return errPermitNotHeld
@@ -566,12 +561,6 @@ func (b *semBackend) Close() error {
 		}
 	}
 	return nil
-}
-
-// Shared implements driver.Shared.
-func (b *semBackend) Shared(key string) bool {
-	r, err := semaphore.ParseKey(key)
-	return err == nil && r.Permits > 1
 }
 
 // InspectSemaphore implements semaphore.Inspector: one read of the name's

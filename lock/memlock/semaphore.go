@@ -9,7 +9,6 @@ import (
 
 	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/lock"
-	"github.com/latchkey-go/latchkey/lock/driver"
 	"github.com/latchkey-go/latchkey/semaphore"
 )
 
@@ -65,10 +64,9 @@ type semStore struct {
 }
 
 var (
-	_ driver.Backend        = (*semStore)(nil)
-	_ driver.ReleaseWatcher = (*semStore)(nil)
-	_ driver.Shared         = (*semStore)(nil)
-	_ semaphore.Inspector   = (*semStore)(nil)
+	_ semaphore.Backend        = (*semStore)(nil)
+	_ semaphore.ReleaseWatcher = (*semStore)(nil)
+	_ semaphore.Inspector      = (*semStore)(nil)
 )
 
 // live returns name's entry with expired holders dropped, nil if nobody
@@ -90,11 +88,7 @@ func (s *semStore) live(name string, now time.Time) *semEntry {
 	return e
 }
 
-func (s *semStore) TryAcquire(_ context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
-	r, err := semaphore.ParseKey(key)
-	if err != nil {
-		return 0, 0, err
-	}
+func (s *semStore) TryAcquire(_ context.Context, r semaphore.Request, owner string, ttl time.Duration) (uint64, time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -122,11 +116,7 @@ func (s *semStore) TryAcquire(_ context.Context, key, owner string, ttl time.Dur
 	return s.next, 0, nil
 }
 
-func (s *semStore) Renew(_ context.Context, key, owner string, ttl time.Duration) error {
-	r, err := semaphore.ParseKey(key)
-	if err != nil {
-		return err
-	}
+func (s *semStore) Renew(_ context.Context, r semaphore.Request, owner string, ttl time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -138,11 +128,7 @@ func (s *semStore) Renew(_ context.Context, key, owner string, ttl time.Duration
 	return nil
 }
 
-func (s *semStore) Release(_ context.Context, key, owner string) error {
-	r, err := semaphore.ParseKey(key)
-	if err != nil {
-		return err
-	}
+func (s *semStore) Release(_ context.Context, r semaphore.Request, owner string) error {
 	s.mu.Lock()
 	e := s.live(r.Name, time.Now())
 	if e == nil || e.holders[owner] == nil {
@@ -158,26 +144,15 @@ func (s *semStore) Release(_ context.Context, key, owner string) error {
 	return nil
 }
 
-// Shared implements driver.Shared: a name with more than one permit
-// may have several holders.
-func (s *semStore) Shared(key string) bool {
-	r, err := semaphore.ParseKey(key)
-	return err == nil && r.Permits > 1
-}
-
-// WatchRelease implements driver.ReleaseWatcher, by name: a release wakes
-// the waiters of every count.
-func (s *semStore) WatchRelease(_ context.Context, key string) (<-chan struct{}, func(), error) {
-	r, err := semaphore.ParseKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
+// WatchRelease implements semaphore.ReleaseWatcher: a release wakes the
+// waiters of every count.
+func (s *semStore) WatchRelease(_ context.Context, name string) (<-chan struct{}, func(), error) {
 	ch := make(chan struct{}, 1)
 	s.mu.Lock()
-	set := s.waiters[r.Name]
+	set := s.waiters[name]
 	if set == nil {
 		set = make(map[chan struct{}]struct{})
-		s.waiters[r.Name] = set
+		s.waiters[name] = set
 	}
 	set[ch] = struct{}{}
 	s.mu.Unlock()
@@ -185,7 +160,7 @@ func (s *semStore) WatchRelease(_ context.Context, key string) (<-chan struct{},
 		s.mu.Lock()
 		delete(set, ch)
 		if len(set) == 0 {
-			delete(s.waiters, r.Name)
+			delete(s.waiters, name)
 		}
 		s.mu.Unlock()
 	}
@@ -229,4 +204,4 @@ func (s *semStore) InspectSemaphore(_ context.Context, name string) (semaphore.I
 // Backend returns the store behind ss, for another semaphore.Client on the
 // same permits (semaphore.New), as a separate part of the program with its
 // own waiters and renewals would have.
-func (ss *Semaphores) Backend() driver.Backend { return ss.s }
+func (ss *Semaphores) Backend() semaphore.Backend { return ss.s }

@@ -17,7 +17,6 @@ import (
 	"github.com/latchkey-go/latchkey/internal/sqlconn/pgxconn"
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 	"github.com/latchkey-go/latchkey/lock"
-	"github.com/latchkey-go/latchkey/lock/driver"
 	"github.com/latchkey-go/latchkey/semaphore"
 )
 
@@ -85,7 +84,7 @@ func newSemaphores(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.
 		return nil, fmt.Errorf("sqllock: creating the semaphore tables: %w", err)
 	}
 	b := &semBackend{db: db, dialect: d, q: q, modes: modeQuery(d), marks: newMarks(d)}
-	var lb driver.Backend = b
+	var lb semaphore.Backend = b
 	switch {
 	case pool != nil:
 		lb = watchingSemBackend{semBatchBackend{b}, newListener(pool, o.table+channelSuffix)}
@@ -266,7 +265,7 @@ RETURNING owner`)
 	return q
 }
 
-// semBackend is the semaphore driver.Backend on the two tables.
+// semBackend is the semaphore.Backend on the two tables.
 type semBackend struct {
 	db      sqlconn.DB
 	dialect Dialect
@@ -285,11 +284,10 @@ type watchingSemBackend struct {
 }
 
 var (
-	_ driver.Backend        = (*semBackend)(nil)
-	_ driver.Shared         = (*semBackend)(nil)
-	_ semaphore.Inspector   = (*semBackend)(nil)
-	_ driver.BatchRenewer   = semBatchBackend{}
-	_ driver.ReleaseWatcher = watchingSemBackend{}
+	_ semaphore.Backend        = (*semBackend)(nil)
+	_ semaphore.Inspector      = (*semBackend)(nil)
+	_ semaphore.BatchRenewer   = semBatchBackend{}
+	_ semaphore.ReleaseWatcher = watchingSemBackend{}
 )
 
 var errPermitNotHeld = lockerr.NotHeld("sqllock: the permit expired or was revoked")
@@ -304,11 +302,7 @@ type acquired struct {
 	other     bool // the name's lock row was not ours to mark (modes.go)
 }
 
-func (b *semBackend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
-	r, err := semaphore.ParseKey(key)
-	if err != nil {
-		return 0, 0, err
-	}
+func (b *semBackend) TryAcquire(ctx context.Context, r semaphore.Request, owner string, ttl time.Duration) (uint64, time.Duration, error) {
 	if b.q.acquireFn != "" {
 		return b.acquireInOne(ctx, r, owner, ttl)
 	}
@@ -322,6 +316,7 @@ func (b *semBackend) TryAcquire(ctx context.Context, key, owner string, ttl time
 			return 0, a.holderTTL, a.err
 		}
 	}
+	var err error
 	remarked := false
 	for try := 1; ; try++ {
 		err = b.tryAcquire(ctx, r, owner, ttl, &a)
@@ -524,12 +519,9 @@ func (b *semBackend) nextTokenIn(ctx context.Context, tx sqlconn.Tx, r semaphore
 	return next, err
 }
 
-func (b *semBackend) Renew(ctx context.Context, key, owner string, ttl time.Duration) error {
-	r, err := semaphore.ParseKey(key)
-	if err != nil {
-		return err
-	}
+func (b *semBackend) Renew(ctx context.Context, r semaphore.Request, owner string, ttl time.Duration) error {
 	var n int64
+	var err error
 	if b.dialect == MySQL {
 		n, err = sqlconn.LastID(b.db.Exec(ctx, b.q.renew, ttl.Milliseconds(), r.Name, owner))
 	} else {
@@ -544,11 +536,7 @@ func (b *semBackend) Renew(ctx context.Context, key, owner string, ttl time.Dura
 	return nil
 }
 
-func (b *semBackend) Release(ctx context.Context, key, owner string) error {
-	r, err := semaphore.ParseKey(key)
-	if err != nil {
-		return err
-	}
+func (b *semBackend) Release(ctx context.Context, r semaphore.Request, owner string) error {
 	return b.release(ctx, r.Name, owner)
 }
 
@@ -573,25 +561,15 @@ func (b *semBackend) release(ctx context.Context, name, owner string) error {
 	return nil
 }
 
-// Shared implements driver.Shared.
-func (b *semBackend) Shared(key string) bool {
-	r, err := semaphore.ParseKey(key)
-	return err == nil && r.Permits > 1
-}
-
-// RenewBatch implements driver.BatchRenewer: one statement per maxBatch
+// RenewBatch implements semaphore.BatchRenewer: one statement per maxBatch
 // permits.
-func (b semBatchBackend) RenewBatch(ctx context.Context, batch []driver.Renewal) []error {
+func (b semBatchBackend) RenewBatch(ctx context.Context, batch []semaphore.Renewal) []error {
 	errs := make([]error, len(batch))
 	for start := 0; start < len(batch); start += maxBatch {
 		chunk := batch[start:min(start+maxBatch, len(batch))]
 		names, owners, ttls := make([]string, len(chunk)), make([]string, len(chunk)), make([]int64, len(chunk))
 		for i, r := range chunk {
-			req, err := semaphore.ParseKey(r.Key)
-			if err != nil {
-				errs[start+i] = err
-			}
-			names[i], owners[i], ttls[i] = req.Name, r.Owner, r.TTL.Milliseconds()
+			names[i], owners[i], ttls[i] = r.Name, r.Owner, r.TTL.Milliseconds()
 		}
 		var args []any
 		if b.dialect == Postgres {
@@ -611,7 +589,6 @@ func (b semBatchBackend) RenewBatch(ctx context.Context, batch []driver.Renewal)
 		}
 		for i, r := range chunk {
 			switch {
-			case errs[start+i] != nil:
 			case err != nil:
 				errs[start+i] = fmt.Errorf("sqllock: %w", err)
 			case !got[r.Owner]:
@@ -622,14 +599,10 @@ func (b semBatchBackend) RenewBatch(ctx context.Context, batch []driver.Renewal)
 	return errs
 }
 
-// WatchRelease implements driver.ReleaseWatcher by name: a release wakes the
+// WatchRelease implements semaphore.ReleaseWatcher: a release wakes the
 // waiters of every count.
-func (b watchingSemBackend) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	r, err := semaphore.ParseKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return b.ln.WatchRelease(ctx, r.Name)
+func (b watchingSemBackend) WatchRelease(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	return b.ln.WatchRelease(ctx, name)
 }
 
 // Close stops the LISTEN connection.

@@ -14,7 +14,6 @@ import (
 
 	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/lock"
-	"github.com/latchkey-go/latchkey/lock/driver"
 	"github.com/latchkey-go/latchkey/semaphore"
 )
 
@@ -59,7 +58,7 @@ func NewSemaphores(ctx context.Context, servers []string, opts ...Option) (*sema
 // kazoo does.
 const semLockSuffix = "-__lock__"
 
-// semBackend is the semaphore driver.Backend on ZooKeeper.
+// semBackend is the semaphore.Backend on ZooKeeper.
 type semBackend struct {
 	inner *Locker  // the semaphore locks, and the session
 	b     *backend // inner's, for the session and its calls
@@ -70,10 +69,9 @@ type semBackend struct {
 }
 
 var (
-	_ driver.Backend        = (*semBackend)(nil)
-	_ driver.BoundedRenewer = (*semBackend)(nil)
-	_ driver.ServerQueue    = (*semBackend)(nil)
-	_ driver.Shared         = (*semBackend)(nil)
+	_ semaphore.Backend     = (*semBackend)(nil)
+	_ semaphore.Bounded     = (*semBackend)(nil)
+	_ semaphore.ServerQueue = (*semBackend)(nil)
 	_ semaphore.Inspector   = (*semBackend)(nil)
 )
 
@@ -113,13 +111,9 @@ func (s *semBackend) semDir(name string) (string, error) {
 	return s.b.dir(name)
 }
 
-// WatchReleaseOwner implements driver.ServerQueue: the waiting Acquire queues
-// for the semaphore's lock at once, in the background.
-func (s *semBackend) WatchReleaseOwner(_ context.Context, key, owner string) (<-chan struct{}, func(), error) {
-	r, err := semaphore.ParseKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
+// WatchReleaseOwner implements semaphore.ServerQueue: the waiting Acquire
+// queues for the semaphore's lock at once, in the background.
+func (s *semBackend) WatchReleaseOwner(_ context.Context, r semaphore.Request, owner string) (<-chan struct{}, func(), error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &zkWaiter{wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	s.mu.Lock()
@@ -152,14 +146,10 @@ func (s *semBackend) WatchReleaseOwner(_ context.Context, key, owner string) (<-
 	return w.wake, stop, nil
 }
 
-// TryAcquire implements driver.Backend: with the semaphore's lock held (a
+// TryAcquire implements semaphore.Backend: with the semaphore's lock held (a
 // waiter's, or taken once for a try), it creates the permit nodes if enough
 // are free.
-func (s *semBackend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
-	r, err := semaphore.ParseKey(key)
-	if err != nil {
-		return 0, 0, err
-	}
+func (s *semBackend) TryAcquire(ctx context.Context, r semaphore.Request, owner string, ttl time.Duration) (uint64, time.Duration, error) {
 	dir, err := s.semDir(r.Name)
 	if err != nil {
 		return 0, 0, err
@@ -346,30 +336,15 @@ func (s *semBackend) deleteNodes(nodes []string) {
 
 var errZKPermitNotHeld = lockerr.NotHeld("zklock: the permit's node is gone (session expired or deleted)")
 
-// TryAcquirePartial implements driver.BoundedAcquirer: TryAcquire, certain up
-// to the session's horizon (horizon.go).
-func (s *semBackend) TryAcquirePartial(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, time.Duration, error) {
-	sent := time.Now()
-	token, left, err := s.TryAcquire(ctx, key, owner, ttl)
-	if err != nil {
-		return 0, 0, left, err
-	}
-	return token, s.b.certain(sent, ttl), 0, nil
+// Certain implements semaphore.Bounded: a permit is certain up to the
+// session's horizon (horizon.go).
+func (s *semBackend) Certain(sent time.Time, ttl time.Duration) time.Duration {
+	return s.b.certain(sent, ttl)
 }
 
-// RenewPartial implements driver.BoundedRenewer: Renew, certain up to the
-// session's horizon.
-func (s *semBackend) RenewPartial(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
-	sent := time.Now()
-	if err := s.Renew(ctx, key, owner, ttl); err != nil {
-		return 0, err
-	}
-	return s.b.certain(sent, ttl), nil
-}
-
-// Renew implements driver.Backend, as the Locker's renewal: the session is
+// Renew implements semaphore.Backend, as the Locker's renewal: the session is
 // connected and the first permit node is still ours.
-func (s *semBackend) Renew(ctx context.Context, _, owner string, ttl time.Duration) error {
+func (s *semBackend) Renew(ctx context.Context, _ semaphore.Request, owner string, ttl time.Duration) error {
 	s.mu.Lock()
 	p := s.permits[owner]
 	s.mu.Unlock()
@@ -395,9 +370,9 @@ func (s *semBackend) Renew(ctx context.Context, _, owner string, ttl time.Durati
 	return nil
 }
 
-// Release implements driver.Backend: the permit nodes are deleted in one
+// Release implements semaphore.Backend: the permit nodes are deleted in one
 // multi-operation, which fails, deleting none, if one is gone.
-func (s *semBackend) Release(ctx context.Context, _, owner string) error {
+func (s *semBackend) Release(ctx context.Context, _ semaphore.Request, owner string) error {
 	s.mu.Lock()
 	p := s.permits[owner]
 	delete(s.permits, owner)
@@ -418,12 +393,6 @@ func (s *semBackend) Release(ctx context.Context, _, owner string) error {
 		return errZKPermitNotHeld
 	}
 	return err
-}
-
-// Shared implements driver.Shared.
-func (s *semBackend) Shared(key string) bool {
-	r, err := semaphore.ParseKey(key)
-	return err == nil && r.Permits > 1
 }
 
 // InspectSemaphore implements semaphore.Inspector: N from the semaphore's
