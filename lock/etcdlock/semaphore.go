@@ -249,34 +249,24 @@ func (b *semBackend) queueOf(ctx context.Context, p *permit, r semaphore.Request
 func (b *semBackend) putLocked(ctx context.Context, p *permit, r semaphore.Request, owner string, ttl time.Duration) ([]*mvccpb.KeyValue, int64, error) {
 	prefix := b.namePrefix(r.Name)
 	start := time.Now()
-	p.secs = ttlSeconds(ttl)
-	il, reused := b.takeIdle(p.secs, start)
-	var refreshed <-chan leaseRefresh
-	if reused {
-		p.lease = il.id
-		refreshed = b.refreshLease(ctx, il.id)
-	} else {
-		g, err := b.c.Grant(ctx, p.secs)
-		if err != nil {
-			return nil, 0, err
-		}
-		p.lease, p.granted = g.ID, time.Duration(g.TTL)*time.Second
-		p.until = start.Add(p.granted)
+	refresh, err := b.leaseLocked(ctx, p, ttl, start)
+	if err != nil {
+		return nil, 0, err
 	}
 	p.key = prefix + fmt.Sprintf("%x", int64(p.lease))
-	resp, err := b.c.Txn(ctx).Then(append([]clientv3.Op{
-		clientv3.OpPut(p.key, value(r, owner), clientv3.WithLease(p.lease)),
-		clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
-	}, modeOps(b.lockPrefix, r.Name, lock.ModeSemaphore)...)...).Commit()
-	if reused {
-		rf := <-refreshed
-		if rf.err != nil && err == nil {
-			err = rf.err
-		}
-		p.granted, p.until = rf.granted, start.Add(rf.granted)
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return nil, 0, errRequeue // the kept lease expired meanwhile
-		}
+	var resp *clientv3.TxnResponse
+	err, rerr := alongside(func() (err error) {
+		resp, err = b.c.Txn(ctx).Then(append([]clientv3.Op{
+			clientv3.OpPut(p.key, value(r, owner), clientv3.WithLease(p.lease)),
+			clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+		}, modeOps(b.lockPrefix, r.Name, lock.ModeSemaphore)...)...).Commit()
+		return err
+	}, refresh)
+	if err == nil {
+		err = rerr
+	}
+	if refresh != nil && errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return nil, 0, errRequeue // the kept lease expired meanwhile
 	}
 	if err != nil {
 		return nil, 0, err
@@ -288,25 +278,43 @@ func (b *semBackend) putLocked(ctx context.Context, p *permit, r semaphore.Reque
 	return resp.Responses[1].GetResponseRange().Kvs, resp.Header.Revision, nil
 }
 
-// A leaseRefresh is the answer of a kept lease's refresh.
-type leaseRefresh struct {
-	granted time.Duration
-	err     error
+// leaseLocked gives p a lease of ttl: one granted now, or a released
+// permit's, kept since, for which it returns the refresh to send alongside
+// the put. The refresh records the TTL the server grants (0 if it fails).
+func (b *semBackend) leaseLocked(ctx context.Context, p *permit, ttl time.Duration, start time.Time) (refresh func() error, err error) {
+	p.secs = ttlSeconds(ttl)
+	if il, ok := b.takeIdle(p.secs, start); ok {
+		p.lease = il.id
+		return func() error {
+			ka, err := b.c.KeepAliveOnce(ctx, il.id)
+			p.granted = 0
+			if err == nil {
+				p.granted = time.Duration(ka.TTL) * time.Second
+			}
+			p.until = start.Add(p.granted)
+			return err
+		}, nil
+	}
+	g, err := b.c.Grant(ctx, p.secs)
+	if err != nil {
+		return nil, err
+	}
+	p.lease, p.granted = g.ID, time.Duration(g.TTL)*time.Second
+	p.until = start.Add(p.granted)
+	return nil, nil
 }
 
-// refreshLease refreshes lease in the background; the channel has its
-// answer.
-func (b *semBackend) refreshLease(ctx context.Context, lease clientv3.LeaseID) <-chan leaseRefresh {
-	ch := make(chan leaseRefresh, 1)
-	go func() {
-		ka, err := b.c.KeepAliveOnce(ctx, lease)
-		if err != nil {
-			ch <- leaseRefresh{err: err}
-			return
-		}
-		ch <- leaseRefresh{granted: time.Duration(ka.TTL) * time.Second}
-	}()
-	return ch
+// alongside runs side, if not nil, on a goroutine of its own while main
+// runs, and returns once both have: two calls to the server in the time of
+// one.
+func alongside(main, side func() error) (mainErr, sideErr error) {
+	if side == nil {
+		return main(), nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- side() }()
+	mainErr = main()
+	return mainErr, <-done
 }
 
 // countBefore sums the permits the keys before key hold and returns where
@@ -337,26 +345,27 @@ func countBefore(kvs []*mvccpb.KeyValue, key string, r semaphore.Request) (used,
 // and watches no key. errRequeue if the lease or key is gone.
 func (b *semBackend) admitLocked(ctx context.Context, p *permit, r semaphore.Request, owner string, touch bool) error {
 	p.stopWatch()
-	touched := make(chan error, 1)
+	var touchKey func() error
 	if touch {
-		go func() {
+		touchKey = func() error {
 			resp, err := b.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(p.key), "=", p.rev)).
 				Then(clientv3.OpPut(p.key, value(r, owner), clientv3.WithIgnoreLease())).Commit()
 			if err == nil && !resp.Succeeded {
 				err = errKeyGone
 			}
-			touched <- err
-		}()
-	} else {
-		touched <- nil
+			return err
+		}
 	}
 	sent := time.Now()
-	ka, err := b.c.KeepAliveOnce(ctx, p.lease)
+	err, terr := alongside(func() error {
+		ka, err := b.c.KeepAliveOnce(ctx, p.lease)
+		if err == nil {
+			p.granted = time.Duration(ka.TTL) * time.Second
+			p.until = sent.Add(p.granted)
+		}
+		return err
+	}, touchKey)
 	if err == nil {
-		p.granted = time.Duration(ka.TTL) * time.Second
-		p.until = sent.Add(p.granted)
-	}
-	if terr := <-touched; err == nil {
 		err = terr
 	}
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(err, errKeyGone) {

@@ -88,14 +88,7 @@ func TestSemaphoreArrivalOrderAcrossClients(t *testing.T) {
 			got <- i
 		}()
 		// The next waiter starts once this one's key is queued.
-		for {
-			g, err := admin.Get(ctx, etcdlock.DefaultSemaphorePrefix+"jobs/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if g.Count == int64(i+2) {
-				break
-			}
+		for semaphoreKeys(ctx, t, admin, "jobs") != int64(i+2) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
@@ -117,10 +110,21 @@ func TestSemaphoreArrivalOrderAcrossClients(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if g, err := admin.Get(ctx, etcdlock.DefaultSemaphorePrefix+"jobs/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || g.Count != 0 {
-		t.Fatalf("%d keys left after every release (%v)", g.Count, err)
+	if n := semaphoreKeys(ctx, t, admin, "jobs"); n != 0 {
+		t.Fatalf("%d keys left after every release", n)
 	}
 	if _, err := etcdlock.NewSemaphores(nil); !errors.Is(err, lock.ErrInvalid) {
 		t.Fatalf("NewSemaphores(nil) = %v, want ErrInvalid", err)
 	}
+}
+
+// semaphoreKeys returns how many keys name's semaphore has on the server:
+// its holders' and its queued waiters'.
+func semaphoreKeys(ctx context.Context, t *testing.T, admin *clientv3.Client, name string) int64 {
+	t.Helper()
+	g, err := admin.Get(ctx, etcdlock.DefaultSemaphorePrefix+name+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g.Count
 }
