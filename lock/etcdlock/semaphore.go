@@ -255,16 +255,13 @@ func (b *semBackend) putLocked(ctx context.Context, p *permit, r semaphore.Reque
 	}
 	p.key = prefix + fmt.Sprintf("%x", int64(p.lease))
 	var resp *clientv3.TxnResponse
-	err, rerr := alongside(func() (err error) {
+	err = alongside(func() (err error) {
 		resp, err = b.c.Txn(ctx).Then(append([]clientv3.Op{
 			clientv3.OpPut(p.key, value(r, owner), clientv3.WithLease(p.lease)),
 			clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 		}, modeOps(b.lockPrefix, r.Name, lock.ModeSemaphore)...)...).Commit()
 		return err
 	}, refresh)
-	if err == nil {
-		err = rerr
-	}
 	if refresh != nil && errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return nil, 0, errRequeue // the kept lease expired meanwhile
 	}
@@ -305,16 +302,19 @@ func (b *semBackend) leaseLocked(ctx context.Context, p *permit, ttl time.Durati
 }
 
 // alongside runs side, if not nil, on a goroutine of its own while main
-// runs, and returns once both have: two calls to the server in the time of
-// one.
-func alongside(main, side func() error) (mainErr, sideErr error) {
+// runs (two calls to the server in the time of one), and returns once both
+// have: main's error, else side's.
+func alongside(main, side func() error) error {
 	if side == nil {
-		return main(), nil
+		return main()
 	}
 	done := make(chan error, 1)
 	go func() { done <- side() }()
-	mainErr = main()
-	return mainErr, <-done
+	err := main()
+	if serr := <-done; err == nil {
+		err = serr
+	}
+	return err
 }
 
 // countBefore sums the permits the keys before key hold and returns where
@@ -357,7 +357,7 @@ func (b *semBackend) admitLocked(ctx context.Context, p *permit, r semaphore.Req
 		}
 	}
 	sent := time.Now()
-	err, terr := alongside(func() error {
+	err := alongside(func() error {
 		ka, err := b.c.KeepAliveOnce(ctx, p.lease)
 		if err == nil {
 			p.granted = time.Duration(ka.TTL) * time.Second
@@ -365,9 +365,6 @@ func (b *semBackend) admitLocked(ctx context.Context, p *permit, r semaphore.Req
 		}
 		return err
 	}, touchKey)
-	if err == nil {
-		err = terr
-	}
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(err, errKeyGone) {
 		return errRequeue // expired or deleted while queued
 	}
