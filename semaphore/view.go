@@ -49,6 +49,8 @@ type view struct {
 	watcher ReleaseWatcher    // b's, or nil
 	handoff PipelinedReleaser // b's, or nil
 	bounded Bounded           // b's, or nil
+	batch   BatchRenewer      // b's, or nil
+	queue   ServerQueue       // b's, or nil
 }
 
 var (
@@ -64,23 +66,12 @@ var (
 	_ driver.ServerQueue       = queuedBatchView{}
 )
 
-// A batchView is the view of a BatchRenewer.
-type batchView struct {
-	*view
-	batch BatchRenewer
-}
-
-// A queuedView is the view of a ServerQueue.
-type queuedView struct {
-	*view
-	queue ServerQueue
-}
-
-// A queuedBatchView is the view of a ServerQueue that is a BatchRenewer.
-type queuedBatchView struct {
-	queuedView
-	batch BatchRenewer
-}
+// The views of a BatchRenewer, a ServerQueue, and a backend that is both.
+type (
+	batchView       struct{ *view }
+	queuedView      struct{ *view }
+	queuedBatchView struct{ queuedView }
+)
 
 // newView returns b's view, with the optional capabilities b has.
 func newView(b Backend) driver.Backend {
@@ -88,15 +79,15 @@ func newView(b Backend) driver.Backend {
 	v.watcher, _ = b.(ReleaseWatcher)
 	v.handoff, _ = b.(PipelinedReleaser)
 	v.bounded, _ = b.(Bounded)
-	batch, batches := b.(BatchRenewer)
-	queue, queues := b.(ServerQueue)
+	v.batch, _ = b.(BatchRenewer)
+	v.queue, _ = b.(ServerQueue)
 	switch {
-	case queues && batches:
-		return queuedBatchView{queuedView{v, queue}, batch}
-	case queues:
-		return queuedView{v, queue}
-	case batches:
-		return batchView{v, batch}
+	case v.queue != nil && v.batch != nil:
+		return queuedBatchView{queuedView{v}}
+	case v.queue != nil:
+		return queuedView{v}
+	case v.batch != nil:
+		return batchView{v}
 	}
 	return v
 }
@@ -130,11 +121,9 @@ func (v *view) Shared(k string) bool {
 	return err == nil && r.Permits > 1
 }
 
-var errNoReleaseHints = fmt.Errorf("%w: semaphore: the backend gives no release hints", lock.ErrUnsupported)
-
 func (v *view) WatchRelease(ctx context.Context, k string) (<-chan struct{}, func(), error) {
 	if v.watcher == nil {
-		return nil, nil, errNoReleaseHints
+		return nil, nil, fmt.Errorf("%w: semaphore: the backend gives no release hints", lock.ErrUnsupported)
 	}
 	r, err := parseKey(k)
 	if err != nil {
@@ -182,19 +171,19 @@ func (v *view) RenewPartial(ctx context.Context, k, owner string, ttl time.Durat
 }
 
 func (v batchView) RenewBatch(ctx context.Context, batch []driver.Renewal) []error {
-	return renewBatch(ctx, v.batch, batch)
+	return v.renewBatch(ctx, batch)
 }
 
 func (v queuedBatchView) RenewBatch(ctx context.Context, batch []driver.Renewal) []error {
-	return renewBatch(ctx, v.batch, batch)
+	return v.renewBatch(ctx, batch)
 }
 
 var errTooFewRenewals = errors.New("semaphore: backend returned too few renewal results")
 
-// renewBatch passes the renewals of batch to b, and returns one error per
-// renewal: a key that is not a semaphore's gets its parse error and never
-// reaches b.
-func renewBatch(ctx context.Context, b BatchRenewer, batch []driver.Renewal) []error {
+// renewBatch passes the renewals of batch to the backend, and returns one
+// error per renewal: a key that is not a semaphore's gets its parse error
+// and never reaches the backend.
+func (v *view) renewBatch(ctx context.Context, batch []driver.Renewal) []error {
 	errs := make([]error, len(batch))
 	rs := make([]Renewal, 0, len(batch))
 	at := make([]int, 0, len(batch)) // rs[j] is batch[at[j]]
@@ -207,7 +196,7 @@ func renewBatch(ctx context.Context, b BatchRenewer, batch []driver.Renewal) []e
 		rs = append(rs, Renewal{Request: r, Owner: d.Owner, TTL: d.TTL})
 		at = append(at, i)
 	}
-	got := b.RenewBatch(ctx, rs)
+	got := v.batch.RenewBatch(ctx, rs)
 	for j, i := range at {
 		errs[i] = errTooFewRenewals
 		if j < len(got) {
