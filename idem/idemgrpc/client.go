@@ -22,7 +22,7 @@ import (
 // panics on invalid options, as UnaryServerInterceptor does.
 func UnaryClientInterceptor(opts ...Option) grpc.UnaryClientInterceptor {
 	c := newConfig(opts)
-	if err := c.err(); err != nil {
+	if err := c.Err(); err != nil {
 		panic("idemgrpc.UnaryClientInterceptor: " + err.Error())
 	}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {

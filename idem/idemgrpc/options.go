@@ -2,7 +2,6 @@ package idemgrpc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/idem/internal/optcheck"
 )
 
 // Defaults of the options.
@@ -39,15 +39,11 @@ type config struct {
 	optional    bool
 	principal   func(ctx context.Context) string
 	record      func(codes.Code) bool
-	inProgress  time.Duration
-	retention   time.Duration
-	wait        time.Duration
 	maxRequest  int
 	maxResponse int
 	logger      *slog.Logger // nil: slog.Default()
 	observe     Observer     // nil: none
-	invalid     []error      // one per bad option, each naming it
-	idemOptions []idem.Option
+	optcheck.Config
 }
 
 func newConfig(opts []Option) *config {
@@ -55,8 +51,6 @@ func newConfig(opts []Option) *config {
 		mdKey:       DefaultMetadataKey,
 		principal:   AuthorizationPrincipal,
 		record:      DefaultRecordCode,
-		inProgress:  idem.DefaultInProgress,
-		retention:   idem.DefaultRetention,
 		maxRequest:  DefaultMaxRequestSize,
 		maxResponse: DefaultMaxResponseSize,
 	}
@@ -66,23 +60,10 @@ func newConfig(opts []Option) *config {
 		}
 	}
 	if c.methods == nil {
-		c.invalid = append(c.invalid, fmt.Errorf("%w: no method is guarded; name them with WithMethods or WithMethodFunc", idem.ErrInvalid))
+		c.Invalid = append(c.Invalid, fmt.Errorf("%w: no method is guarded; name them with WithMethods or WithMethodFunc", idem.ErrInvalid))
 	}
-	c.idemOptions = []idem.Option{idem.WithInProgress(c.inProgress), idem.WithRetention(c.retention), idem.WithWait(c.wait)}
 	return c
 }
-
-// reject notes that the option called as call is bad, for reason err.
-func (c *config) reject(call string, err error) {
-	c.invalid = append(c.invalid, fmt.Errorf("%s: %w", call, err))
-}
-
-func (c *config) rejectNil(call, what string) {
-	c.reject(call+"(nil)", fmt.Errorf("%w: a %s is required", idem.ErrInvalid, what))
-}
-
-// err is the error of every bad option given, or nil.
-func (c *config) err() error { return errors.Join(c.invalid...) }
 
 func (c *config) log() *slog.Logger {
 	if c.logger != nil {
@@ -100,13 +81,13 @@ func WithMethods(fullMethods ...string) Option {
 	return func(c *config) {
 		call := fmt.Sprintf("idemgrpc.WithMethods(%q)", fullMethods)
 		if len(fullMethods) == 0 {
-			c.reject(call, fmt.Errorf("%w: no method named", idem.ErrInvalid))
+			c.Reject(call, fmt.Errorf("%w: no method named", idem.ErrInvalid))
 			return
 		}
 		set := make(map[string]bool, len(fullMethods))
 		for _, m := range fullMethods {
 			if !validMethod(m) {
-				c.reject(call, fmt.Errorf("%w: %q is not a full method name /package.Service/Method", idem.ErrInvalid, m))
+				c.Reject(call, fmt.Errorf("%w: %q is not a full method name /package.Service/Method", idem.ErrInvalid, m))
 				return
 			}
 			set[m] = true
@@ -120,7 +101,7 @@ func WithMethods(fullMethods ...string) Option {
 func WithMethodFunc(f func(fullMethod string) bool) Option {
 	return func(c *config) {
 		if f == nil {
-			c.rejectNil("idemgrpc.WithMethodFunc", "method predicate")
+			c.RejectNil("idemgrpc.WithMethodFunc", "method predicate")
 			return
 		}
 		c.methods = f
@@ -141,7 +122,7 @@ func validMethod(m string) bool {
 func WithMetadataKey(name string) Option {
 	return func(c *config) {
 		if err := checkMetadataKey(name); err != nil {
-			c.reject(fmt.Sprintf("idemgrpc.WithMetadataKey(%q)", name), err)
+			c.Reject(fmt.Sprintf("idemgrpc.WithMetadataKey(%q)", name), err)
 			return
 		}
 		c.mdKey = name
@@ -175,7 +156,7 @@ func WithOptionalKey() Option {
 func WithPrincipal(f func(ctx context.Context) string) Option {
 	return func(c *config) {
 		if f == nil {
-			c.rejectNil("idemgrpc.WithPrincipal", "principal function")
+			c.RejectNil("idemgrpc.WithPrincipal", "principal function")
 			return
 		}
 		c.principal = f
@@ -190,7 +171,7 @@ func WithPrincipal(f func(ctx context.Context) string) Option {
 func WithRecordCode(f func(codes.Code) bool) Option {
 	return func(c *config) {
 		if f == nil {
-			c.rejectNil("idemgrpc.WithRecordCode", "code function")
+			c.RejectNil("idemgrpc.WithRecordCode", "code function")
 			return
 		}
 		c.record = f
@@ -201,35 +182,20 @@ func WithRecordCode(f func(codes.Code) bool) Option {
 // from idem.MinDuration to idem.MaxDuration; the handler's context ends at
 // it. Default: 1 minute.
 func WithInProgress(d time.Duration) Option {
-	return func(c *config) {
-		c.checkIdem(fmt.Sprintf("idemgrpc.WithInProgress(%v)", d), idem.WithInProgress(d))
-		c.inProgress = d
-	}
+	return func(c *config) { c.UseIdem(fmt.Sprintf("idemgrpc.WithInProgress(%v)", d), idem.WithInProgress(d)) }
 }
 
 // WithRetention sets how long answers are replayed, from idem.MinDuration to
 // idem.MaxDuration. Default: 24 hours.
 func WithRetention(d time.Duration) Option {
-	return func(c *config) {
-		c.checkIdem(fmt.Sprintf("idemgrpc.WithRetention(%v)", d), idem.WithRetention(d))
-		c.retention = d
-	}
+	return func(c *config) { c.UseIdem(fmt.Sprintf("idemgrpc.WithRetention(%v)", d), idem.WithRetention(d)) }
 }
 
 // WithWait makes a copy that arrives while the first call runs wait up to d
 // (not negative) and replay its answer, instead of getting Aborted at once.
 // Default: 0 (Aborted).
 func WithWait(d time.Duration) Option {
-	return func(c *config) {
-		c.checkIdem(fmt.Sprintf("idemgrpc.WithWait(%v)", d), idem.WithWait(d))
-		c.wait = d
-	}
-}
-
-func (c *config) checkIdem(call string, o idem.Option) {
-	if err := idem.CheckOptions(o); err != nil {
-		c.reject(call, err)
-	}
+	return func(c *config) { c.UseIdem(fmt.Sprintf("idemgrpc.WithWait(%v)", d), idem.WithWait(d)) }
 }
 
 // WithMaxRequestSize caps the encoded request message, which is marshalled
@@ -239,7 +205,7 @@ func (c *config) checkIdem(call string, o idem.Option) {
 func WithMaxRequestSize(n int) Option {
 	return func(c *config) {
 		if n <= 0 {
-			c.reject(fmt.Sprintf("idemgrpc.WithMaxRequestSize(%d)", n), fmt.Errorf("%w: the cap must be positive", idem.ErrInvalid))
+			c.Reject(fmt.Sprintf("idemgrpc.WithMaxRequestSize(%d)", n), fmt.Errorf("%w: the cap must be positive", idem.ErrInvalid))
 			return
 		}
 		c.maxRequest = n
@@ -254,7 +220,7 @@ func WithMaxRequestSize(n int) Option {
 func WithMaxResponseSize(n int) Option {
 	return func(c *config) {
 		if n <= 0 {
-			c.reject(fmt.Sprintf("idemgrpc.WithMaxResponseSize(%d)", n), fmt.Errorf("%w: the cap must be positive", idem.ErrInvalid))
+			c.Reject(fmt.Sprintf("idemgrpc.WithMaxResponseSize(%d)", n), fmt.Errorf("%w: the cap must be positive", idem.ErrInvalid))
 			return
 		}
 		c.maxResponse = n

@@ -65,9 +65,9 @@ func UnaryServerInterceptor(store idem.Store, opts ...Option) grpc.UnaryServerIn
 func NewUnaryServerInterceptor(store idem.Store, opts ...Option) (grpc.UnaryServerInterceptor, error) {
 	c := newConfig(opts)
 	if store == nil {
-		c.invalid = append(c.invalid, fmt.Errorf("%w: nil store", idem.ErrInvalid))
+		c.Invalid = append(c.Invalid, fmt.Errorf("%w: nil store", idem.ErrInvalid))
 	}
-	if err := c.err(); err != nil {
+	if err := c.Err(); err != nil {
 		return nil, err
 	}
 	s := &server{c: c, store: store}
@@ -82,7 +82,7 @@ func NewUnaryServerInterceptor(store idem.Store, opts ...Option) (grpc.UnaryServ
 // panics on invalid options, as UnaryServerInterceptor does.
 func StreamServerInterceptor(opts ...Option) grpc.StreamServerInterceptor {
 	c := newConfig(opts)
-	if err := c.err(); err != nil {
+	if err := c.Err(); err != nil {
 		panic("idemgrpc.StreamServerInterceptor: " + err.Error())
 	}
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
@@ -134,7 +134,7 @@ func (s *server) guard(ctx context.Context, req any, method string, handler grpc
 		return nil, err
 	}
 	scoped := storeKey(s.c.principal(ctx), method, key)
-	run, replay, err := idem.Begin(ctx, s.store, scoped, fp, s.c.idemOptions...)
+	run, replay, err := idem.Begin(ctx, s.store, scoped, fp, s.c.Idem...)
 	switch {
 	case err != nil:
 		return nil, s.refuseClaim(ctx, method, err, ev)

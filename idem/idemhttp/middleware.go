@@ -58,9 +58,9 @@ func Middleware(store idem.Store, opts ...Option) func(http.Handler) http.Handle
 func NewMiddleware(store idem.Store, opts ...Option) (func(http.Handler) http.Handler, error) {
 	c := newConfig(opts)
 	if store == nil {
-		c.invalid = append(c.invalid, fmt.Errorf("%w: nil store", idem.ErrInvalid))
+		c.Invalid = append(c.Invalid, fmt.Errorf("%w: nil store", idem.ErrInvalid))
 	}
-	if err := c.err(); err != nil {
+	if err := c.Err(); err != nil {
 		return nil, err
 	}
 	return func(next http.Handler) http.Handler {
@@ -121,7 +121,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = br
 
 	scoped := storeKey(c.principal(r), r.Method, c.route(r), key)
-	run, replay, err := idem.Begin(r.Context(), h.store, scoped, c.fingerprint(r, body), c.idemOptions...)
+	run, replay, err := idem.Begin(r.Context(), h.store, scoped, c.fingerprint(r, body), c.Idem...)
 	var inProgress *idem.InProgressError
 	switch {
 	case errors.As(err, &inProgress):

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/idem/internal/optcheck"
 )
 
 // Defaults of the options.
@@ -44,17 +44,13 @@ type config struct {
 	route       func(*http.Request) string
 	fingerprint func(r *http.Request, body []byte) string
 	store       func(status int) bool
-	inProgress  time.Duration
-	retention   time.Duration
-	wait        time.Duration
 	maxRequest  int64
 	maxResponse int
 	dropHeaders map[string]bool
 	onError     func(*http.Request, error)
 	logger      *slog.Logger // for the default onError; nil: slog.Default()
 	observe     Observer     // nil: none
-	invalid     []error      // one per bad option, each naming it
-	idemOptions []idem.Option
+	optcheck.Config
 }
 
 func newConfig(opts []Option) *config {
@@ -65,8 +61,6 @@ func newConfig(opts []Option) *config {
 		route:       func(r *http.Request) string { return r.URL.EscapedPath() },
 		fingerprint: Fingerprint,
 		store:       func(status int) bool { return status < 500 },
-		inProgress:  idem.DefaultInProgress,
-		retention:   idem.DefaultRetention,
 		maxRequest:  DefaultMaxRequestBody,
 		maxResponse: DefaultMaxResponseBody,
 		dropHeaders: map[string]bool{},
@@ -83,29 +77,7 @@ func newConfig(opts []Option) *config {
 			o(c)
 		}
 	}
-	c.idemOptions = []idem.Option{idem.WithInProgress(c.inProgress), idem.WithRetention(c.retention), idem.WithWait(c.wait)}
 	return c
-}
-
-// reject notes that the option called as call is bad, for reason err.
-func (c *config) reject(call string, err error) {
-	c.invalid = append(c.invalid, fmt.Errorf("%s: %w", call, err))
-}
-
-// rejectNil notes that the option called as call was given a nil function.
-func (c *config) rejectNil(call, what string) {
-	c.reject(call+"(nil)", fmt.Errorf("%w: a %s is required", idem.ErrInvalid, what))
-}
-
-// err is the error of every bad option given, or nil.
-func (c *config) err() error { return errors.Join(c.invalid...) }
-
-// checkIdem checks a value with the idem option that takes it, so the bounds
-// are idem's.
-func (c *config) checkIdem(call string, o idem.Option) {
-	if err := idem.CheckOptions(o); err != nil {
-		c.reject(call, err)
-	}
 }
 
 // validToken says whether s is an HTTP token (RFC 9110, 5.6.2): what a
@@ -177,7 +149,7 @@ func BodyKey(field string) KeyFunc {
 func WithHeader(name string) Option {
 	return func(c *config) {
 		if err := checkHeaderName(name); err != nil {
-			c.reject(fmt.Sprintf("idemhttp.WithHeader(%q)", name), err)
+			c.Reject(fmt.Sprintf("idemhttp.WithHeader(%q)", name), err)
 			return
 		}
 		c.key = HeaderKey(name)
@@ -189,7 +161,7 @@ func WithHeader(name string) Option {
 func WithBodyKey(field string) Option {
 	return func(c *config) {
 		if field == "" {
-			c.reject(`idemhttp.WithBodyKey("")`, fmt.Errorf("%w: no member name", idem.ErrInvalid))
+			c.Reject(`idemhttp.WithBodyKey("")`, fmt.Errorf("%w: no member name", idem.ErrInvalid))
 			return
 		}
 		c.key = BodyKey(field)
@@ -201,7 +173,7 @@ func WithBodyKey(field string) Option {
 func WithKeyFunc(f KeyFunc) Option {
 	return func(c *config) {
 		if f == nil {
-			c.rejectNil("idemhttp.WithKeyFunc", "key function")
+			c.RejectNil("idemhttp.WithKeyFunc", "key function")
 			return
 		}
 		c.key = func(r *http.Request, body []byte) (string, error) {
@@ -228,13 +200,13 @@ func WithMethods(methods ...string) Option {
 	return func(c *config) {
 		call := "idemhttp.WithMethods(" + quoteList(methods) + ")"
 		if len(methods) == 0 {
-			c.reject(call, fmt.Errorf("%w: no method would be guarded; leave the option out for POST and PATCH", idem.ErrInvalid))
+			c.Reject(call, fmt.Errorf("%w: no method would be guarded; leave the option out for POST and PATCH", idem.ErrInvalid))
 			return
 		}
 		set := map[string]bool{}
 		for _, m := range methods {
 			if !validToken(m) || strings.ToUpper(m) != m {
-				c.reject(call, fmt.Errorf("%w: %q is not an upper-case HTTP method", idem.ErrInvalid, m))
+				c.Reject(call, fmt.Errorf("%w: %q is not an upper-case HTTP method", idem.ErrInvalid, m))
 				return
 			}
 			set[m] = true
@@ -260,7 +232,7 @@ func quoteList(ss []string) string {
 func WithPrincipal(f func(*http.Request) string) Option {
 	return func(c *config) {
 		if f == nil {
-			c.rejectNil("idemhttp.WithPrincipal", "principal function")
+			c.RejectNil("idemhttp.WithPrincipal", "principal function")
 			return
 		}
 		c.principal = f
@@ -275,7 +247,7 @@ func WithPrincipal(f func(*http.Request) string) Option {
 func WithRoute(f func(*http.Request) string) Option {
 	return func(c *config) {
 		if f == nil {
-			c.rejectNil("idemhttp.WithRoute", "route function")
+			c.RejectNil("idemhttp.WithRoute", "route function")
 			return
 		}
 		c.route = f
@@ -287,7 +259,7 @@ func WithRoute(f func(*http.Request) string) Option {
 func WithFingerprint(f func(r *http.Request, body []byte) string) Option {
 	return func(c *config) {
 		if f == nil {
-			c.rejectNil("idemhttp.WithFingerprint", "fingerprint function")
+			c.RejectNil("idemhttp.WithFingerprint", "fingerprint function")
 			return
 		}
 		c.fingerprint = f
@@ -302,7 +274,7 @@ func WithFingerprint(f func(r *http.Request, body []byte) string) Option {
 func WithStoreStatus(f func(status int) bool) Option {
 	return func(c *config) {
 		if f == nil {
-			c.rejectNil("idemhttp.WithStoreStatus", "status function")
+			c.RejectNil("idemhttp.WithStoreStatus", "status function")
 			return
 		}
 		c.store = f
@@ -313,29 +285,20 @@ func WithStoreStatus(f func(status int) bool) Option {
 // idem.MinDuration to idem.MaxDuration; the handler's request context ends at
 // it. Default: 1 minute.
 func WithInProgress(d time.Duration) Option {
-	return func(c *config) {
-		c.checkIdem(fmt.Sprintf("idemhttp.WithInProgress(%v)", d), idem.WithInProgress(d))
-		c.inProgress = d
-	}
+	return func(c *config) { c.UseIdem(fmt.Sprintf("idemhttp.WithInProgress(%v)", d), idem.WithInProgress(d)) }
 }
 
 // WithRetention sets how long responses are replayed, from idem.MinDuration
 // to idem.MaxDuration. Default: 24 hours.
 func WithRetention(d time.Duration) Option {
-	return func(c *config) {
-		c.checkIdem(fmt.Sprintf("idemhttp.WithRetention(%v)", d), idem.WithRetention(d))
-		c.retention = d
-	}
+	return func(c *config) { c.UseIdem(fmt.Sprintf("idemhttp.WithRetention(%v)", d), idem.WithRetention(d)) }
 }
 
 // WithWait makes a copy that arrives while the first request runs wait up to
 // d (not negative) and replay its response, instead of getting 409 at once.
 // Default: 0 (409).
 func WithWait(d time.Duration) Option {
-	return func(c *config) {
-		c.checkIdem(fmt.Sprintf("idemhttp.WithWait(%v)", d), idem.WithWait(d))
-		c.wait = d
-	}
+	return func(c *config) { c.UseIdem(fmt.Sprintf("idemhttp.WithWait(%v)", d), idem.WithWait(d)) }
 }
 
 // WithMaxRequestBody caps the request body, which is read whole to fingerprint
@@ -344,7 +307,7 @@ func WithWait(d time.Duration) Option {
 func WithMaxRequestBody(n int64) Option {
 	return func(c *config) {
 		if n < 0 {
-			c.reject(fmt.Sprintf("idemhttp.WithMaxRequestBody(%d)", n), fmt.Errorf("%w: a negative body cap", idem.ErrInvalid))
+			c.Reject(fmt.Sprintf("idemhttp.WithMaxRequestBody(%d)", n), fmt.Errorf("%w: a negative body cap", idem.ErrInvalid))
 			return
 		}
 		c.maxRequest = n
@@ -359,7 +322,7 @@ func WithMaxRequestBody(n int64) Option {
 func WithMaxResponseBody(n int64) Option {
 	return func(c *config) {
 		if n < 0 {
-			c.reject(fmt.Sprintf("idemhttp.WithMaxResponseBody(%d)", n), fmt.Errorf("%w: a negative body cap", idem.ErrInvalid))
+			c.Reject(fmt.Sprintf("idemhttp.WithMaxResponseBody(%d)", n), fmt.Errorf("%w: a negative body cap", idem.ErrInvalid))
 			return
 		}
 		c.maxResponse = int(min(n, math.MaxInt))

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/idem/internal/optcheck"
 )
 
 // Defaults of RequireToken.
@@ -23,7 +24,7 @@ type tokenConfig struct {
 	header, field string
 	bind          func(*http.Request) string
 	onError       func(*http.Request, error)
-	invalid       []error // one per bad option, each naming it
+	optcheck.Config
 }
 
 // WithTokenHeader sets the header read first; it must be a valid header name,
@@ -32,7 +33,7 @@ func WithTokenHeader(name string) TokenOption {
 	return func(c *tokenConfig) {
 		if name != "" {
 			if err := checkHeaderName(name); err != nil {
-				c.invalid = append(c.invalid, fmt.Errorf("idemhttp.WithTokenHeader(%q): %w", name, err))
+				c.Reject(fmt.Sprintf("idemhttp.WithTokenHeader(%q)", name), err)
 				return
 			}
 		}
@@ -51,7 +52,7 @@ func WithTokenField(name string) TokenOption { return func(c *tokenConfig) { c.f
 func WithTokenBind(f func(*http.Request) string) TokenOption {
 	return func(c *tokenConfig) {
 		if f == nil {
-			c.invalid = append(c.invalid, fmt.Errorf("idemhttp.WithTokenBind(nil): %w: a binding function is required", idem.ErrInvalid))
+			c.RejectNil("idemhttp.WithTokenBind", "binding function")
 			return
 		}
 		c.bind = f
@@ -82,12 +83,12 @@ func RequireToken(ts idem.TokenStore, opts ...TokenOption) func(http.Handler) ht
 		}
 	}
 	if c.header == "" && c.field == "" {
-		c.invalid = append(c.invalid, fmt.Errorf(`idemhttp.WithTokenHeader("") and idemhttp.WithTokenField(""): %w: no submit could carry a token`, idem.ErrInvalid))
+		c.Reject(`idemhttp.WithTokenHeader("") and idemhttp.WithTokenField("")`, fmt.Errorf("%w: no submit could carry a token", idem.ErrInvalid))
 	}
 	if ts == nil {
-		c.invalid = append(c.invalid, fmt.Errorf("%w: nil token store", idem.ErrInvalid))
+		c.Invalid = append(c.Invalid, fmt.Errorf("%w: nil token store", idem.ErrInvalid))
 	}
-	if err := errors.Join(c.invalid...); err != nil {
+	if err := c.Err(); err != nil {
 		panic("idemhttp.RequireToken: " + err.Error())
 	}
 	return func(next http.Handler) http.Handler {
