@@ -2,10 +2,14 @@
 // coalesce (Wake), the lines of a Locker's waiting calls per key, of which
 // only the first attempts (Queue), and where the server keeps the line
 // (lock/etcdlock, lock/zklock) each owner's contender with the watches that
-// wake it (Registry, Waiter).
+// wake it (Registry, Waiter); and where a release is heard in this process,
+// the wake-ups of those who watch each key (Watchers).
 package waitq
 
-import "slices"
+import (
+	"slices"
+	"sync"
+)
 
 // A Wake tells a waiter to look again. It holds one wake-up: those sent
 // before the waiter looks coalesce into one, and none is lost. A nil Wake
@@ -20,6 +24,63 @@ func (w Wake) Signal() {
 	select {
 	case w <- struct{}{}:
 	default:
+	}
+}
+
+// Watchers holds, for each key, the Wakes of those watching it. The zero
+// value is empty and ready for use; it is safe for concurrent use.
+type Watchers struct {
+	mu   sync.Mutex
+	keys map[string]map[Wake]struct{} // guarded by mu
+}
+
+// Watch returns a new Wake that Notify(key) signals, and the stop that ends
+// the watch.
+func (ws *Watchers) Watch(key string) (Wake, func()) {
+	w := NewWake()
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.keys == nil {
+		ws.keys = make(map[string]map[Wake]struct{})
+	}
+	if ws.keys[key] == nil {
+		ws.keys[key] = make(map[Wake]struct{})
+	}
+	ws.keys[key][w] = struct{}{}
+	return w, func() {
+		ws.mu.Lock()
+		defer ws.mu.Unlock()
+		delete(ws.keys[key], w)
+		if len(ws.keys[key]) == 0 {
+			delete(ws.keys, key)
+		}
+	}
+}
+
+// Len returns how many watch key.
+func (ws *Watchers) Len(key string) int {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return len(ws.keys[key])
+}
+
+// Notify wakes every watcher of key.
+func (ws *Watchers) Notify(key string) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for w := range ws.keys[key] {
+		w.Signal()
+	}
+}
+
+// NotifyAll wakes every watcher of every key.
+func (ws *Watchers) NotifyAll() {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for _, set := range ws.keys {
+		for w := range set {
+			w.Signal()
+		}
 	}
 }
 

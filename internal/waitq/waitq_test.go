@@ -88,3 +88,22 @@ func TestQueue(t *testing.T) {
 		t.Fatalf("turn handed on from behind %v, from the first %v to %d, from the last %v; lines left: %v", fromBehind, fromFirst, next, fromLast, q.lines)
 	}
 }
+
+// TestWatchers checks that a notification wakes only its key's watchers,
+// once however often it is sent, and that stopped watches leave nothing.
+func TestWatchers(t *testing.T) {
+	var ws Watchers
+	a, stopA := ws.Watch("a")
+	b, stopB := ws.Watch("b")
+	ws.Notify("a")
+	ws.Notify("a")
+	if len(a) != 1 || len(b) != 0 || ws.Len("a") != 1 {
+		t.Fatalf("after two notifications of a: %d wake-ups for a, %d for b, %d watching a", len(a), len(b), ws.Len("a"))
+	}
+	ws.NotifyAll()
+	stopA()
+	stopB()
+	if len(b) != 1 || len(ws.keys) != 0 {
+		t.Fatalf("NotifyAll left b with %d wake-ups; keys left: %v", len(b), ws.keys)
+	}
+}

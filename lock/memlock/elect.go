@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/waitq"
 	"github.com/latchkey-go/latchkey/lock/driver"
 )
 
@@ -22,7 +23,7 @@ func (s *store) Relabel(_ context.Context, key, owner, newOwner string) error {
 	}
 	e.owner = newOwner
 	s.mu.Unlock()
-	s.notifyHolder(key)
+	s.holderWatchers.Notify(key)
 	return nil
 }
 
@@ -30,8 +31,8 @@ func (s *store) Relabel(_ context.Context, key, owner, newOwner string) error {
 // revocations and relabels signal at once; an expiry is signalled by a
 // timer set for the holder's expiry, which a renewal only moves.
 func (s *store) WatchHolder(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	out := make(chan struct{}, 1)
-	ch, stop, _ := s.watch(s.holderWatchers, key)
+	out := waitq.NewWake()
+	ch, stop := s.holderWatchers.Watch(key)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -63,19 +64,9 @@ func (s *store) WatchHolder(ctx context.Context, key string) (<-chan struct{}, f
 					continue
 				}
 			}
-			select {
-			case out <- struct{}{}:
-			default:
-			}
+			out.Signal()
 			arm()
 		}
 	}()
 	return out, func() { cancel(); <-done; stop() }, nil
-}
-
-// notifyHolder signals the holder watchers of key.
-func (s *store) notifyHolder(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	signal(s.holderWatchers[key])
 }

@@ -66,7 +66,7 @@ func (l *Locker) BreakLock(_ context.Context, key string) (lock.LockInfo, error)
 }
 
 func (s *store) infoLocked(key string, now time.Time) lock.LockInfo {
-	info := lock.LockInfo{Key: key, Waiters: len(s.waiters[key])}
+	info := lock.LockInfo{Key: key, Waiters: s.waiters.Len(key)}
 	info.Waiting = info.Waiters > 0
 	e, ok := s.locks[key]
 	if !ok || !now.Before(e.expires) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/internal/lockerr"
+	"github.com/latchkey-go/latchkey/internal/waitq"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -29,11 +30,8 @@ var _ lock.Locker = (*Locker)(nil)
 // life.
 func New() *Locker {
 	s := &store{
-		locks:   make(map[string]*entry),
-		next:    uint64(time.Now().UnixMicro()),
-		waiters: make(map[string]map[chan struct{}]struct{}),
-
-		holderWatchers: make(map[string]map[chan struct{}]struct{}),
+		locks: make(map[string]*entry),
+		next:  uint64(time.Now().UnixMicro()),
 	}
 	m, _ := lock.NewManager(s) // s is not nil
 	return &Locker{Manager: m, s: s}
@@ -61,11 +59,11 @@ type entry struct {
 
 type store struct {
 	mu      sync.Mutex
-	locks   map[string]*entry                     // guarded by mu
-	next    uint64                                // last token issued; guarded by mu
-	waiters map[string]map[chan struct{}]struct{} // guarded by mu
+	locks   map[string]*entry // guarded by mu
+	next    uint64            // last token issued; guarded by mu
+	waiters waitq.Watchers
 
-	holderWatchers map[string]map[chan struct{}]struct{} // WatchHolder's; guarded by mu
+	holderWatchers waitq.Watchers // WatchHolder's
 }
 
 func (s *store) TryAcquire(_ context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
@@ -77,7 +75,7 @@ func (s *store) TryAcquire(_ context.Context, key, owner string, ttl time.Durati
 	}
 	s.next++
 	s.locks[key] = &entry{owner: owner, token: s.next, acquired: now, expires: now.Add(ttl)}
-	signal(s.holderWatchers[key])
+	s.holderWatchers.Notify(key)
 	return s.next, 0, nil
 }
 
@@ -107,47 +105,13 @@ func (s *store) Release(_ context.Context, key, owner string) error {
 }
 
 func (s *store) WatchRelease(_ context.Context, key string) (<-chan struct{}, func(), error) {
-	return s.watch(s.waiters, key)
-}
-
-// watch adds a wake-up channel for key to watchers, one of the store's
-// maps.
-func (s *store) watch(watchers map[string]map[chan struct{}]struct{}, key string) (<-chan struct{}, func(), error) {
-	ch := make(chan struct{}, 1)
-	s.mu.Lock()
-	set := watchers[key]
-	if set == nil {
-		set = make(map[chan struct{}]struct{})
-		watchers[key] = set
-	}
-	set[ch] = struct{}{}
-	s.mu.Unlock()
-	stop := func() {
-		s.mu.Lock()
-		delete(set, ch)
-		if len(set) == 0 {
-			delete(watchers, key)
-		}
-		s.mu.Unlock()
-	}
-	return ch, stop, nil
+	w, stop := s.waiters.Watch(key)
+	return w, stop, nil
 }
 
 // notify wakes every waiter and holder watcher of key; the lock.Manager
 // lets only the longest waiter of each Locker's attempt.
 func (s *store) notify(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	signal(s.waiters[key])
-	signal(s.holderWatchers[key])
-}
-
-// signal wakes every channel of set without blocking. Call with s.mu held.
-func signal(set map[chan struct{}]struct{}) {
-	for ch := range set {
-		select {
-		case ch <- struct{}{}:
-		default: // a wake-up is already pending
-		}
-	}
+	s.waiters.Notify(key)
+	s.holderWatchers.Notify(key)
 }

@@ -96,7 +96,7 @@ func (s *semStore) BreakPermits(_ context.Context, name string, token uint64) (s
 			delete(s.sems, name)
 		}
 		s.mu.Unlock()
-		s.notify(name)
+		s.waiters.Notify(name)
 		return info, nil
 	}
 	s.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/waitq"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/rwlock"
 )
@@ -33,9 +34,9 @@ type hold struct {
 // rwStore is rwlock.Backend in this process's memory.
 type rwStore struct {
 	mu      sync.Mutex
-	names   map[string]*rwEntry                   // guarded by mu
-	next    uint64                                // last token issued; guarded by mu
-	waiters map[string]map[chan struct{}]struct{} // guarded by mu
+	names   map[string]*rwEntry // guarded by mu
+	next    uint64              // last token issued; guarded by mu
+	waiters waitq.Watchers
 }
 
 var (
@@ -46,9 +47,8 @@ var (
 
 func newRWStore() *rwStore {
 	return &rwStore{
-		names:   make(map[string]*rwEntry),
-		next:    uint64(time.Now().UnixMicro()),
-		waiters: make(map[string]map[chan struct{}]struct{}),
+		names: make(map[string]*rwEntry),
+		next:  uint64(time.Now().UnixMicro()),
 	}
 }
 
@@ -157,7 +157,7 @@ func (s *rwStore) Release(_ context.Context, name, owner string, mode rwlock.Mod
 		return errNotHeld
 	}
 	if wake {
-		s.notify(name)
+		s.waiters.Notify(name)
 	}
 	return nil
 }
@@ -168,40 +168,13 @@ func (s *rwStore) Withdraw(_ context.Context, name, owner string) error {
 		delete(e.intents, owner)
 	}
 	s.mu.Unlock()
-	s.notify(name)
+	s.waiters.Notify(name)
 	return nil
 }
 
 func (s *rwStore) WatchRelease(_ context.Context, name string) (<-chan struct{}, func(), error) {
-	ch := make(chan struct{}, 1)
-	s.mu.Lock()
-	set := s.waiters[name]
-	if set == nil {
-		set = make(map[chan struct{}]struct{})
-		s.waiters[name] = set
-	}
-	set[ch] = struct{}{}
-	s.mu.Unlock()
-	stop := func() {
-		s.mu.Lock()
-		delete(set, ch)
-		if len(set) == 0 {
-			delete(s.waiters, name)
-		}
-		s.mu.Unlock()
-	}
-	return ch, stop, nil
-}
-
-func (s *rwStore) notify(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ch := range s.waiters[name] {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	w, stop := s.waiters.Watch(name)
+	return w, stop, nil
 }
 
 // InspectRW implements rwlock.Inspector. Info.Token is the store's last

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/internal/lockerr"
+	"github.com/latchkey-go/latchkey/internal/waitq"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/semaphore"
 )
@@ -24,9 +25,8 @@ type Semaphores struct {
 // Tokens start at the current Unix time in microseconds, as New's do.
 func NewSemaphores() *Semaphores {
 	s := &semStore{
-		sems:    make(map[string]*semEntry),
-		next:    uint64(time.Now().UnixMicro()),
-		waiters: make(map[string]map[chan struct{}]struct{}),
+		sems: make(map[string]*semEntry),
+		next: uint64(time.Now().UnixMicro()),
 	}
 	c, _ := semaphore.New(s) // s is not nil
 	return &Semaphores{Client: c, s: s}
@@ -38,7 +38,7 @@ func (ss *Semaphores) Revoke(name string) {
 	ss.s.mu.Lock()
 	delete(ss.s.sems, name)
 	ss.s.mu.Unlock()
-	ss.s.notify(name)
+	ss.s.waiters.Notify(name)
 }
 
 var errPermitNotHeld = lockerr.NotHeld("memlock: the permit expired or was revoked")
@@ -58,9 +58,9 @@ type semHolder struct {
 
 type semStore struct {
 	mu      sync.Mutex
-	sems    map[string]*semEntry                  // guarded by mu
-	next    uint64                                // last token issued; guarded by mu
-	waiters map[string]map[chan struct{}]struct{} // by name; guarded by mu
+	sems    map[string]*semEntry // guarded by mu
+	next    uint64               // last token issued; guarded by mu
+	waiters waitq.Watchers       // by name
 }
 
 var (
@@ -140,42 +140,15 @@ func (s *semStore) Release(_ context.Context, r semaphore.Request, owner string)
 		delete(s.sems, r.Name)
 	}
 	s.mu.Unlock()
-	s.notify(r.Name)
+	s.waiters.Notify(r.Name)
 	return nil
 }
 
 // WatchRelease implements semaphore.ReleaseWatcher: a release wakes the
 // waiters of every count.
 func (s *semStore) WatchRelease(_ context.Context, name string) (<-chan struct{}, func(), error) {
-	ch := make(chan struct{}, 1)
-	s.mu.Lock()
-	set := s.waiters[name]
-	if set == nil {
-		set = make(map[chan struct{}]struct{})
-		s.waiters[name] = set
-	}
-	set[ch] = struct{}{}
-	s.mu.Unlock()
-	stop := func() {
-		s.mu.Lock()
-		delete(set, ch)
-		if len(set) == 0 {
-			delete(s.waiters, name)
-		}
-		s.mu.Unlock()
-	}
-	return ch, stop, nil
-}
-
-func (s *semStore) notify(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ch := range s.waiters[name] {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	w, stop := s.waiters.Watch(name)
+	return w, stop, nil
 }
 
 // InspectSemaphore implements semaphore.Inspector.
@@ -197,7 +170,7 @@ func (s *semStore) InspectSemaphore(_ context.Context, name string) (semaphore.I
 		})
 	}
 	slices.SortFunc(info.Holders, func(a, b semaphore.HolderInfo) int { return cmp.Compare(a.Token, b.Token) })
-	info.Waiting = len(s.waiters[name]) > 0
+	info.Waiting = s.waiters.Len(name) > 0
 	return info, nil
 }
 
