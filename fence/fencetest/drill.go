@@ -37,11 +37,11 @@ func Drill(t *testing.T, target Target, config string) {
 	key := "drill-" + randHex(6)
 
 	c := startChild(t, target, config, "drill", key)
-	first, err := strconv.ParseUint(c.expect(t, "held ", 30*time.Second), 10, 64)
+	first, err := strconv.ParseUint(c.Expect(t, "held ", 30*time.Second, nil), 10, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.signal(syscall.SIGSTOP)
+	c.Signal(syscall.SIGSTOP)
 	stopped := time.Now()
 	t.Logf("child holds %q with token %d and is stopped", key, first)
 
@@ -60,11 +60,11 @@ func Drill(t *testing.T, target Target, config string) {
 	}
 
 	time.Sleep(time.Until(stopped.Add(drillPause)))
-	c.signal(syscall.SIGCONT)
-	if _, err := fmt.Fprintln(c.in, "write"); err != nil {
+	c.Signal(syscall.SIGCONT)
+	if _, err := fmt.Fprintln(c.In, "write"); err != nil {
 		t.Fatal(err)
 	}
-	report := c.expect(t, "result ", 30*time.Second)
+	report := c.Expect(t, "result ", 30*time.Second, nil)
 	t.Logf("first holder after resuming: %s", report)
 	fields := map[string]string{}
 	for _, f := range strings.Fields(report) {
@@ -84,8 +84,8 @@ func Drill(t *testing.T, target Target, config string) {
 	if err != nil || v != "second" || tok != lease.Token() {
 		t.Errorf("record holds (%q, %d, %v), want the second writer's (%q, %d)", v, tok, err, "second", lease.Token())
 	}
-	c.in.Close()
-	if err := c.cmd.Wait(); err != nil {
+	c.In.Close()
+	if err := c.Cmd.Wait(); err != nil {
 		t.Errorf("child: %v", err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"testing"
 
 	"github.com/latchkey-go/latchkey/fence"
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -67,6 +68,12 @@ const (
 	envConfig = "LATCHKEY_FENCETEST_CONFIG"
 	envArgs   = "LATCHKEY_FENCETEST_ARGS"
 )
+
+// startChild starts a child process playing role on target with args.
+func startChild(t *testing.T, target Target, config, role, args string) *suitekit.Child {
+	t.Helper()
+	return suitekit.StartChild(t, envRole+"="+role, envTarget+"="+target.Name, envConfig+"="+config, envArgs+"="+args)
+}
 
 // Main runs the tests, or, in a child process started by one of the checks,
 // the child's part, and exits.

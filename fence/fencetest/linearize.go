@@ -17,6 +17,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/latchkey-go/latchkey/fence"
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -153,7 +154,7 @@ func runHistory(t *testing.T, target Target, config string, conn *Conn, seed uin
 
 // worker is a running worker process of a history.
 type worker struct {
-	c    *child
+	c    *suitekit.Child
 	done chan struct{} // closed once it has exited and its lines are read
 }
 
@@ -189,10 +190,10 @@ func (h *history) start(ops int) {
 	h.live[id] = w
 	h.mu.Unlock()
 	h.workers.Go(func() {
-		for line := range w.c.lines {
+		for line := range w.c.Lines {
 			h.rec.line(id, line)
 		}
-		_ = w.c.cmd.Wait()
+		_ = w.c.Cmd.Wait()
 		h.mu.Lock()
 		delete(h.live, id)
 		h.mu.Unlock()
@@ -248,7 +249,7 @@ func (h *history) injectFaults() {
 		}
 		if len(killAt) > 0 && time.Now().After(killAt[0]) {
 			killAt = killAt[1:]
-			w.c.signal(syscall.SIGKILL)
+			w.c.Signal(syscall.SIGKILL)
 			<-w.done
 			h.kills++
 			h.start(linOps / 2)
@@ -264,13 +265,13 @@ func (h *history) injectFaults() {
 func (h *history) readFinal(conn *Conn) {
 	final := h.clients
 	for _, k := range h.keys {
-		call := now()
+		call := suitekit.Now()
 		v, tok, err := conn.Register.Read(h.t.Context(), k)
 		if err != nil {
 			h.t.Fatalf("final read of %s: %v", k, err)
 		}
 		h.rec.ops = append(h.rec.ops, porcupine.Operation{ClientId: final, Input: Op{Key: k},
-			Output: Outcome{Status: "ok", Value: v, Token: tok}, Call: call, Return: now()})
+			Output: Outcome{Status: "ok", Value: v, Token: tok}, Call: call, Return: suitekit.Now()})
 	}
 	for _, op := range h.rec.pending {
 		if op.Input.(Op).Write {
@@ -320,7 +321,7 @@ func (p *pauser) isPaused(id int) bool {
 }
 
 // pause stops c, worker id, for d, unless it is stopped already.
-func (p *pauser) pause(id int, c *child, d time.Duration) {
+func (p *pauser) pause(id int, c *suitekit.Child, d time.Duration) {
 	p.mu.Lock()
 	if p.paused[id] {
 		p.mu.Unlock()
@@ -332,10 +333,10 @@ func (p *pauser) pause(id int, c *child, d time.Duration) {
 	p.paused[id] = true
 	p.mu.Unlock()
 	p.count++
-	c.signal(syscall.SIGSTOP)
+	c.Signal(syscall.SIGSTOP)
 	p.wg.Go(func() {
 		time.Sleep(d)
-		c.signal(syscall.SIGCONT)
+		c.Signal(syscall.SIGCONT)
 		p.mu.Lock()
 		delete(p.paused, id)
 		p.mu.Unlock()
@@ -385,7 +386,7 @@ func linearizeChild(ctx context.Context, conn *Conn, args string) int {
 		if zombie {
 			tag = "zombie"
 		}
-		emit("C %s %d %s w %d %s %s", cid, now(), key, h.Token(), value, tag)
+		emit("C %s %d %s w %d %s %s", cid, suitekit.Now(), key, h.Token(), value, tag)
 		octx, cancel := context.WithTimeout(ctx, linOpTimeout)
 		err := conn.Register.Write(octx, h, key, value)
 		cancel()
@@ -396,19 +397,19 @@ func linearizeChild(ctx context.Context, conn *Conn, args string) int {
 		case err != nil:
 			status = "unknown"
 		}
-		emit("R %s %d %s", cid, now(), status)
+		emit("R %s %d %s", cid, suitekit.Now(), status)
 	}
 	read := func(key string) {
 		cid := nextID()
-		emit("C %s %d %s r", cid, now(), key)
+		emit("C %s %d %s r", cid, suitekit.Now(), key)
 		octx, cancel := context.WithTimeout(ctx, linOpTimeout)
 		v, tok, err := conn.Register.Read(octx, key)
 		cancel()
 		if err != nil {
-			emit("R %s %d fail", cid, now())
+			emit("R %s %d fail", cid, suitekit.Now())
 			return
 		}
-		emit("R %s %d ok =%s %d", cid, now(), v, tok)
+		emit("R %s %d ok =%s %d", cid, suitekit.Now(), v, tok)
 	}
 
 	for n, tries := 0, 0; n < ops && tries < 4*ops; tries++ {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/fence"
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -55,7 +56,7 @@ func ReadModifyWrite(t *testing.T, target Target, config string) RMWReport {
 		t.Fatalf("create the counter: %v", err)
 	}
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
-	kids := make([]*child, rmwProcs)
+	kids := make([]*suitekit.Child, rmwProcs)
 	for i := range kids {
 		kids[i] = startChild(t, target, config, "rmw", fmt.Sprintf("%s %d %d", key, rmwOps, r.Uint64()))
 	}
@@ -101,18 +102,18 @@ loop:
 
 // rmwResults reads the workers' lines and passes on their result lines;
 // done is closed once every worker has exited.
-func rmwResults(kids []*child) (results chan string, done chan struct{}) {
+func rmwResults(kids []*suitekit.Child) (results chan string, done chan struct{}) {
 	results = make(chan string, len(kids))
 	done = make(chan struct{})
 	var wg sync.WaitGroup
 	for _, c := range kids {
 		wg.Go(func() {
-			for line := range c.lines {
+			for line := range c.Lines {
 				if rest, ok := strings.CutPrefix(line, "result "); ok {
 					results <- rest
 				}
 			}
-			_ = c.cmd.Wait()
+			_ = c.Cmd.Wait()
 		})
 	}
 	go func() { wg.Wait(); close(done) }()

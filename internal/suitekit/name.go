@@ -1,7 +1,9 @@
 // Package suitekit holds what the conformance suites (lock/locktest,
-// elect/electtest, semaphore/semaphoretest, rwlock/rwlocktest) share: names
-// unique to a test and run, a bounded context per test, and the check that
-// a backend left no goroutines running.
+// elect/electtest, semaphore/semaphoretest, rwlock/rwlocktest,
+// fence/fencetest) share: names unique to a test and run, a bounded context
+// per test, the checks on a held lease or permit, the check that a backend
+// left no goroutines running, and the child processes of the checks that
+// need several.
 package suitekit
 
 import (

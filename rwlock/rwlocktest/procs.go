@@ -8,7 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/fence"
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/rwlock"
 )
@@ -92,7 +93,7 @@ func Child(targets ...Target) {
 // (SIGSTOP) writer's fenced write is refused after it resumes. It needs the
 // test binary's TestMain to call Child.
 func RunProcesses(t *testing.T, target Target, config string) {
-	if !procsSupported {
+	if runtime.GOOS != "linux" {
 		t.Skip("rwlocktest: the process checks need Linux (one monotonic clock across processes)")
 	}
 	p := &procs{target: target, config: config}
@@ -118,67 +119,10 @@ func (p *procs) open(t *testing.T) *rwlock.Locker {
 	return l
 }
 
-// child is a re-executed test binary playing one role.
-type child struct {
-	cmd   *exec.Cmd
-	in    io.WriteCloser
-	lines chan string // stdout, line by line; closed at EOF
-}
-
-func (p *procs) start(t *testing.T, role string, args ...string) *child {
+// start starts a child process playing role with args.
+func (p *procs) start(t *testing.T, role string, args ...string) *suitekit.Child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envRole+"="+role, envTarget+"="+p.target.Name, envConfig+"="+p.config, envArgs+"="+strings.Join(args, " "))
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = procAttr()
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd, in: in, lines: make(chan string, 1024)}
-	go func() {
-		defer close(c.lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = c.cmd.Process.Signal(syscall.SIGCONT)
-		_ = c.cmd.Process.Kill()
-		_ = c.cmd.Wait()
-	})
-	return c
-}
-
-// expect waits for a line starting with prefix and returns the rest; fn,
-// if set, sees every line before it.
-func (c *child) expect(t *testing.T, prefix string, within time.Duration, fn func(line string)) string {
-	t.Helper()
-	timeout := time.After(within)
-	for {
-		select {
-		case line, ok := <-c.lines:
-			if !ok {
-				t.Fatalf("child exited while the test waited for %q", prefix)
-			}
-			if fn != nil {
-				fn(line)
-			}
-			if rest, ok := strings.CutPrefix(line, prefix); ok {
-				return strings.TrimSpace(rest)
-			}
-		case <-timeout:
-			t.Fatalf("child said no %q within %v", prefix, within)
-		}
-	}
+	return suitekit.StartChild(t, envRole+"="+role, envTarget+"="+p.target.Name, envConfig+"="+p.config, envArgs+"="+strings.Join(args, " "))
 }
 
 // writerAlone: three processes take one name in turns, mostly reading,
@@ -191,13 +135,13 @@ func (p *procs) writerAlone(t *testing.T) {
 	if err := os.WriteFile(logPath, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var cs []*child
+	var cs []*suitekit.Child
 	for range children {
 		cs = append(cs, p.start(t, "churn", n, strconv.Itoa(rounds), logPath))
 	}
 	for i, c := range cs {
-		c.expect(t, "done", 2*time.Minute, nil)
-		if err := c.cmd.Wait(); err != nil {
+		c.Expect(t, "done", 2*time.Minute, nil)
+		if err := c.Cmd.Wait(); err != nil {
 			t.Fatalf("child %d: %v", i, err)
 		}
 	}
@@ -304,18 +248,18 @@ func (p *procs) killed(t *testing.T, mode rwlock.Mode) {
 			}
 		}
 	}
-	c.expect(t, "held ", 30*time.Second, note)
-	c.expect(t, "renewed ", 10*time.Second, note) // it renews
-	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	c.Expect(t, "held ", 30*time.Second, note)
+	c.Expect(t, "renewed ", 10*time.Second, note) // it renews
+	if err := c.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = c.cmd.Wait()
-	for line := range c.lines { // what it said before it died
+	_ = c.Cmd.Wait()
+	for line := range c.Lines { // what it said before it died
 		note(line)
 	}
 	refused(t, l, other(mode), n, "right after its holder was killed", lock.WithTTL(procTTL))
 	lease, err := acquire(t.Context(), l, other(mode), n, lock.WithWait(eventually), lock.WithTTL(procTTL))
-	got := monotonic()
+	got := suitekit.Now()
 	if err != nil {
 		t.Fatalf("killed %v holder's lock not back: %v", mode, err)
 	}
@@ -334,12 +278,12 @@ func (p *procs) stopped(t *testing.T, mode rwlock.Mode) {
 	n := name(t)
 	l := p.open(t)
 	c := p.start(t, "hold", n, mode.String())
-	f := strings.Fields(c.expect(t, "held ", 30*time.Second, nil))
+	f := strings.Fields(c.Expect(t, "held ", 30*time.Second, nil))
 	first, _ := strconv.ParseUint(f[0], 10, 64)
-	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := c.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	stopped := monotonic()
+	stopped := suitekit.Now()
 	w, err := l.Lock(t.Context(), n, lock.WithWait(eventually), lock.WithTTL(procTTL))
 	if err != nil {
 		t.Fatalf("stopped %v holder's lock not back: %v", mode, err)
@@ -350,15 +294,15 @@ func (p *procs) stopped(t *testing.T, mode rwlock.Mode) {
 	}
 	// The resource applies the writer's write and remembers its token.
 	highest := w.Token()
-	t.Logf("writer in %v after the stop", time.Duration(monotonic()-stopped))
+	t.Logf("writer in %v after the stop", time.Duration(suitekit.Now()-stopped))
 	time.Sleep(procTTL / 2) // still stopped, past its deadline
-	if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := c.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := io.WriteString(c.in, "write\n"); err != nil {
+	if _, err := io.WriteString(c.In, "write\n"); err != nil {
 		t.Fatal(err)
 	}
-	f = strings.Fields(c.expect(t, "write ", 30*time.Second, nil))
+	f = strings.Fields(c.Expect(t, "write ", 30*time.Second, nil))
 	late, _ := strconv.ParseUint(f[0], 10, 64)
 	if len(f) < 2 || f[1] != "lost" {
 		t.Fatalf("resumed holder's lease not lost before it wrote: %q", f)
@@ -386,10 +330,10 @@ func holdChild(ctx context.Context, l *rwlock.Locker, args []string) int {
 	var token atomic.Uint64
 	l.SetObserver(func(e lock.Event) {
 		if e.Kind == lock.EventRenew && e.Err == nil {
-			fmt.Printf("renewed %d %d\n", token.Load(), monotonic()-int64(e.Duration))
+			fmt.Printf("renewed %d %d\n", token.Load(), suitekit.Now()-int64(e.Duration))
 		}
 	})
-	sent := monotonic()
+	sent := suitekit.Now()
 	lease, err := acquire(ctx, l, mode, n, lock.WithTTL(procTTL))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "hold:", err)
