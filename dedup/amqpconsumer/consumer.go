@@ -82,8 +82,8 @@ func New(ch Channel, queue string, h dedup.Handler, opts ...Option) (*Consumer, 
 		return nil, fmt.Errorf("%w: amqpconsumer: empty queue name", dedup.ErrInvalid)
 	}
 	cfg := newConfig(opts)
-	if cfg.invalid != nil {
-		return nil, cfg.invalid
+	if cfg.Invalid != nil {
+		return nil, cfg.Invalid
 	}
 	return &Consumer{ch: ch, queue: queue, handle: h, cfg: cfg}, nil
 }
@@ -137,7 +137,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 func (c *Consumer) requeueAll(ctx context.Context, deliveries <-chan amqp.Delivery) {
 	for d := range deliveries {
 		if err := d.Nack(false, true); err != nil {
-			c.report(ctx, fmt.Errorf("amqpconsumer: nack delivery %d: %w", d.DeliveryTag, err))
+			c.cfg.Report(ctx, fmt.Errorf("amqpconsumer: nack delivery %d: %w", d.DeliveryTag, err))
 		}
 	}
 }
@@ -152,7 +152,7 @@ func (c *Consumer) settle(ctx context.Context, d amqp.Delivery) {
 	}
 	acked := dedup.ShouldAck(err)
 	if err != nil {
-		c.report(ctx, &DeliveryError{DeliveryTag: d.DeliveryTag, ID: m.ID, Redelivered: d.Redelivered, Acked: acked, Err: err})
+		c.cfg.Report(ctx, &DeliveryError{DeliveryTag: d.DeliveryTag, ID: m.ID, Redelivered: d.Redelivered, Acked: acked, Err: err})
 	}
 	switch {
 	case acked:
@@ -164,7 +164,7 @@ func (c *Consumer) settle(ctx context.Context, d amqp.Delivery) {
 		err = d.Nack(false, true)
 	}
 	if err != nil {
-		c.report(ctx, fmt.Errorf("amqpconsumer: settle delivery %d: %w", d.DeliveryTag, err))
+		c.cfg.Report(ctx, fmt.Errorf("amqpconsumer: settle delivery %d: %w", d.DeliveryTag, err))
 	}
 }
 
@@ -209,10 +209,4 @@ func (c *Consumer) message(d amqp.Delivery) (dedup.Message, error) {
 		m.ID = id
 	}
 	return m, dedup.CheckID(m.ID)
-}
-
-func (c *Consumer) report(ctx context.Context, err error) {
-	if c.cfg.onError != nil {
-		c.cfg.onError(ctx, err)
-	}
 }

@@ -2,10 +2,9 @@ package amqpconsumer
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/dedup/internal/consume"
 )
 
 // Defaults of the options.
@@ -32,28 +31,18 @@ type config struct {
 	tag          string
 	maxRequeue   time.Duration
 	failureDelay time.Duration
-	onError      func(context.Context, error)
-	invalid      error
+	consume.Config
 }
 
 func newConfig(opts []Option) config {
 	c := config{
+		Config:       consume.Config{Adapter: "amqpconsumer"},
 		prefetch:     DefaultPrefetch,
 		maxRequeue:   DefaultMaxRequeueDelay,
 		failureDelay: DefaultFailureDelay,
 	}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
+	consume.Apply(&c, opts)
 	return c
-}
-
-func (c *config) fail(format string, args ...any) {
-	if c.invalid == nil {
-		c.invalid = fmt.Errorf("%w: amqpconsumer: "+format, append([]any{dedup.ErrInvalid}, args...)...)
-	}
 }
 
 // WithIDHeader takes the message id from the named header (a string value)
@@ -61,7 +50,7 @@ func (c *config) fail(format string, args ...any) {
 func WithIDHeader(name string) Option {
 	return func(c *config) {
 		if name == "" {
-			c.fail("empty id header name")
+			c.Fail("empty id header name")
 			return
 		}
 		c.idHeader = name
@@ -73,7 +62,7 @@ func WithIDHeader(name string) Option {
 func WithPrefetch(n int) Option {
 	return func(c *config) {
 		if n < 1 || n > 65535 {
-			c.fail("prefetch %d outside [1, 65535]", n)
+			c.Fail("prefetch %d outside [1, 65535]", n)
 			return
 		}
 		c.prefetch = n
@@ -93,7 +82,7 @@ func WithConsumerTag(tag string) Option {
 func WithMaxRequeueDelay(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 || d > maxDelay {
-			c.fail("max requeue delay %v outside [0, %v]", d, maxDelay)
+			c.Fail("max requeue delay %v outside [0, %v]", d, maxDelay)
 			return
 		}
 		c.maxRequeue = d
@@ -105,7 +94,7 @@ func WithMaxRequeueDelay(d time.Duration) Option {
 func WithFailureDelay(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 || d > maxDelay {
-			c.fail("failure delay %v outside [0, %v]", d, maxDelay)
+			c.Fail("failure delay %v outside [0, %v]", d, maxDelay)
 			return
 		}
 		c.failureDelay = d
@@ -117,5 +106,5 @@ func WithFailureDelay(d time.Duration) Option {
 // is called from Run's goroutine and must not block for long. Default:
 // errors are dropped.
 func WithErrorHandler(f func(ctx context.Context, err error)) Option {
-	return func(c *config) { c.onError = f }
+	return func(c *config) { c.OnError = f }
 }

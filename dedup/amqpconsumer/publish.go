@@ -29,8 +29,8 @@ var _ Publisher = (*amqp.Channel)(nil)
 func Publish(ctx context.Context, p Publisher, exchange, key string, m dedup.Message, opts ...Option) error {
 	cfg := newConfig(opts)
 	switch {
-	case cfg.invalid != nil:
-		return cfg.invalid
+	case cfg.Invalid != nil:
+		return cfg.Invalid
 	case p == nil:
 		return fmt.Errorf("%w: amqpconsumer: nil publisher", dedup.ErrInvalid)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/dedup/internal/consume"
 )
 
 // Fetcher is the part of a JetStream consumer a Consumer uses;
@@ -73,8 +74,8 @@ func New(f Fetcher, h dedup.Handler, opts ...Option) (*Consumer, error) {
 		return nil, fmt.Errorf("%w: natsconsumer: nil handler", dedup.ErrInvalid)
 	}
 	cfg := newConfig(opts)
-	if cfg.invalid != nil {
-		return nil, cfg.invalid
+	if cfg.Invalid != nil {
+		return nil, cfg.Invalid
 	}
 	return &Consumer{f: f, handle: h, cfg: cfg}, nil
 }
@@ -102,14 +103,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
-		c.report(ctx, fmt.Errorf("natsconsumer: fetch: %w", err))
-		backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C:
-		}
+		c.cfg.Report(ctx, fmt.Errorf("natsconsumer: fetch: %w", err))
+		backoff = consume.Backoff(ctx, backoff)
 	}
 	return ctx.Err()
 }
@@ -152,7 +147,7 @@ func (c *Consumer) settle(ctx context.Context, msg jetstream.Msg) {
 		if md, merr := msg.Metadata(); merr == nil {
 			e.StreamSequence = md.Sequence.Stream
 		}
-		c.report(ctx, e)
+		c.cfg.Report(ctx, e)
 	}
 }
 
@@ -192,10 +187,4 @@ func (c *Consumer) message(msg jetstream.Msg) (dedup.Message, error) {
 	}
 	m.ID = v[0]
 	return m, dedup.CheckID(m.ID)
-}
-
-func (c *Consumer) report(ctx context.Context, err error) {
-	if c.cfg.onError != nil {
-		c.cfg.onError(ctx, err)
-	}
 }

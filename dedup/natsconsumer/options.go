@@ -2,12 +2,12 @@ package natsconsumer
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/dedup/internal/consume"
 )
 
 // Defaults of the options.
@@ -34,29 +34,19 @@ type config struct {
 	maxWait      time.Duration
 	nakDelay     time.Duration
 	maxBusyDelay time.Duration // 0: no cap
-	onError      func(context.Context, error)
-	invalid      error
+	consume.Config
 }
 
 func newConfig(opts []Option) config {
 	c := config{
+		Config:   consume.Config{Adapter: "natsconsumer"},
 		idHeader: DefaultIDHeader,
 		batch:    DefaultBatchSize,
 		maxWait:  DefaultMaxWait,
 		nakDelay: DefaultNakDelay,
 	}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
+	consume.Apply(&c, opts)
 	return c
-}
-
-func (c *config) fail(format string, args ...any) {
-	if c.invalid == nil {
-		c.invalid = fmt.Errorf("%w: natsconsumer: "+format, append([]any{dedup.ErrInvalid}, args...)...)
-	}
 }
 
 // WithIDHeader names the header that holds the message id given to the
@@ -66,7 +56,7 @@ func (c *config) fail(format string, args ...any) {
 func WithIDHeader(name string) Option {
 	return func(c *config) {
 		if name == "" {
-			c.fail("empty id header name")
+			c.Fail("empty id header name")
 			return
 		}
 		c.idHeader = name
@@ -79,7 +69,7 @@ func WithIDHeader(name string) Option {
 func WithBatchSize(n int) Option {
 	return func(c *config) {
 		if n < 1 || n > 10000 {
-			c.fail("batch size %d outside [1, 10000]", n)
+			c.Fail("batch size %d outside [1, 10000]", n)
 			return
 		}
 		c.batch = n
@@ -92,7 +82,7 @@ func WithBatchSize(n int) Option {
 func WithMaxWait(d time.Duration) Option {
 	return func(c *config) {
 		if d < time.Millisecond || d > time.Minute {
-			c.fail("max wait %v outside [1ms, 1m]", d)
+			c.Fail("max wait %v outside [1ms, 1m]", d)
 			return
 		}
 		c.maxWait = d
@@ -105,7 +95,7 @@ func WithMaxWait(d time.Duration) Option {
 func WithNakDelay(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 || d > dedup.MaxDuration {
-			c.fail("nak delay %v outside [0, %v]", d, dedup.MaxDuration)
+			c.Fail("nak delay %v outside [0, %v]", d, dedup.MaxDuration)
 			return
 		}
 		c.nakDelay = d
@@ -121,7 +111,7 @@ func WithNakDelay(d time.Duration) Option {
 func WithMaxBusyDelay(d time.Duration) Option {
 	return func(c *config) {
 		if d < time.Millisecond || d > dedup.MaxDuration {
-			c.fail("max busy delay %v outside [1ms, %v]", d, dedup.MaxDuration)
+			c.Fail("max busy delay %v outside [1ms, %v]", d, dedup.MaxDuration)
 			return
 		}
 		c.maxBusyDelay = d
@@ -134,5 +124,5 @@ func WithMaxBusyDelay(d time.Duration) Option {
 // It is called from Run's goroutine and must not block for long. Default:
 // errors are dropped.
 func WithErrorHandler(f func(ctx context.Context, err error)) Option {
-	return func(c *config) { c.onError = f }
+	return func(c *config) { c.OnError = f }
 }

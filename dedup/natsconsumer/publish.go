@@ -33,8 +33,8 @@ var _ Publisher = (jetstream.JetStream)(nil)
 func Publish(ctx context.Context, p Publisher, subject string, m dedup.Message, opts ...Option) (*jetstream.PubAck, error) {
 	cfg := newConfig(opts)
 	switch {
-	case cfg.invalid != nil:
-		return nil, cfg.invalid
+	case cfg.Invalid != nil:
+		return nil, cfg.Invalid
 	case p == nil || subject == "":
 		return nil, fmt.Errorf("%w: natsconsumer: nil publisher or empty subject", dedup.ErrInvalid)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/dedup/internal/consume"
 )
 
 // Client is the part of a go-redis client a Consumer uses;
@@ -83,8 +84,8 @@ func New(c Client, stream, group, name string, h dedup.Handler, opts ...Option) 
 		return nil, fmt.Errorf("%w: redisconsumer: empty stream, group or consumer name", dedup.ErrInvalid)
 	}
 	cfg := newConfig(opts)
-	if cfg.invalid != nil {
-		return nil, cfg.invalid
+	if cfg.Invalid != nil {
+		return nil, cfg.Invalid
 	}
 	return &Consumer{c: c, stream: stream, group: group, name: name, handle: h, cfg: cfg, cursor: "0-0"}, nil
 }
@@ -124,14 +125,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if redis.HasErrorPrefix(err, "NOGROUP") {
 			ready = false // stream or group deleted under us: recreate
 		}
-		c.report(ctx, fmt.Errorf("redisconsumer: %s/%s: %w", c.stream, c.group, err))
-		backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C:
-		}
+		c.cfg.Report(ctx, fmt.Errorf("redisconsumer: %s/%s: %w", c.stream, c.group, err))
+		backoff = consume.Backoff(ctx, backoff)
 	}
 	return ctx.Err()
 }
@@ -214,7 +209,7 @@ func (c *Consumer) settle(ctx context.Context, msgs []redis.XMessage) error {
 			ack = append(ack, xm.ID)
 		}
 		if err != nil {
-			c.report(ctx, &EntryError{EntryID: xm.ID, ID: m.ID, Acked: acked, Err: err})
+			c.cfg.Report(ctx, &EntryError{EntryID: xm.ID, ID: m.ID, Acked: acked, Err: err})
 		}
 	}
 	if len(ack) == 0 {
@@ -247,10 +242,4 @@ func (c *Consumer) message(xm redis.XMessage) (dedup.Message, error) {
 		return m, fmt.Errorf("%w: no field %q", dedup.ErrInvalidID, c.cfg.idField)
 	}
 	return m, dedup.CheckID(m.ID)
-}
-
-func (c *Consumer) report(ctx context.Context, err error) {
-	if c.cfg.onError != nil {
-		c.cfg.onError(ctx, err)
-	}
 }

@@ -2,10 +2,10 @@ package redisconsumer
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/dedup/internal/consume"
 )
 
 // Defaults of the options.
@@ -34,25 +34,21 @@ type config struct {
 	block              time.Duration
 	minIdle            time.Duration
 	reclaimEvery       time.Duration // 0: minIdle/2
-	onError            func(context.Context, error)
-	invalid            error
+	consume.Config
 }
 
 func newConfig(opts []Option) config {
 	c := config{
+		Config:    consume.Config{Adapter: "redisconsumer"},
 		idField:   DefaultIDField,
 		bodyField: DefaultBodyField,
 		batch:     DefaultBatchSize,
 		block:     DefaultBlock,
 		minIdle:   DefaultMinIdle,
 	}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
-	if c.idField == c.bodyField && c.invalid == nil {
-		c.invalid = fmt.Errorf("%w: redisconsumer: id and body fields are both %q", dedup.ErrInvalid, c.idField)
+	consume.Apply(&c, opts)
+	if c.idField == c.bodyField {
+		c.Fail("id and body fields are both %q", c.idField)
 	}
 	if c.reclaimEvery == 0 {
 		c.reclaimEvery = max(c.minIdle/2, time.Millisecond)
@@ -60,18 +56,12 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-func (c *config) fail(format string, args ...any) {
-	if c.invalid == nil {
-		c.invalid = fmt.Errorf("%w: redisconsumer: "+format, append([]any{dedup.ErrInvalid}, args...)...)
-	}
-}
-
 // WithIDField names the entry field that holds the message id given to the
 // handler as dedup.Message.ID. Default: "id" ([DefaultIDField]).
 func WithIDField(name string) Option {
 	return func(c *config) {
 		if name == "" {
-			c.fail("empty id field name")
+			c.Fail("empty id field name")
 			return
 		}
 		c.idField = name
@@ -84,7 +74,7 @@ func WithIDField(name string) Option {
 func WithBodyField(name string) Option {
 	return func(c *config) {
 		if name == "" {
-			c.fail("empty body field name")
+			c.Fail("empty body field name")
 			return
 		}
 		c.bodyField = name
@@ -97,7 +87,7 @@ func WithBodyField(name string) Option {
 func WithBatchSize(n int) Option {
 	return func(c *config) {
 		if n < 1 || n > 10000 {
-			c.fail("batch size %d outside [1, 10000]", n)
+			c.Fail("batch size %d outside [1, 10000]", n)
 			return
 		}
 		c.batch = int64(n)
@@ -110,7 +100,7 @@ func WithBatchSize(n int) Option {
 func WithBlock(d time.Duration) Option {
 	return func(c *config) {
 		if d < time.Millisecond || d > time.Minute {
-			c.fail("block %v outside [1ms, 1m]", d)
+			c.Fail("block %v outside [1ms, 1m]", d)
 			return
 		}
 		c.block = d
@@ -125,7 +115,7 @@ func WithBlock(d time.Duration) Option {
 func WithMinIdle(d time.Duration) Option {
 	return func(c *config) {
 		if d < time.Millisecond || d > dedup.MaxDuration {
-			c.fail("min idle %v outside [1ms, %v]", d, dedup.MaxDuration)
+			c.Fail("min idle %v outside [1ms, %v]", d, dedup.MaxDuration)
 			return
 		}
 		c.minIdle = d
@@ -138,7 +128,7 @@ func WithMinIdle(d time.Duration) Option {
 func WithReclaimInterval(d time.Duration) Option {
 	return func(c *config) {
 		if d < time.Millisecond || d > dedup.MaxDuration {
-			c.fail("reclaim interval %v outside [1ms, %v]", d, dedup.MaxDuration)
+			c.Fail("reclaim interval %v outside [1ms, %v]", d, dedup.MaxDuration)
 			return
 		}
 		c.reclaimEvery = d
@@ -151,5 +141,5 @@ func WithReclaimInterval(d time.Duration) Option {
 // from Run's goroutine and must not block for long. Default: errors are
 // dropped.
 func WithErrorHandler(f func(ctx context.Context, err error)) Option {
-	return func(c *config) { c.onError = f }
+	return func(c *config) { c.OnError = f }
 }

@@ -28,8 +28,8 @@ var _ Adder = (*redis.Client)(nil)
 func Publish(ctx context.Context, c Adder, stream string, m dedup.Message, opts ...Option) (string, error) {
 	cfg := newConfig(opts)
 	switch {
-	case cfg.invalid != nil:
-		return "", cfg.invalid
+	case cfg.Invalid != nil:
+		return "", cfg.Invalid
 	case c == nil || stream == "":
 		return "", fmt.Errorf("%w: redisconsumer: nil client or empty stream", dedup.ErrInvalid)
 	}
