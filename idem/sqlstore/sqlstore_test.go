@@ -70,6 +70,17 @@ var backends = []backend{
 	}, false},
 }
 
+// eachBackend runs test on every backend, in parallel subtests.
+func eachBackend(t *testing.T, test func(t *testing.T, b backend)) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, b)
+		})
+	}
+}
+
 // newStore opens db, creates tables unique to the test, and drops them when
 // the test ends.
 func newStore(t *testing.T, b backend) (*sqlstore.Store, []string) {
@@ -112,119 +123,95 @@ func newStore(t *testing.T, b backend) (*sqlstore.Store, []string) {
 }
 
 func TestConformance(t *testing.T) {
-	t.Parallel()
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			s, _ := newStore(t, b)
-			idemtest.Run(t, func(*testing.T) idem.Store { return s })
-		})
-	}
+	eachBackend(t, func(t *testing.T, b backend) {
+		s, _ := newStore(t, b)
+		idemtest.Run(t, func(*testing.T) idem.Store { return s })
+	})
 }
 
 func TestTokens(t *testing.T) {
-	t.Parallel()
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			s, _ := newStore(t, b)
-			idemtest.RunTokens(t, func(*testing.T) idem.TokenStore { return s })
-		})
-	}
+	eachBackend(t, func(t *testing.T, b backend) {
+		s, _ := newStore(t, b)
+		idemtest.RunTokens(t, func(*testing.T) idem.TokenStore { return s })
+	})
 }
 
 func TestCrashedHandlerTakenOverAfterDeadline(t *testing.T) {
-	t.Parallel()
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			s, env := newStore(t, b)
-			idemtest.Crash(t, s, env...)
-		})
-	}
+	eachBackend(t, func(t *testing.T, b backend) {
+		s, env := newStore(t, b)
+		idemtest.Crash(t, s, env...)
+	})
 }
 
 func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
-	t.Parallel()
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			s, _ := newStore(t, b)
-			var wg sync.WaitGroup
-			for range 4 {
-				wg.Go(func() {
-					if err := s.Migrate(context.Background()); err != nil {
-						t.Error(err)
-					}
-				})
-			}
-			wg.Wait()
-		})
-	}
+	eachBackend(t, func(t *testing.T, b backend) {
+		s, _ := newStore(t, b)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				if err := s.Migrate(context.Background()); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	})
 }
 
 // The primary key is the unique index: a second row for one key cannot be
 // written, whatever the store's code does.
 func TestUniqueIndexOnKey(t *testing.T) {
-	t.Parallel()
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			dsn := b.open(t)
-			db, err := sql.Open(b.driver, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			table := "idemtest_" + idem.NewToken()[:12]
-			s, err := sqlstore.New(db, sqlstore.WithTable(table), sqlstore.WithTokenTable(table+"_tok"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := context.Background()
-			if err := s.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _, _ = db.Exec("DROP TABLE " + table) }()
-			defer func() { _, _ = db.Exec("DROP TABLE " + table + "_tok") }()
-			insert := fmt.Sprintf(`INSERT INTO %s (idem_key, state, token, fingerprint, expires_ms, created_ms) VALUES ('k', 1, 't', '', 0, 0)`, table)
-			if _, err := db.Exec(insert); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := db.Exec(insert); err == nil {
-				t.Fatal("a second row with the same key was accepted")
-			}
-		})
-	}
+	eachBackend(t, func(t *testing.T, b backend) {
+		dsn := b.open(t)
+		db, err := sql.Open(b.driver, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		table := "idemtest_" + idem.NewToken()[:12]
+		s, err := sqlstore.New(db, sqlstore.WithTable(table), sqlstore.WithTokenTable(table+"_tok"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _, _ = db.Exec("DROP TABLE " + table) }()
+		defer func() { _, _ = db.Exec("DROP TABLE " + table + "_tok") }()
+		insert := fmt.Sprintf(`INSERT INTO %s (idem_key, state, token, fingerprint, expires_ms, created_ms) VALUES ('k', 1, 't', '', 0, 0)`, table)
+		if _, err := db.Exec(insert); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(insert); err == nil {
+			t.Fatal("a second row with the same key was accepted")
+		}
+	})
 }
 
 func TestPurge(t *testing.T) {
-	t.Parallel()
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			s, _ := newStore(t, b)
-			ctx := context.Background()
-			c, err := s.Claim(ctx, "gone", "", time.Millisecond)
-			if err != nil || c.State != idem.Claimed {
-				t.Fatal(c, err)
-			}
-			if _, err := s.Claim(ctx, "kept", "", time.Hour); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.PutToken(ctx, idem.NewToken(), "", time.Millisecond); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(20 * time.Millisecond)
-			n, err := s.Purge(ctx)
-			if err != nil || n != 2 {
-				t.Fatalf("Purge = %d, %v; want 2 expired rows", n, err)
-			}
-			if c, _ := s.Claim(ctx, "kept", "", time.Hour); c.State != idem.InProgress {
-				t.Fatalf("live claim purged: %v", c.State)
-			}
-		})
-	}
+	eachBackend(t, func(t *testing.T, b backend) {
+		s, _ := newStore(t, b)
+		ctx := context.Background()
+		c, err := s.Claim(ctx, "gone", "", time.Millisecond)
+		if err != nil || c.State != idem.Claimed {
+			t.Fatal(c, err)
+		}
+		if _, err := s.Claim(ctx, "kept", "", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutToken(ctx, idem.NewToken(), "", time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		n, err := s.Purge(ctx)
+		if err != nil || n != 2 {
+			t.Fatalf("Purge = %d, %v; want 2 expired rows", n, err)
+		}
+		if c, _ := s.Claim(ctx, "kept", "", time.Hour); c.State != idem.InProgress {
+			t.Fatalf("live claim purged: %v", c.State)
+		}
+	})
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
