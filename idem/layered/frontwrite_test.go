@@ -82,108 +82,98 @@ var backs = []struct {
 	{"sqlite", func(t *testing.T) idem.Store { return sqliteBack(t) }},
 }
 
-// newFlaky returns a layered store over a real Redis front whose next write
-// can be made to fail, and a back of the named kind.
-func newFlaky(t *testing.T, openBack func(*testing.T) idem.Store) (*layered.Store, *flakyFront) {
-	t.Helper()
-	rs, _, _ := redisFront(t, testsvc.RedisAddr(t))
-	front := &flakyFront{Store: rs}
-	return layered.New(front, openBack(t)), front
+// eachFlaky runs test, in parallel subtests, on a layered store over each
+// back and a real Redis front whose next write can be made to fail.
+func eachFlaky(t *testing.T, test func(t *testing.T, s *layered.Store, front *flakyFront)) {
+	t.Parallel()
+	for _, b := range backs {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			rs, _, _ := redisFront(t, testsvc.RedisAddr(t))
+			front := &flakyFront{Store: rs}
+			test(t, layered.New(front, b.open(t)), front)
+		})
+	}
 }
 
 // A payment recorded in the database while Redis refused the record: the
 // client's retry a moment later is answered with the first charge, at once,
 // instead of 409 until the in-progress deadline.
 func TestFailedFrontRecordStillReplays(t *testing.T) {
-	t.Parallel()
-	for _, b := range backs {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			s, front := newFlaky(t, b.open)
-			ctx := context.Background()
-			var charges atomic.Int32
-			pay := func(context.Context) (int32, error) { return charges.Add(1), nil }
+	eachFlaky(t, func(t *testing.T, s *layered.Store, front *flakyFront) {
+		ctx := context.Background()
+		var charges atomic.Int32
+		pay := func(context.Context) (int32, error) { return charges.Add(1), nil }
 
-			front.failRecord.Store(true)
-			if v, err := idem.Do(ctx, s, "order-2001", pay); err != nil || v != 1 {
-				t.Fatalf("first copy = %d, %v", v, err)
-			}
-			if front.failed.Load() != 1 {
-				t.Fatal("the front's record did not fail")
-			}
-			v, err := idem.Do(ctx, s, "order-2001", pay)
-			if err != nil || v != 1 || charges.Load() != 1 {
-				t.Fatalf("retry after the front refused the record = %d, %v with %d charges; want the first charge replayed", v, err, charges.Load())
-			}
-		})
-	}
+		front.failRecord.Store(true)
+		if v, err := idem.Do(ctx, s, "order-2001", pay); err != nil || v != 1 {
+			t.Fatalf("first copy = %d, %v", v, err)
+		}
+		if front.failed.Load() != 1 {
+			t.Fatal("the front's record did not fail")
+		}
+		v, err := idem.Do(ctx, s, "order-2001", pay)
+		if err != nil || v != 1 || charges.Load() != 1 {
+			t.Fatalf("retry after the front refused the record = %d, %v with %d charges; want the first charge replayed", v, err, charges.Load())
+		}
+	})
 }
 
 // A payment that failed and was released in the database while Redis refused
 // the release: the client's retry runs at once instead of getting 409 until
 // the in-progress deadline.
 func TestFailedFrontReleaseLetsRetryRun(t *testing.T) {
-	t.Parallel()
 	errIssuer := errors.New("card issuer unreachable")
-	for _, b := range backs {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			s, front := newFlaky(t, b.open)
-			ctx := context.Background()
-			var runs atomic.Int32
+	eachFlaky(t, func(t *testing.T, s *layered.Store, front *flakyFront) {
+		ctx := context.Background()
+		var runs atomic.Int32
 
-			front.failRelease.Store(true)
-			_, err := idem.Do(ctx, s, "order-2002", func(context.Context) (int32, error) {
-				runs.Add(1)
-				return 0, errIssuer
-			})
-			if !errors.Is(err, errIssuer) || front.failed.Load() != 1 {
-				t.Fatalf("first copy = %v with %d front failures; want its own failure and a refused front release", err, front.failed.Load())
-			}
-			v, err := idem.Do(ctx, s, "order-2002", func(context.Context) (int32, error) { return runs.Add(1), nil })
-			if err != nil || v != 2 {
-				t.Fatalf("retry after the front refused the release = %d, %v; want it run", v, err)
-			}
-			// The retry's outcome is replayed, from the database while the
-			// front still holds the first copy's claim.
-			v, err = idem.Do(ctx, s, "order-2002", func(context.Context) (int32, error) { return runs.Add(1), nil })
-			if err != nil || v != 2 || runs.Load() != 2 {
-				t.Fatalf("third copy = %d, %v after %d runs; want the retry's outcome replayed", v, err, runs.Load())
-			}
+		front.failRelease.Store(true)
+		_, err := idem.Do(ctx, s, "order-2002", func(context.Context) (int32, error) {
+			runs.Add(1)
+			return 0, errIssuer
 		})
-	}
+		if !errors.Is(err, errIssuer) || front.failed.Load() != 1 {
+			t.Fatalf("first copy = %v with %d front failures; want its own failure and a refused front release", err, front.failed.Load())
+		}
+		v, err := idem.Do(ctx, s, "order-2002", func(context.Context) (int32, error) { return runs.Add(1), nil })
+		if err != nil || v != 2 {
+			t.Fatalf("retry after the front refused the release = %d, %v; want it run", v, err)
+		}
+		// The retry's outcome is replayed, from the database while the
+		// front still holds the first copy's claim.
+		v, err = idem.Do(ctx, s, "order-2002", func(context.Context) (int32, error) { return runs.Add(1), nil })
+		if err != nil || v != 2 || runs.Load() != 2 {
+			t.Fatalf("third copy = %d, %v after %d runs; want the retry's outcome replayed", v, err, runs.Load())
+		}
+	})
 }
 
 // While the first copy of a payment really runs, the front says in progress
 // and so does the database: the second copy is refused, not run.
 func TestFrontAndBackInProgressRefuse(t *testing.T) {
-	t.Parallel()
-	for _, b := range backs {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			s, _ := newFlaky(t, b.open)
-			ctx := context.Background()
-			var charges atomic.Int32
-			running, finish := make(chan struct{}), make(chan struct{})
-			var wg sync.WaitGroup
-			wg.Go(func() {
-				if _, err := idem.Do(ctx, s, "order-2003", func(context.Context) (int32, error) {
-					close(running)
-					<-finish
-					return charges.Add(1), nil
-				}); err != nil {
-					t.Error(err)
-				}
-			})
-			<-running
-			_, err := idem.Do(ctx, s, "order-2003", func(context.Context) (int32, error) { return charges.Add(1), nil })
-			close(finish)
-			wg.Wait()
-			if !errors.Is(err, idem.ErrInProgress) || charges.Load() != 1 {
-				t.Fatalf("copy during the first run = %v with %d charges; want ErrInProgress and 1 charge", err, charges.Load())
+	eachFlaky(t, func(t *testing.T, s *layered.Store, _ *flakyFront) {
+		ctx := context.Background()
+		var charges atomic.Int32
+		running, finish := make(chan struct{}), make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if _, err := idem.Do(ctx, s, "order-2003", func(context.Context) (int32, error) {
+				close(running)
+				<-finish
+				return charges.Add(1), nil
+			}); err != nil {
+				t.Error(err)
 			}
 		})
-	}
+		<-running
+		_, err := idem.Do(ctx, s, "order-2003", func(context.Context) (int32, error) { return charges.Add(1), nil })
+		close(finish)
+		wg.Wait()
+		if !errors.Is(err, idem.ErrInProgress) || charges.Load() != 1 {
+			t.Fatalf("copy during the first run = %v with %d charges; want ErrInProgress and 1 charge", err, charges.Load())
+		}
+	})
 }
 
 // The front says in progress and the database cannot be reached: the copy is
@@ -221,46 +211,41 @@ func TestFrontInProgressBackDownRefuses(t *testing.T) {
 // record the retry is replayed, after a refused front release it runs; never
 // 409.
 func TestFailedFrontWriteOverHTTP(t *testing.T) {
-	t.Parallel()
-	for _, b := range backs {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			s, front := newFlaky(t, b.open)
-			var calls atomic.Int32
-			fail := atomic.Bool{}
-			srv := httptest.NewServer(idemhttp.Middleware(s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				n := calls.Add(1)
-				if fail.Load() {
-					http.Error(w, "issuer unreachable", http.StatusBadGateway)
-					return
-				}
-				w.WriteHeader(http.StatusCreated)
-				_, _ = io.WriteString(w, "charge "+strconv.Itoa(int(n)))
-			})))
-			t.Cleanup(srv.Close)
+	eachFlaky(t, func(t *testing.T, s *layered.Store, front *flakyFront) {
+		var calls atomic.Int32
+		fail := atomic.Bool{}
+		srv := httptest.NewServer(idemhttp.Middleware(s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := calls.Add(1)
+			if fail.Load() {
+				http.Error(w, "issuer unreachable", http.StatusBadGateway)
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, "charge "+strconv.Itoa(int(n)))
+		})))
+		t.Cleanup(srv.Close)
 
-			front.failRecord.Store(true)
-			if st, _, body := postPayment(t, srv.URL, "order-2005"); st != http.StatusCreated || body != "charge 1" {
-				t.Fatalf("first copy = %d %q", st, body)
-			}
-			if st, replayed, body := postPayment(t, srv.URL, "order-2005"); st != http.StatusCreated || replayed != "true" || body != "charge 1" || calls.Load() != 1 {
-				t.Fatalf("retry after a refused front record = %d %q (replayed %q) after %d calls; want the first answer replayed", st, body, replayed, calls.Load())
-			}
+		front.failRecord.Store(true)
+		if st, _, body := postPayment(t, srv.URL, "order-2005"); st != http.StatusCreated || body != "charge 1" {
+			t.Fatalf("first copy = %d %q", st, body)
+		}
+		if st, replayed, body := postPayment(t, srv.URL, "order-2005"); st != http.StatusCreated || replayed != "true" || body != "charge 1" || calls.Load() != 1 {
+			t.Fatalf("retry after a refused front record = %d %q (replayed %q) after %d calls; want the first answer replayed", st, body, replayed, calls.Load())
+		}
 
-			fail.Store(true)
-			front.failRelease.Store(true)
-			if st, _, _ := postPayment(t, srv.URL, "order-2006"); st != http.StatusBadGateway {
-				t.Fatalf("failing copy = %d", st)
-			}
-			fail.Store(false)
-			if st, replayed, body := postPayment(t, srv.URL, "order-2006"); st != http.StatusCreated || replayed != "" || body != "charge 3" {
-				t.Fatalf("retry after a refused front release = %d %q (replayed %q); want it run", st, body, replayed)
-			}
-			if front.failed.Load() != 2 {
-				t.Fatalf("%d front writes refused, want 2", front.failed.Load())
-			}
-		})
-	}
+		fail.Store(true)
+		front.failRelease.Store(true)
+		if st, _, _ := postPayment(t, srv.URL, "order-2006"); st != http.StatusBadGateway {
+			t.Fatalf("failing copy = %d", st)
+		}
+		fail.Store(false)
+		if st, replayed, body := postPayment(t, srv.URL, "order-2006"); st != http.StatusCreated || replayed != "" || body != "charge 3" {
+			t.Fatalf("retry after a refused front release = %d %q (replayed %q); want it run", st, body, replayed)
+		}
+		if front.failed.Load() != 2 {
+			t.Fatalf("%d front writes refused, want 2", front.failed.Load())
+		}
+	})
 }
 
 // postPayment posts a payment with the idempotency key to the server at
