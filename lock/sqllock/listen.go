@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/latchkey-go/latchkey/internal/waitq"
 )
 
 // listener keeps one connection LISTENing for release notifications and
@@ -19,10 +20,10 @@ type listener struct {
 	cancel  context.CancelFunc
 
 	mu      sync.Mutex
-	started bool                                  // guarded by mu
-	ready   chan struct{}                         // closed while LISTEN is active; guarded by mu
-	waiters map[string]map[chan struct{}]struct{} // key hash -> wake channels; guarded by mu
-	done    chan struct{}                         // closed when run returns
+	started bool           // guarded by mu
+	ready   chan struct{}  // closed while LISTEN is active; guarded by mu
+	waiters waitq.Watchers // by key hash
+	done    chan struct{}  // closed when run returns
 }
 
 // readyWait bounds how long a new waiter waits for the LISTEN connection
@@ -33,43 +34,26 @@ func newListener(pool *pgxpool.Pool, channel string) *listener {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &listener{
 		pool: pool, channel: channel, ctx: ctx, cancel: cancel,
-		ready:   make(chan struct{}),
-		waiters: make(map[string]map[chan struct{}]struct{}),
-		done:    make(chan struct{}),
+		ready: make(chan struct{}),
+		done:  make(chan struct{}),
 	}
 }
 
 // WatchRelease implements driver.ReleaseWatcher. It returns once the LISTEN is
 // active (or after readyWait), so a release after it returns is not missed.
 func (ln *listener) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	h := keyHash(key)
-	ch := make(chan struct{}, 1)
 	ln.mu.Lock()
 	if ln.ctx.Err() != nil {
 		ln.mu.Unlock()
 		return nil, nil, ln.ctx.Err()
 	}
-	set := ln.waiters[h]
-	if set == nil {
-		set = make(map[chan struct{}]struct{})
-		ln.waiters[h] = set
-	}
-	set[ch] = struct{}{}
+	ch, stop := ln.waiters.Watch(keyHash(key))
 	if !ln.started {
 		ln.started = true
 		go ln.run()
 	}
 	ready := ln.ready
 	ln.mu.Unlock()
-
-	stop := func() {
-		ln.mu.Lock()
-		delete(set, ch)
-		if len(set) == 0 {
-			delete(ln.waiters, h)
-		}
-		ln.mu.Unlock()
-	}
 	t := time.NewTimer(readyWait)
 	defer t.Stop()
 	select {
@@ -110,8 +94,8 @@ func (ln *listener) listen() error {
 	}
 	ln.mu.Lock()
 	close(ln.ready)
-	ln.wakeLocked(nil) // releases while we were not listening went unheard
 	ln.mu.Unlock()
+	ln.waiters.NotifyAll() // releases while we were not listening went unheard
 	defer func() {
 		ln.mu.Lock()
 		ln.ready = make(chan struct{})
@@ -122,32 +106,7 @@ func (ln *listener) listen() error {
 		if err != nil {
 			return err
 		}
-		ln.mu.Lock()
-		if set := ln.waiters[n.Payload]; set != nil {
-			// A release of a key nobody here waits for wakes nobody (a
-			// nil set would wake every waiter).
-			ln.wakeLocked(set)
-		}
-		ln.mu.Unlock()
-	}
-}
-
-// wakeLocked wakes the given waiters, or all of them if set is nil.
-func (ln *listener) wakeLocked(set map[chan struct{}]struct{}) {
-	wake := func(s map[chan struct{}]struct{}) {
-		for ch := range s {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
-	}
-	if set != nil {
-		wake(set)
-		return
-	}
-	for _, s := range ln.waiters {
-		wake(s)
+		ln.waiters.Notify(n.Payload)
 	}
 }
 

@@ -37,6 +37,17 @@ type options struct {
 	table string
 }
 
+// optionsOf applies opts over the defaults, table the table's name.
+func optionsOf(table string, opts []Option) options {
+	o := options{table: table}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
+}
+
 // WithTable sets the lease table's name, a plain SQL identifier (letters,
 // digits, underscores) short enough that the PostgreSQL channel named after
 // it, <table>_released, fits an identifier too: at most 54 bytes, on every
@@ -72,24 +83,13 @@ func NewPgx(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Locker, e
 }
 
 func newLocker(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.Pool, opts []Option) (*Locker, error) {
-	o := options{table: DefaultTable}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
+	o := optionsOf(DefaultTable, opts)
 	q, err := newQueries(d, o.table)
 	if err != nil {
 		return nil, fmt.Errorf("%w: sqllock: %w", lock.ErrInvalid, err)
 	}
-	if err := d.Check(ctx, db, lock.ErrInvalid); err != nil {
-		return nil, fmt.Errorf("sqllock: %w", err)
-	}
-	if err := migrateFamily(ctx, db, d); err != nil {
+	if err := setUp(ctx, db, d, q.migrate, "table "+o.table); err != nil {
 		return nil, err
-	}
-	if err := migrate(ctx, db, d, q.migrate); err != nil {
-		return nil, fmt.Errorf("sqllock: creating table %s: %w", o.table, err)
 	}
 	if err := migrateWaited(ctx, db, q); err != nil {
 		return nil, fmt.Errorf("sqllock: table %s: %w", o.table, err)

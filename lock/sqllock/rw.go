@@ -174,24 +174,13 @@ var (
 )
 
 func newRW(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.Pool, opts []Option) (*rwlock.Locker, error) {
-	o := options{table: DefaultRWTable}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
+	o := optionsOf(DefaultRWTable, opts)
 	q, err := newRWQueries(d, o.table)
 	if err != nil {
 		return nil, fmt.Errorf("%w: sqllock: %w", lock.ErrInvalid, err)
 	}
-	if err := d.Check(ctx, db, lock.ErrInvalid); err != nil {
-		return nil, fmt.Errorf("sqllock: %w", err)
-	}
-	if err := migrateFamily(ctx, db, d); err != nil {
+	if err := setUp(ctx, db, d, q.migrate, "table "+o.table); err != nil {
 		return nil, err
-	}
-	if err := migrate(ctx, db, d, q.migrate); err != nil {
-		return nil, fmt.Errorf("sqllock: creating table %s: %w", o.table, err)
 	}
 	b := &rwBackend{db: db, pool: pool, dialect: d, q: q, modes: modeQuery(d), marks: newMarks(d)}
 	if pool == nil {

@@ -61,12 +61,7 @@ func NewPgxSemaphores(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (
 }
 
 func newSemaphores(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.Pool, opts []Option) (*semaphore.Client, error) {
-	o := options{table: DefaultSemaphoreTable}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
+	o := optionsOf(DefaultSemaphoreTable, opts)
 	if !d.Supported() {
 		return nil, fmt.Errorf("%w: sqllock: cannot tell the SQL dialect (%v): pass sqllock.Postgres, sqllock.SQLite or sqllock.MySQL", lock.ErrInvalid, d)
 	}
@@ -74,14 +69,8 @@ func newSemaphores(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.
 		return nil, fmt.Errorf("%w: sqllock: %w", lock.ErrInvalid, err)
 	}
 	q := newSemQueries(d, o.table)
-	if err := d.Check(ctx, db, lock.ErrInvalid); err != nil {
-		return nil, fmt.Errorf("sqllock: %w", err)
-	}
-	if err := migrateFamily(ctx, db, d); err != nil {
+	if err := setUp(ctx, db, d, q.migrate, "the semaphore tables"); err != nil {
 		return nil, err
-	}
-	if err := migrate(ctx, db, d, q.migrate); err != nil {
-		return nil, fmt.Errorf("sqllock: creating the semaphore tables: %w", err)
 	}
 	b := &semBackend{db: db, dialect: d, q: q, modes: modeQuery(d), marks: newMarks(d)}
 	var lb semaphore.Backend = b
@@ -92,6 +81,21 @@ func newSemaphores(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.
 		lb = semBatchBackend{b}
 	}
 	return semaphore.New(lb)
+}
+
+// setUp checks the server and creates the tables of every mode, then those
+// of stmts, named by tables in the error of their failed creation.
+func setUp(ctx context.Context, db sqlconn.DB, d Dialect, stmts []string, tables string) error {
+	if err := d.Check(ctx, db, lock.ErrInvalid); err != nil {
+		return fmt.Errorf("sqllock: %w", err)
+	}
+	if err := migrateFamily(ctx, db, d); err != nil {
+		return err
+	}
+	if err := migrate(ctx, db, d, stmts); err != nil {
+		return fmt.Errorf("sqllock: creating %s: %w", tables, err)
+	}
+	return nil
 }
 
 // migrate runs the idempotent statements that create a Locker's tables
