@@ -9,10 +9,10 @@
 package electtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -66,14 +66,12 @@ func Run(t *testing.T, h Harness) {
 	if h.New == nil {
 		t.Fatal("electtest: Harness.New is required")
 	}
-	s := &suite{h: h, ttl: h.TTL}
-	if s.ttl == 0 {
-		s.ttl = time.Second
+	s := &suite{h: h, ttl: cmp.Or(h.TTL, time.Second)}
+	var arrivalOrder func(*testing.T) // nil: the backend does not queue candidates
+	if h.Queued {
+		arrivalOrder = s.arrivalOrder
 	}
-	for _, c := range []struct {
-		name string
-		fn   func(*testing.T)
-	}{
+	suitekit.Cases{
 		{"BadInputTouchesNoServer", s.badInput},
 		{"NoLeader", s.noLeader},
 		{"OneLeaderAtATime", s.oneLeader},
@@ -84,16 +82,8 @@ func Run(t *testing.T, h Harness) {
 		{"LostTermIsFenced", s.lostTerm},
 		{"RunAgainAfterLoss", s.runAgain},
 		{"RunReturnsWork", s.runReturns},
-		{"ArrivalOrder", s.arrivalOrder},
-	} {
-		if c.name == "ArrivalOrder" && !h.Queued {
-			continue // the backend does not queue candidates
-		}
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.fn(t)
-		})
-	}
+		{"ArrivalOrder", arrivalOrder},
+	}.RunParallel(t)
 }
 
 type suite struct {
@@ -103,14 +93,7 @@ type suite struct {
 
 func (s *suite) locker(t *testing.T) lock.Locker {
 	t.Helper()
-	l := s.h.New(t)
-	if l == nil {
-		t.Fatal("Harness.New returned nil")
-	}
-	if c, ok := l.(io.Closer); ok {
-		t.Cleanup(func() { _ = c.Close() })
-	}
-	return l
+	return suitekit.Made(t, s.h.New(t))
 }
 
 // name returns an election name unique to this test and run.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/fence"
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -27,14 +28,15 @@ func RunOperator(t *testing.T, h Harness) {
 		t.Fatal("locktest: Harness.New is required")
 	}
 	s := &suite{h: h}
-	t.Run("InspectHeldAndFree", s.testInspect)
-	t.Run("InspectWaiters", s.testInspectWaiters)
-	t.Run("ListPagesAndPrefix", s.testList)
-	t.Run("BreakHandsOverAndFencesTheBrokenHolder", s.testBreak)
+	suitekit.Cases{
+		{"InspectHeldAndFree", s.testInspect},
+		{"InspectWaiters", s.testInspectWaiters},
+		{"ListPagesAndPrefix", s.testList},
+		{"BreakHandsOverAndFencesTheBrokenHolder", s.testBreak},
+	}.RunParallel(t)
 }
 
 func (s *suite) testInspect(t *testing.T) {
-	t.Parallel()
 	l := s.locker(t)
 	ctx := ctxT(t)
 	k := key(t, "held")
@@ -70,7 +72,6 @@ func (s *suite) testInspect(t *testing.T) {
 }
 
 func (s *suite) testInspectWaiters(t *testing.T) {
-	t.Parallel()
 	if s.h.WaitersUnknown {
 		t.Skip("the backend cannot tell whether anyone waits")
 	}
@@ -112,7 +113,6 @@ func (s *suite) testInspectWaiters(t *testing.T) {
 }
 
 func (s *suite) testList(t *testing.T) {
-	t.Parallel()
 	l := s.locker(t)
 	ctx := ctxT(t)
 	base := key(t, "")
@@ -201,7 +201,6 @@ func eachPage(ctx context.Context, t *testing.T, l lock.Locker, prefix string, l
 }
 
 func (s *suite) testBreak(t *testing.T) {
-	t.Parallel()
 	stuck, next, operator := s.locker(t), s.locker(t), s.locker(t)
 	ctx := ctxT(t)
 	k := key(t, "stuck")

@@ -10,10 +10,10 @@
 package locktest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,16 +81,10 @@ func Run(t *testing.T, h Harness) {
 	if h.New == nil || h.Revoke == nil {
 		t.Fatal("locktest: Harness.New and Harness.Revoke are required")
 	}
-	s := &suite{h: h, shortTTL: h.TTL}
-	if s.shortTTL == 0 {
-		s.shortTTL = defaultShortTTL
-	}
+	s := &suite{h: h, shortTTL: cmp.Or(h.TTL, defaultShortTTL)}
 	t.Run("NoGoroutineLeaks", s.noGoroutineLeaks)
 	t.Run("Contract", func(t *testing.T) {
-		for _, c := range []struct {
-			name string
-			fn   func(*testing.T)
-		}{
+		suitekit.Cases{
 			{"BadInput", s.badInput},
 			{"MutualExclusion", s.mutualExclusion},
 			{"TryOnce", s.tryOnce},
@@ -109,17 +103,9 @@ func Run(t *testing.T, h Harness) {
 			{"DoReleases", s.doReleases},
 			{"DoSucceededThenLost", s.doSucceededThenLost},
 			{"TokensIncrease", s.tokensIncrease},
-		} {
-			t.Run(c.name, func(t *testing.T) {
-				t.Parallel()
-				c.fn(t)
-			})
-		}
+		}.RunParallel(t)
 	})
-	t.Run("Fairness", func(t *testing.T) {
-		t.Run("ArrivalOrder", func(t *testing.T) { t.Parallel(); s.arrivalOrder(t) })
-		t.Run("NoStarvation", func(t *testing.T) { t.Parallel(); s.noStarvation(t) })
-	})
+	t.Run("Fairness", suitekit.Cases{{"ArrivalOrder", s.arrivalOrder}, {"NoStarvation", s.noStarvation}}.RunParallel)
 	t.Run("DeadHolderSucceededAtExpiry", s.deadHolder)
 	t.Run("TokensIncreaseAcrossRestart", s.restart)
 }
@@ -131,14 +117,7 @@ type suite struct {
 
 func (s *suite) locker(t *testing.T) lock.Locker {
 	t.Helper()
-	l := s.h.New(t)
-	if l == nil {
-		t.Fatal("Harness.New returned nil")
-	}
-	if c, ok := l.(io.Closer); ok {
-		t.Cleanup(func() { _ = c.Close() })
-	}
-	return l
+	return suitekit.Made(t, s.h.New(t))
 }
 
 // key returns a key unique to this test and run.
@@ -161,31 +140,6 @@ func mustAcquire(t *testing.T, l lock.Locker, key string, opts ...lock.Option) *
 		t.Fatalf("fresh lease has Err() = %v", lease.Err())
 	}
 	return lease
-}
-
-func release(t *testing.T, lease *lock.Lease) {
-	t.Helper()
-	if err := lease.Release(ctxT(t)); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
-}
-
-func waitDone(t *testing.T, lease *lock.Lease, within time.Duration) {
-	t.Helper()
-	select {
-	case <-lease.Done():
-	case <-time.After(within):
-		t.Fatalf("Done not closed within %v", within)
-	}
-}
-
-func notDone(t *testing.T, lease *lock.Lease) {
-	t.Helper()
-	select {
-	case <-lease.Done():
-		t.Fatalf("lease lost unexpectedly: %v", lease.Err())
-	default:
-	}
 }
 
 func (s *suite) badInput(t *testing.T) {
@@ -211,7 +165,7 @@ func (s *suite) badInput(t *testing.T) {
 		}
 	}
 	// Nothing was taken: the key is free.
-	release(t, mustAcquire(t, l, k, lock.WithWait(0)))
+	suitekit.Release(t, mustAcquire(t, l, k, lock.WithWait(0)))
 }
 
 // mutualExclusion runs a deliberately racy read-sleep-write counter under the
@@ -301,15 +255,15 @@ func (s *suite) tryOnce(t *testing.T) {
 	if _, err := a.Acquire(ctxT(t), k, lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("second Acquire on the same Locker = %v, want ErrNotAcquired", err)
 	}
-	release(t, held)
-	release(t, mustAcquire(t, b, k, lock.WithWait(0)))
+	suitekit.Release(t, held)
+	suitekit.Release(t, mustAcquire(t, b, k, lock.WithWait(0)))
 }
 
 func (s *suite) waitLimit(t *testing.T) {
 	a, b := s.locker(t), s.locker(t)
 	k := key(t, "k")
 	held := mustAcquire(t, a, k, lock.WithTTL(20*time.Second))
-	defer release(t, held)
+	defer suitekit.Release(t, held)
 	const wait = 200 * time.Millisecond
 	start := time.Now()
 	_, err := b.Acquire(ctxT(t), k, lock.WithWait(wait))
@@ -324,7 +278,7 @@ func (s *suite) waitLimit(t *testing.T) {
 		t.Fatalf("waited %v for a %v wait limit", elapsed, wait)
 	}
 	s.checkHeld(t, err, 20*time.Second)
-	notDone(t, held)
+	suitekit.NotDone(t, held)
 }
 
 // checkHeld checks the holder's time left that err, from an Acquire that
@@ -347,7 +301,7 @@ func (s *suite) ctxCancel(t *testing.T) {
 	a, b := s.locker(t), s.locker(t)
 	k := key(t, "k")
 	held := mustAcquire(t, a, k, lock.WithTTL(20*time.Second))
-	defer release(t, held)
+	defer suitekit.Release(t, held)
 
 	ctx, cancel := context.WithCancel(ctxT(t))
 	time.AfterFunc(150*time.Millisecond, cancel)
@@ -387,7 +341,7 @@ func (s *suite) wakeOnRelease(t *testing.T) {
 	default:
 	}
 	released := time.Now()
-	release(t, held)
+	suitekit.Release(t, held)
 	lease := <-got
 	if lease == nil {
 		return
@@ -398,7 +352,7 @@ func (s *suite) wakeOnRelease(t *testing.T) {
 	if lease.Token() <= held.Token() {
 		t.Fatalf("successor token %d <= predecessor's %d", lease.Token(), held.Token())
 	}
-	release(t, lease)
+	suitekit.Release(t, lease)
 }
 
 func (s *suite) releaseOwn(t *testing.T) {
@@ -414,19 +368,19 @@ func (s *suite) releaseOwn(t *testing.T) {
 	if _, err := a.Acquire(ctxT(t), k, lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("after a stale Release the key is free (%v): it deleted another holder's lock", err)
 	}
-	notDone(t, second)
-	release(t, second)
+	suitekit.NotDone(t, second)
+	suitekit.Release(t, second)
 }
 
 func (s *suite) releaseTwice(t *testing.T) {
 	l := s.locker(t)
 	k := key(t, "k")
 	lease := mustAcquire(t, l, k)
-	release(t, lease)
+	suitekit.Release(t, lease)
 	if err := lease.Release(ctxT(t)); err != nil {
 		t.Fatalf("second Release = %v, want nil", err)
 	}
-	waitDone(t, lease, time.Second)
+	suitekit.WaitDone(t, lease, time.Second)
 	if !errors.Is(lease.Err(), lock.ErrReleased) {
 		t.Fatalf("Err after Release = %v, want ErrReleased", lease.Err())
 	}
@@ -438,7 +392,7 @@ func (s *suite) releaseTwice(t *testing.T) {
 	if _, err := l.Acquire(ctxT(t), k, lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("repeated Release freed another holder's lock: %v", err)
 	}
-	release(t, other)
+	suitekit.Release(t, other)
 }
 
 // releaseCancelled is `defer lease.Release(r.Context())` in a handler whose
@@ -460,7 +414,7 @@ func (s *suite) releaseCancelled(t *testing.T) {
 	if err != nil {
 		t.Fatalf("try-once right after a Release with a cancelled ctx = %v: the lock was left for its 30 s TTL", err)
 	}
-	release(t, next)
+	suitekit.Release(t, next)
 }
 
 func (s *suite) fixedTTL(t *testing.T) {
@@ -470,7 +424,7 @@ func (s *suite) fixedTTL(t *testing.T) {
 	defer probe.stop()
 	lease := mustAcquire(t, a, k, lock.WithTTL(s.shortTTL), lock.WithFixedTTL())
 	start := time.Now()
-	waitDone(t, lease, eventually)
+	suitekit.WaitDone(t, lease, eventually)
 	// The holder must learn of the expiry before the server expires the lock.
 	// The slack covers timer latency on a loaded machine, nothing else; a
 	// stall of this process, whose timer closes Done, is not counted.
@@ -491,8 +445,8 @@ func (s *suite) fixedTTL(t *testing.T) {
 	if err := lease.Release(ctxT(t)); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("Release of an expired lease = %v, want ErrNotHeld", err)
 	}
-	notDone(t, next)
-	release(t, next)
+	suitekit.NotDone(t, next)
+	suitekit.Release(t, next)
 }
 
 // extend lengthens a fixed lease past its first TTL, as a job that needs
@@ -515,7 +469,7 @@ func (s *suite) extend(t *testing.T) {
 		t.Fatalf("Deadline after Extend is %v before the extension's", floor.Sub(d))
 	}
 	time.Sleep(s.shortTTL + s.shortTTL/2) // past the first TTL
-	notDone(t, lease)
+	suitekit.NotDone(t, lease)
 	if _, err := b.Acquire(ctx, k, lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("an extended lease was acquirable by another holder after its first TTL: %v", err)
 	}
@@ -525,7 +479,7 @@ func (s *suite) extend(t *testing.T) {
 	if lease.TTL() != s.shortTTL {
 		t.Fatalf("TTL after Extend = %v, want the requested %v", lease.TTL(), s.shortTTL)
 	}
-	release(t, lease)
+	suitekit.Release(t, lease)
 	if err := lease.Extend(ctx, s.shortTTL); !errors.Is(err, lock.ErrReleased) {
 		t.Fatalf("Extend after Release = %v, want ErrReleased", err)
 	}
@@ -534,7 +488,7 @@ func (s *suite) extend(t *testing.T) {
 	if err := renewed.Extend(ctx, s.shortTTL); !errors.Is(err, lock.ErrInvalid) {
 		t.Fatalf("Extend of a renewed lease = %v, want ErrInvalid", err)
 	}
-	release(t, renewed)
+	suitekit.Release(t, renewed)
 
 	revoked := mustAcquire(t, a, k, lock.WithTTL(3*s.shortTTL), lock.WithFixedTTL())
 	s.h.Revoke(t, k)
@@ -542,7 +496,7 @@ func (s *suite) extend(t *testing.T) {
 	if !errors.Is(err, lock.ErrNotHeld) || !errors.Is(err, lock.ErrLeaseLost) {
 		t.Fatalf("Extend of a revoked lease = %v, want ErrNotHeld and ErrLeaseLost", err)
 	}
-	waitDone(t, revoked, time.Second)
+	suitekit.WaitDone(t, revoked, time.Second)
 }
 
 // holderLabel checks that a lease's holder label is stored with its lock,
@@ -561,12 +515,12 @@ func (s *suite) holderLabel(t *testing.T) {
 	if got := s.h.Holder(t, k); got != label {
 		t.Fatalf("the server stores holder label %q, want %q", got, label)
 	}
-	release(t, lease)
+	suitekit.Release(t, lease)
 	plain := mustAcquire(t, l, k)
 	if got := s.h.Holder(t, k); got != "" || plain.Holder() != "" {
 		t.Fatalf("without WithHolder the server stores label %q (Holder() %q), want none", got, plain.Holder())
 	}
-	release(t, plain)
+	suitekit.Release(t, plain)
 }
 
 func (s *suite) renewal(t *testing.T) {
@@ -574,11 +528,11 @@ func (s *suite) renewal(t *testing.T) {
 	k := key(t, "k")
 	lease := mustAcquire(t, a, k, lock.WithTTL(s.shortTTL))
 	time.Sleep(6 * s.shortTTL)
-	notDone(t, lease)
+	suitekit.NotDone(t, lease)
 	if _, err := b.Acquire(ctxT(t), k, lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("a renewed lease was acquirable by another holder after 6 TTLs: %v", err)
 	}
-	release(t, lease)
+	suitekit.Release(t, lease)
 }
 
 func (s *suite) revoked(t *testing.T) {
@@ -586,7 +540,7 @@ func (s *suite) revoked(t *testing.T) {
 	k := key(t, "k")
 	lease := mustAcquire(t, l, k, lock.WithTTL(s.shortTTL))
 	s.h.Revoke(t, k)
-	waitDone(t, lease, eventually)
+	suitekit.WaitDone(t, lease, eventually)
 	if !errors.Is(lease.Err(), lock.ErrLeaseLost) {
 		t.Fatalf("Err after revocation = %v, want ErrLeaseLost", lease.Err())
 	}
@@ -673,7 +627,7 @@ func (s *suite) doReleases(t *testing.T) {
 	if next.Token() <= token {
 		t.Fatalf("token %d after Do <= Do's token %d", next.Token(), token)
 	}
-	release(t, next)
+	suitekit.Release(t, next)
 }
 
 func (s *suite) tokensIncrease(t *testing.T) {
@@ -686,14 +640,14 @@ func (s *suite) tokensIncrease(t *testing.T) {
 			t.Fatalf("acquisition %d: token %d <= previous %d", i, lease.Token(), last)
 		}
 		last = lease.Token()
-		release(t, lease)
+		suitekit.Release(t, lease)
 	}
 	// Tokens are per key, but a new key must also never issue 0.
 	other := mustAcquire(t, lockers[0], key(t, "other"))
 	if other.Token() == 0 {
 		t.Fatal("token 0 issued")
 	}
-	release(t, other)
+	suitekit.Release(t, other)
 }
 
 // deadHolder has holders take locks for a fixed second and then die
@@ -863,7 +817,7 @@ func warmWaiter(t *testing.T, holder, waiter lock.Locker) {
 		got <- err
 	}()
 	waitQueued(t, waiter, k, 1)
-	release(t, held)
+	suitekit.Release(t, held)
 	if err := <-got; err != nil {
 		t.Fatalf("first wait of a waiter: %v", err)
 	}
@@ -875,7 +829,7 @@ func (s *suite) restart(t *testing.T) {
 	}
 	k := key(t, "k")
 	before := mustAcquire(t, s.locker(t), k)
-	release(t, before)
+	suitekit.Release(t, before)
 	s.h.Restart(t)
 	var after *lock.Lease
 	deadline := time.Now().Add(eventually)
@@ -893,7 +847,7 @@ func (s *suite) restart(t *testing.T) {
 	if after.Token() <= before.Token() {
 		t.Fatalf("token after restart %d <= token before %d: fencing went backwards", after.Token(), before.Token())
 	}
-	release(t, after)
+	suitekit.Release(t, after)
 }
 
 // noGoroutineLeaks holds, waits for and releases leases, then checks that
@@ -914,14 +868,14 @@ func (s *suite) noGoroutineLeaks(t *testing.T) {
 			got <- err
 		}()
 		time.Sleep(2 * s.shortTTL / 3) // at least one renewal
-		release(t, held)
+		suitekit.Release(t, held)
 		if err := <-got; err != nil {
 			t.Fatal(err)
 		}
-		waitDone(t, fixed, eventually)
+		suitekit.WaitDone(t, fixed, eventually)
 		lost := mustAcquire(t, a, k, lock.WithTTL(s.shortTTL))
 		s.h.Revoke(t, k)
-		waitDone(t, lost, eventually)
+		suitekit.WaitDone(t, lost, eventually)
 	}) // Lockers are closed by the subtest's cleanup.
 	suitekit.WaitNoMore(t, before, eventually)
 }
@@ -1000,7 +954,7 @@ func (s *suite) arrivalOrder(t *testing.T) {
 		}()
 		waitQueued(t, l, k, i+1)
 	}
-	release(t, first)
+	suitekit.Release(t, first)
 	wg.Wait()
 	for i, g := range order {
 		if g != i {

@@ -10,6 +10,7 @@
 package rwlocktest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -58,16 +59,10 @@ func Run(t *testing.T, h Harness) {
 	if h.New == nil {
 		t.Fatal("rwlocktest: Harness.New is required")
 	}
-	s := &suite{h: h, ttl: h.TTL}
-	if s.ttl == 0 {
-		s.ttl = defaultTTL
-	}
+	s := &suite{h: h, ttl: cmp.Or(h.TTL, defaultTTL)}
 	t.Run("NoGoroutineLeaks", s.noGoroutineLeaks)
 	t.Run("Contract", func(t *testing.T) {
-		for _, c := range []struct {
-			name string
-			fn   func(*testing.T)
-		}{
+		suitekit.Cases{
 			{"BadInput", s.badInput},
 			{"ReadersShare", s.readersShare},
 			{"ReadersOverlap", s.readersOverlap},
@@ -84,12 +79,7 @@ func Run(t *testing.T, h Harness) {
 			{"DoWithReaders", s.doReaders},
 			{"Inspect", s.inspect},
 			{"OperatorListsAndBreaks", s.operator},
-		} {
-			t.Run(c.name, func(t *testing.T) {
-				t.Parallel()
-				c.fn(t)
-			})
-		}
+		}.RunParallel(t)
 	})
 }
 
@@ -100,12 +90,7 @@ type suite struct {
 
 func (s *suite) locker(t *testing.T) *rwlock.Locker {
 	t.Helper()
-	l := s.h.New(t)
-	if l == nil {
-		t.Fatal("Harness.New returned nil")
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l
+	return suitekit.Made(t, s.h.New(t))
 }
 
 // name returns a lock name unique to this test and run.
@@ -143,22 +128,6 @@ func refused(t *testing.T, l *rwlock.Locker, mode rwlock.Mode, name, why string,
 	}
 	if !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("%v try-once %s = %v, want ErrNotAcquired", mode, why, err)
-	}
-}
-
-func release(t *testing.T, lease *lock.Lease) {
-	t.Helper()
-	if err := lease.Release(ctxT(t)); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
-}
-
-func notDone(t *testing.T, lease *lock.Lease) {
-	t.Helper()
-	select {
-	case <-lease.Done():
-		t.Fatalf("lease lost unexpectedly: %v", lease.Err())
-	default:
 	}
 }
 
@@ -243,7 +212,7 @@ func (s *suite) badInput(t *testing.T) {
 		t.Errorf("New(nil) = %v, want ErrInvalid", err)
 	}
 	// Nothing was taken: a writer gets in at once.
-	release(t, take(t, l, rwlock.Write, n, lock.WithWait(0)))
+	suitekit.Release(t, take(t, l, rwlock.Write, n, lock.WithWait(0)))
 }
 
 // readersShare: readers of several Lockers hold one name at once, each
@@ -258,9 +227,9 @@ func (s *suite) readersShare(t *testing.T) {
 	leases = append(leases, take(t, l, rwlock.Read, n, lock.WithWait(0)), take(t, l, rwlock.Read, n, lock.WithWait(0)))
 	refused(t, l, rwlock.Write, n, "while six readers hold")
 	for _, lease := range leases {
-		release(t, lease)
+		suitekit.Release(t, lease)
 	}
-	release(t, take(t, l, rwlock.Write, n, lock.WithWait(0)))
+	suitekit.Release(t, take(t, l, rwlock.Write, n, lock.WithWait(0)))
 }
 
 // readersOverlap: readers that arrive together while a writer holds all
@@ -297,7 +266,7 @@ func (s *suite) readersOverlap(t *testing.T) {
 		}()
 	}
 	time.Sleep(50 * time.Millisecond) // let them find the writer
-	release(t, w)
+	suitekit.Release(t, w)
 	wg.Wait()
 	if most.Load() != readers {
 		t.Fatalf("at most %d readers held together, want %d", most.Load(), readers)
@@ -313,11 +282,11 @@ func (s *suite) writerExcludes(t *testing.T) {
 	refused(t, b, rwlock.Read, n, "while a writer holds")
 	refused(t, b, rwlock.Write, n, "while a writer holds")
 	refused(t, a, rwlock.Read, n, "on the writer's own Locker")
-	release(t, w)
+	suitekit.Release(t, w)
 	r := take(t, a, rwlock.Read, n, lock.WithWait(0))
 	refused(t, b, rwlock.Write, n, "while a reader holds")
-	release(t, r)
-	release(t, take(t, b, rwlock.Write, n, lock.WithWait(0)))
+	suitekit.Release(t, r)
+	suitekit.Release(t, take(t, b, rwlock.Write, n, lock.WithWait(0)))
 }
 
 // writerAlone runs readers and writers of several Lockers on one name and
@@ -429,13 +398,13 @@ func (s *suite) waitingWriterBlocks(t *testing.T) {
 	waitWaiting(t, b, n)
 	refused(t, c, rwlock.Read, n, "while a writer waits")
 	refused(t, a, rwlock.Read, n, "on the holding reader's Locker while a writer waits")
-	release(t, r)
+	suitekit.Release(t, r)
 	w := got.wait(t)
 	if w.Token() <= r.Token() {
 		t.Errorf("writer's token %d <= the reader's before it %d", w.Token(), r.Token())
 	}
-	release(t, w)
-	release(t, take(t, c, rwlock.Read, n, lock.WithWait(0)))
+	suitekit.Release(t, w)
+	suitekit.Release(t, take(t, c, rwlock.Read, n, lock.WithWait(0)))
 }
 
 // writerNotStarved: readers arrive every millisecond, each holding 30 ms, so
@@ -493,7 +462,7 @@ func (s *suite) writerNotStarved(t *testing.T) {
 		}
 	}()
 	time.Sleep(20 * time.Millisecond)
-	release(t, first)
+	suitekit.Release(t, first)
 	lease, err := writer.Lock(ctxT(t), n, lock.WithWait(starveWait))
 	close(stop)
 	wg.Wait()
@@ -501,7 +470,7 @@ func (s *suite) writerNotStarved(t *testing.T) {
 		t.Fatalf("writer starved by readers arriving every millisecond (%d reads): %v", reads.Load(), err)
 	}
 	t.Logf("writer got in after %d reads", reads.Load())
-	release(t, lease)
+	suitekit.Release(t, lease)
 }
 
 // givenUpWriter: a writer that waited and gave up withdraws its intent, so
@@ -535,8 +504,8 @@ func (s *suite) givenUpWriter(t *testing.T) {
 			t.Fatalf("writer out of time = %v, want ErrNotAcquired", err)
 		}
 		// Lock has returned: its intent is gone.
-		release(t, take(t, a, rwlock.Read, n, lock.WithWait(0)))
-		release(t, r)
+		suitekit.Release(t, take(t, a, rwlock.Read, n, lock.WithWait(0)))
+		suitekit.Release(t, r)
 	}
 }
 
@@ -553,8 +522,8 @@ func (s *suite) ctxCancel(t *testing.T) {
 		if !errors.Is(err, context.Canceled) || lease != nil {
 			t.Fatalf("%v waiting for a %v holder, cancelled = (%v, %v), want context.Canceled", c.waiter, c.holder, lease, err)
 		}
-		release(t, held)
-		release(t, take(t, a, rwlock.Write, n, lock.WithWait(0)))
+		suitekit.Release(t, held)
+		suitekit.Release(t, take(t, a, rwlock.Write, n, lock.WithWait(0)))
 	}
 }
 
@@ -563,7 +532,7 @@ func (s *suite) releaseTwice(t *testing.T) {
 	for _, mode := range []rwlock.Mode{rwlock.Read, rwlock.Write} {
 		n := name(t)
 		lease := take(t, l, mode, n)
-		release(t, lease)
+		suitekit.Release(t, lease)
 		if err := lease.Release(ctxT(t)); err != nil {
 			t.Fatalf("%v: second Release = %v, want nil", mode, err)
 		}
@@ -573,12 +542,12 @@ func (s *suite) releaseTwice(t *testing.T) {
 		// A second reader's release leaves the first's hold alone.
 		if mode == rwlock.Read {
 			r1, r2 := take(t, l, rwlock.Read, n), take(t, l, rwlock.Read, n)
-			release(t, r2)
+			suitekit.Release(t, r2)
 			_ = r2.Release(ctxT(t))
 			refused(t, l, rwlock.Write, n, "while the first of two readers still holds")
-			release(t, r1)
+			suitekit.Release(t, r1)
 		}
-		release(t, take(t, l, rwlock.Write, n, lock.WithWait(0)))
+		suitekit.Release(t, take(t, l, rwlock.Write, n, lock.WithWait(0)))
 	}
 }
 
@@ -589,12 +558,12 @@ func (s *suite) renewal(t *testing.T) {
 	r := take(t, a, rwlock.Read, nr, lock.WithTTL(s.ttl))
 	w := take(t, a, rwlock.Write, nw, lock.WithTTL(s.ttl))
 	time.Sleep(5 * s.ttl / 2)
-	notDone(t, r)
-	notDone(t, w)
+	suitekit.NotDone(t, r)
+	suitekit.NotDone(t, w)
 	refused(t, b, rwlock.Write, nr, "on a renewed reader's name")
 	refused(t, b, rwlock.Read, nw, "on a renewed writer's name")
-	release(t, r)
-	release(t, w)
+	suitekit.Release(t, r)
+	suitekit.Release(t, w)
 }
 
 // fixedReader: a reader with a fixed TTL, which stops holding when it runs
@@ -626,7 +595,7 @@ func (s *suite) fixedReader(t *testing.T) {
 	if !errors.Is(r.Err(), lock.ErrLeaseLost) {
 		t.Fatalf("expired reader's Err = %v, want ErrLeaseLost", r.Err())
 	}
-	release(t, w)
+	suitekit.Release(t, w)
 }
 
 // tokens: every acquisition's token is above every earlier one's for the
@@ -645,15 +614,15 @@ func (s *suite) tokens(t *testing.T) {
 	}
 	w1 := take(t, a, rwlock.Write, n)
 	check("first writer's", w1)
-	release(t, w1)
+	suitekit.Release(t, w1)
 	r1, r2 := take(t, a, rwlock.Read, n), take(t, b, rwlock.Read, n)
 	check("reader's after a writer", r1)
 	check("second reader's", r2)
-	release(t, r1)
-	release(t, r2)
+	suitekit.Release(t, r1)
+	suitekit.Release(t, r2)
 	w2 := take(t, b, rwlock.Write, n)
 	check("writer's after readers", w2)
-	release(t, w2)
+	suitekit.Release(t, w2)
 	check("reader's after the second writer", take(t, a, rwlock.Read, n, lock.WithFixedTTL(), lock.WithTTL(s.ttl)))
 }
 
@@ -705,7 +674,7 @@ func (s *suite) inspect(t *testing.T) {
 	if left := info.Writer.TimeLeft; left != lock.Unknown && (left <= 0 || left > lock.DefaultTTL) {
 		t.Fatalf("writer's time left %v", info.Writer.TimeLeft)
 	}
-	release(t, w)
+	suitekit.Release(t, w)
 	r1 := take(t, a, rwlock.Read, n, lock.WithHolder("reader a"))
 	r2 := take(t, b, rwlock.Read, n, lock.WithHolder("reader b"))
 	got := lockLater(t, b, n)
@@ -724,9 +693,9 @@ func (s *suite) inspect(t *testing.T) {
 	if info.Token < r2.Token() {
 		t.Fatalf("last token %d < the last reader's %d", info.Token, r2.Token())
 	}
-	release(t, r1)
-	release(t, r2)
-	release(t, got.wait(t))
+	suitekit.Release(t, r1)
+	suitekit.Release(t, r2)
+	suitekit.Release(t, got.wait(t))
 }
 
 func (s *suite) noGoroutineLeaks(t *testing.T) {
@@ -744,7 +713,7 @@ func (s *suite) noGoroutineLeaks(t *testing.T) {
 			got <- err
 		}()
 		time.Sleep(s.ttl / 2) // at least one renewal
-		release(t, r)
+		suitekit.Release(t, r)
 		if err := <-got; err != nil {
 			t.Fatal(err)
 		}
@@ -789,33 +758,23 @@ func (s *suite) operator(t *testing.T) {
 	if err != nil || writer || h.Label != "reader a" || h.Token != r1.Token() {
 		t.Fatalf("Break of reader a = %+v, writer %v, %v", h, writer, err)
 	}
-	waitDone(t, r1, "the broken reader")
-	notDone(t, r2)
+	suitekit.WaitDone(t, r1, eventually) // the broken reader
+	suitekit.NotDone(t, r2)
 	info, err := op.Inspect(ctxT(t), n)
 	if err != nil || len(info.Readers) != 1 || info.Readers[0].Token != r2.Token() {
 		t.Fatalf("after breaking reader a: %+v, %v; want reader b alone", info, err)
 	}
-	release(t, r2)
+	suitekit.Release(t, r2)
 	w := take(t, a, rwlock.Write, n, lock.WithHolder("writer a"), lock.WithTTL(s.ttl))
 	if _, writer, err := op.Break(ctxT(t), n, w.Token(), "ops", quiet); err != nil || !writer {
 		t.Fatalf("Break of the writer: writer %v, %v", writer, err)
 	}
-	waitDone(t, w, "the broken writer")
+	suitekit.WaitDone(t, w, eventually) // the broken writer
 	next := take(t, b, rwlock.Write, n)
 	if next.Token() <= w.Token() || next.Token() <= r1.Token() {
 		t.Fatalf("the next writer's token %d is not above the broken holders' %d and %d", next.Token(), w.Token(), r1.Token())
 	}
-	release(t, next)
-}
-
-// waitDone waits for lease's Done, within eventually.
-func waitDone(t *testing.T, lease *lock.Lease, what string) {
-	t.Helper()
-	select {
-	case <-lease.Done():
-	case <-time.After(eventually):
-		t.Fatalf("%s's Done never closed", what)
-	}
+	suitekit.Release(t, next)
 }
 
 // quiet takes the breaks' log lines.

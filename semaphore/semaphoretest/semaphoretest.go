@@ -10,6 +10,7 @@
 package semaphoretest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -67,14 +68,8 @@ func Run(t *testing.T, h Harness) {
 	if h.New == nil || h.Revoke == nil {
 		t.Fatal("semaphoretest: Harness.New and Harness.Revoke are required")
 	}
-	s := &suite{h: h, ttl: h.TTL}
-	if s.ttl == 0 {
-		s.ttl = time.Second
-	}
-	for _, c := range []struct {
-		name string
-		fn   func(*testing.T)
-	}{
+	s := &suite{h: h, ttl: cmp.Or(h.TTL, time.Second)}
+	suitekit.Cases{
 		{"BadInput", s.badInput},
 		{"CountMismatch", s.countMismatch},
 		{"NeverMoreThanN", s.neverMoreThanN},
@@ -94,12 +89,7 @@ func Run(t *testing.T, h Harness) {
 		{"Inspect", s.inspect},
 		{"OperatorListsAndBreaks", s.operator},
 		{"DeadHolderPermitReturnsAtExpiry", s.deadHolder},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.fn(t)
-		})
-	}
+	}.RunParallel(t)
 }
 
 type suite struct {
@@ -123,12 +113,7 @@ func (s *suite) opts(opts []lock.Option) []lock.Option {
 
 func (s *suite) client(t *testing.T) *semaphore.Client {
 	t.Helper()
-	c := s.h.New(t)
-	if c == nil {
-		t.Fatal("Harness.New returned nil")
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return suitekit.Made(t, s.h.New(t))
 }
 
 // name returns a semaphore name unique to this test and run.
@@ -157,13 +142,6 @@ func (su *suite) take(t *testing.T, s *semaphore.Semaphore, k int, opts ...lock.
 	return p
 }
 
-func release(t *testing.T, p *semaphore.Permit) {
-	t.Helper()
-	if err := p.Release(ctxT(t)); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
-}
-
 // full checks that k permits of s cannot be taken now.
 func (su *suite) full(t *testing.T, s *semaphore.Semaphore, k int, why string) {
 	t.Helper()
@@ -173,24 +151,6 @@ func (su *suite) full(t *testing.T, s *semaphore.Semaphore, k int, why string) {
 			_ = p.Release(ctxT(t))
 		}
 		t.Fatalf("%s: try-once of %d = %v, want ErrNotAcquired", why, k, err)
-	}
-}
-
-func waitDone(t *testing.T, p *semaphore.Permit, within time.Duration) {
-	t.Helper()
-	select {
-	case <-p.Done():
-	case <-time.After(within):
-		t.Fatalf("Done not closed within %v", within)
-	}
-}
-
-func notDone(t *testing.T, p *semaphore.Permit) {
-	t.Helper()
-	select {
-	case <-p.Done():
-		t.Fatalf("permit lost unexpectedly: %v", p.Err())
-	default:
 	}
 }
 
@@ -235,7 +195,7 @@ func (s *suite) badInput(t *testing.T) {
 		t.Errorf("Do(nil) = %v, want ErrInvalid", err)
 	}
 	// Nothing was taken: both permits are free.
-	release(t, s.take(t, sm, 2, lock.WithWait(0)))
+	suitekit.Release(t, s.take(t, sm, 2, lock.WithWait(0)))
 }
 
 // countMismatch checks that a party with another N is refused while the
@@ -256,14 +216,14 @@ func (s *suite) countMismatch(t *testing.T) {
 	}
 	// The refused parties took nothing: the second permit is still free.
 	second := s.take(t, sem(t, b, n, 2), 1, lock.WithWait(0))
-	release(t, two)
-	release(t, second)
+	suitekit.Release(t, two)
+	suitekit.Release(t, second)
 	// Free again: another N is accepted, and then holds.
 	three := s.take(t, sem(t, b, n, 3), 3, lock.WithWait(0))
 	if _, err := sem(t, a, n, 2).Acquire(ctxT(t), s.opts([]lock.Option{lock.WithWait(0)})...); !errors.Is(err, semaphore.ErrMismatch) {
 		t.Fatalf("Acquire with N=2 while held with N=3 = %v, want ErrMismatch", err)
 	}
-	release(t, three)
+	suitekit.Release(t, three)
 }
 
 // neverMoreThanN runs holders from several Clients and goroutines, taking
@@ -338,10 +298,10 @@ func (s *suite) allOrNone(t *testing.T) {
 	s.full(t, sb, 2, "3 of 4 held")
 	one := s.take(t, sb, 1, lock.WithWait(0))
 	s.full(t, sb, 1, "4 of 4 held")
-	release(t, three)
+	suitekit.Release(t, three)
 	// The failed attempts took nothing: three are free again.
-	release(t, s.take(t, sb, 3, lock.WithWait(0)))
-	release(t, one)
+	suitekit.Release(t, s.take(t, sb, 3, lock.WithWait(0)))
+	suitekit.Release(t, one)
 }
 
 func (s *suite) tryOnce(t *testing.T) {
@@ -357,16 +317,16 @@ func (s *suite) tryOnce(t *testing.T) {
 	if errors.As(err, &held) && (held.TimeLeft <= 0 || held.TimeLeft > 30*time.Second) {
 		t.Fatalf("HeldError.TimeLeft = %v for leases of at most 30 s", held.TimeLeft)
 	}
-	release(t, p1)
-	release(t, s.take(t, sb, 1, lock.WithWait(0)))
-	release(t, p2)
+	suitekit.Release(t, p1)
+	suitekit.Release(t, s.take(t, sb, 1, lock.WithWait(0)))
+	suitekit.Release(t, p2)
 }
 
 func (s *suite) waitLimit(t *testing.T) {
 	a, b := s.client(t), s.client(t)
 	n := name(t)
 	held := s.take(t, sem(t, a, n, 1), 1, s.long(20*time.Second))
-	defer release(t, held)
+	defer suitekit.Release(t, held)
 	const wait = 200 * time.Millisecond
 	start := time.Now()
 	_, err := sem(t, b, n, 1).Acquire(ctxT(t), s.opts([]lock.Option{lock.WithWait(wait)})...)
@@ -376,14 +336,14 @@ func (s *suite) waitLimit(t *testing.T) {
 	if elapsed := time.Since(start); elapsed < wait {
 		t.Fatalf("gave up after %v, before the %v wait limit", elapsed, wait)
 	}
-	notDone(t, held)
+	suitekit.NotDone(t, held)
 }
 
 func (s *suite) ctxCancel(t *testing.T) {
 	a, b := s.client(t), s.client(t)
 	n := name(t)
 	held := s.take(t, sem(t, a, n, 2), 2, s.long(20*time.Second))
-	defer release(t, held)
+	defer suitekit.Release(t, held)
 	sb := sem(t, b, n, 2)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	time.AfterFunc(150*time.Millisecond, cancel)
@@ -422,7 +382,7 @@ func (s *suite) wakeOnRelease(t *testing.T) {
 		t.Fatal("waiter took a permit while all were held")
 	default:
 	}
-	release(t, p1)
+	suitekit.Release(t, p1)
 	p := <-got
 	if p == nil {
 		return
@@ -430,8 +390,8 @@ func (s *suite) wakeOnRelease(t *testing.T) {
 	if p.Token() <= p2.Token() {
 		t.Fatalf("waiter's token %d <= an earlier holder's %d", p.Token(), p2.Token())
 	}
-	release(t, p)
-	release(t, p2)
+	suitekit.Release(t, p)
+	suitekit.Release(t, p2)
 }
 
 // arrivalOrder queues waiters of one Client one after the other behind a
@@ -465,7 +425,7 @@ func (s *suite) arrivalOrder(t *testing.T) {
 		}
 	}
 	// Three permits free at once: the first three waiters take them.
-	release(t, all)
+	suitekit.Release(t, all)
 	var order []int
 	var held []*semaphore.Permit
 	for range 3 {
@@ -480,14 +440,14 @@ func (s *suite) arrivalOrder(t *testing.T) {
 	if !slices.Equal(order, []int{0, 1, 2}) {
 		t.Fatalf("the three freed permits went to waiters %v, want the first three arrivals", order)
 	}
-	release(t, held[0])
+	suitekit.Release(t, held[0])
 	if g := <-got; g.p == nil || g.i != 3 {
 		t.Fatalf("the last waiter did not get the next freed permit")
 	} else {
-		release(t, g.p)
+		suitekit.Release(t, g.p)
 	}
 	for _, p := range held[1:] {
-		release(t, p)
+		suitekit.Release(t, p)
 	}
 }
 
@@ -496,7 +456,7 @@ func (s *suite) releaseTwice(t *testing.T) {
 	n := name(t)
 	sa, sb := sem(t, a, n, 2), sem(t, b, n, 2)
 	p := s.take(t, sa, 1)
-	release(t, p)
+	suitekit.Release(t, p)
 	if err := p.Release(ctxT(t)); err != nil {
 		t.Fatalf("second Release = %v, want nil", err)
 	}
@@ -509,8 +469,8 @@ func (s *suite) releaseTwice(t *testing.T) {
 		t.Fatalf("third Release = %v", err)
 	}
 	s.full(t, sa, 1, "after a repeated Release")
-	release(t, o1)
-	release(t, o2)
+	suitekit.Release(t, o1)
+	suitekit.Release(t, o2)
 }
 
 func (s *suite) releaseOwn(t *testing.T) {
@@ -523,15 +483,15 @@ func (s *suite) releaseOwn(t *testing.T) {
 		t.Fatalf("stale holder's Release = %v, want ErrNotHeld", err)
 	}
 	s.full(t, sem(t, a, n, 1), 1, "after a stale Release")
-	notDone(t, second)
-	release(t, second)
+	suitekit.NotDone(t, second)
+	suitekit.Release(t, second)
 }
 
 func (s *suite) fixedTTL(t *testing.T) {
 	a, b := s.client(t), s.client(t)
 	n := name(t)
 	p := s.take(t, sem(t, a, n, 1), 1, lock.WithTTL(s.ttl), lock.WithFixedTTL())
-	waitDone(t, p, eventually)
+	suitekit.WaitDone(t, p, eventually)
 	if !errors.Is(p.Err(), lock.ErrLeaseLost) {
 		t.Fatalf("Err after expiry = %v, want ErrLeaseLost", p.Err())
 	}
@@ -542,8 +502,8 @@ func (s *suite) fixedTTL(t *testing.T) {
 	if err := p.Release(ctxT(t)); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("Release of an expired permit = %v, want ErrNotHeld", err)
 	}
-	notDone(t, next)
-	release(t, next)
+	suitekit.NotDone(t, next)
+	suitekit.Release(t, next)
 }
 
 func (s *suite) renewal(t *testing.T) {
@@ -551,9 +511,9 @@ func (s *suite) renewal(t *testing.T) {
 	n := name(t)
 	p := s.take(t, sem(t, a, n, 2), 2, lock.WithTTL(s.ttl))
 	time.Sleep(4 * s.ttl)
-	notDone(t, p)
+	suitekit.NotDone(t, p)
 	s.full(t, sem(t, b, n, 2), 1, "renewed permits after 4 TTLs")
-	release(t, p)
+	suitekit.Release(t, p)
 }
 
 func (s *suite) revoked(t *testing.T) {
@@ -561,7 +521,7 @@ func (s *suite) revoked(t *testing.T) {
 	n := name(t)
 	p := s.take(t, sem(t, c, n, 3), 2, lock.WithTTL(s.ttl))
 	s.h.Revoke(t, n)
-	waitDone(t, p, eventually)
+	suitekit.WaitDone(t, p, eventually)
 	if !errors.Is(p.Err(), lock.ErrLeaseLost) {
 		t.Fatalf("Err after revocation = %v, want ErrLeaseLost", p.Err())
 	}
@@ -632,7 +592,7 @@ func (s *suite) tokensIncrease(t *testing.T) {
 	if len(tokens) > 0 && after.Token() <= tokens[len(tokens)-1] {
 		t.Fatalf("token %d after %d", after.Token(), tokens[len(tokens)-1])
 	}
-	release(t, after)
+	suitekit.Release(t, after)
 }
 
 func (s *suite) inspect(t *testing.T) {
@@ -666,8 +626,8 @@ func (s *suite) inspect(t *testing.T) {
 	if x := h[p2.Token()]; x.Holder != "" || x.Count != 1 {
 		t.Fatalf("second holder = %+v, want no label, 1 permit", x)
 	}
-	release(t, p1)
-	release(t, p2)
+	suitekit.Release(t, p1)
+	suitekit.Release(t, p2)
 	if info, err = c.Inspect(ctxT(t), n); err != nil || len(info.Holders) != 0 || info.Permits != 0 {
 		t.Fatalf("Inspect after release = (%+v, %v), want no holders and no N", info, err)
 	}
@@ -695,7 +655,7 @@ func (s *suite) deadHolder(t *testing.T) {
 	if got.Token() <= p.Token() {
 		t.Fatalf("token %d after the dead holder's %d", got.Token(), p.Token())
 	}
-	release(t, got)
+	suitekit.Release(t, got)
 }
 
 // operator: List finds a semaphore by its prefix, with its holders; Break
@@ -750,8 +710,8 @@ func (s *suite) operator(t *testing.T) {
 	if p3.Token() <= p2.Token() {
 		t.Fatalf("the next holder's token %d is not above the broken holder's %d", p3.Token(), p2.Token())
 	}
-	release(t, p3)
-	release(t, p1)
+	suitekit.Release(t, p3)
+	suitekit.Release(t, p1)
 }
 
 // quiet takes the breaks' log lines.
