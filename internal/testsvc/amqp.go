@@ -1,6 +1,7 @@
 package testsvc
 
 import (
+	"cmp"
 	"errors"
 	"net"
 	"net/url"
@@ -20,10 +21,7 @@ const DefaultAMQPURL = "amqp://guest:guest@127.0.0.1:5672/"
 // the AMQP 0-9-1 protocol header. It calls Unavailable otherwise.
 func AMQPURL(t testing.TB) string {
 	t.Helper()
-	raw := os.Getenv(EnvAMQPURL)
-	if raw == "" {
-		raw = DefaultAMQPURL
-	}
+	raw := cmp.Or(os.Getenv(EnvAMQPURL), DefaultAMQPURL)
 	u, err := url.Parse(raw)
 	if err != nil || u.Hostname() == "" {
 		t.Fatalf("testsvc: %s=%q is not an amqp:// URL", EnvAMQPURL, raw)
@@ -45,14 +43,11 @@ func AMQPURL(t testing.TB) string {
 // pingAMQP sends the AMQP 0-9-1 protocol header and expects a method frame
 // (connection.start) back.
 func pingAMQP(addr string, timeout time.Duration) error {
-	c, err := net.DialTimeout("tcp", addr, timeout)
+	c, err := dialChecked(addr, timeout)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if err := c.SetDeadline(time.Now().Add(timeout)); err != nil {
-		return err
-	}
 	if _, err := c.Write([]byte("AMQP\x00\x00\x09\x01")); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package testsvc
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -19,10 +20,7 @@ import (
 // the URL is returned as it is, and the example's own output shows the
 // error.
 func ExamplePostgres() (url string, drop func()) {
-	base := os.Getenv(EnvPostgresURL)
-	if base == "" {
-		base = DefaultPostgresURL
-	}
+	base := cmp.Or(os.Getenv(EnvPostgresURL), DefaultPostgresURL)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	schema := "example_" + hex.EncodeToString(b[:])

@@ -1,6 +1,7 @@
 package testsvc
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -28,10 +29,7 @@ const DefaultMySQLDSN = "root@tcp(127.0.0.1:3306)/test"
 // that it answers a query within 2 s; it calls Unavailable when it does not.
 func MySQLServerDSN(t testing.TB) string {
 	t.Helper()
-	dsn := os.Getenv(EnvMySQLDSN)
-	if dsn == "" {
-		dsn = DefaultMySQLDSN
-	}
+	dsn := cmp.Or(os.Getenv(EnvMySQLDSN), DefaultMySQLDSN)
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatalf("testsvc: %s: %v", EnvMySQLDSN, err)

@@ -2,6 +2,7 @@ package testsvc
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"net"
 	"net/url"
@@ -23,10 +24,7 @@ const DefaultNATSURL = "nats://127.0.0.1:4222"
 // Whether JetStream is enabled is left to the test to find out.
 func NATSURL(t testing.TB) string {
 	t.Helper()
-	raw := os.Getenv(EnvNATSURL)
-	if raw == "" {
-		raw = DefaultNATSURL
-	}
+	raw := cmp.Or(os.Getenv(EnvNATSURL), DefaultNATSURL)
 	addr := raw
 	if strings.Contains(raw, "://") {
 		u, err := url.Parse(strings.Split(raw, ",")[0])
@@ -46,14 +44,11 @@ func NATSURL(t testing.TB) string {
 
 // greetNATS expects the INFO line a NATS server sends on connect.
 func greetNATS(addr string, timeout time.Duration) error {
-	c, err := net.DialTimeout("tcp", addr, timeout)
+	c, err := dialChecked(addr, timeout)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if err := c.SetDeadline(time.Now().Add(timeout)); err != nil {
-		return err
-	}
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil {
 		return fmt.Errorf("reading INFO: %w", err)

@@ -28,6 +28,7 @@ package testsvc
 
 import (
 	"bufio"
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -65,6 +66,20 @@ const (
 // checkTimeout bounds every reachability check of a shared server.
 const checkTimeout = 2 * time.Second
 
+// dialChecked connects to addr over TCP within timeout, and gives the
+// connection's reads and writes the same time from now.
+func dialChecked(addr string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.SetDeadline(time.Now().Add(timeout)); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
 // Required reports whether tests must fail, not skip, when a server they need
 // is unavailable: true when CI is set non-empty or LATCHKEY_REQUIRE_SERVICES=1.
 func Required() bool {
@@ -88,10 +103,7 @@ func Unavailable(t testing.TB, format string, args ...any) {
 // variable too; only its host:port is used.
 func RedisAddr(t testing.TB) string {
 	t.Helper()
-	addr := os.Getenv(EnvRedisAddr)
-	if addr == "" {
-		addr = DefaultRedisAddr
-	}
+	addr := cmp.Or(os.Getenv(EnvRedisAddr), DefaultRedisAddr)
 	if strings.Contains(addr, "://") {
 		u, err := url.Parse(addr)
 		if err != nil || u.Host == "" {
@@ -110,14 +122,11 @@ func RedisAddr(t testing.TB) string {
 
 // pingRedis sends PING over a raw RESP exchange and expects +PONG.
 func pingRedis(addr string, timeout time.Duration) error {
-	c, err := net.DialTimeout("tcp", addr, timeout)
+	c, err := dialChecked(addr, timeout)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if err := c.SetDeadline(time.Now().Add(timeout)); err != nil {
-		return err
-	}
 	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
 		return err
 	}
@@ -146,10 +155,7 @@ var errRedisNeedsAuth = errors.New("redis needs authentication")
 // directories are understood too.
 func PostgresURL(t testing.TB) string {
 	t.Helper()
-	dsn := os.Getenv(EnvPostgresURL)
-	if dsn == "" {
-		dsn = DefaultPostgresURL
-	}
+	dsn := cmp.Or(os.Getenv(EnvPostgresURL), DefaultPostgresURL)
 	network, addr, err := postgresDialAddr(dsn)
 	if err != nil {
 		t.Fatalf("testsvc: %s: %v", EnvPostgresURL, err)

@@ -3,7 +3,6 @@ package testsvc
 import (
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -159,14 +158,11 @@ func (s *ZooKeeperServer) Endpoint() string {
 // the server at addr and returns its whole answer. The word is sent without a
 // trailing newline, which made some answers come back empty (SERVICES.md).
 func ZooKeeperFourLetter(addr, word string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, checkTimeout)
+	c, err := dialChecked(addr, checkTimeout)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
-	if err := c.SetDeadline(time.Now().Add(checkTimeout)); err != nil {
-		return "", err
-	}
 	if _, err := io.WriteString(c, word); err != nil {
 		return "", err
 	}
