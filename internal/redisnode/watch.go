@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey-go/latchkey/internal/waitq"
 )
 
 // Timing of the shared subscription.
@@ -39,8 +41,8 @@ const (
 // WatchReleaseFunc.
 type waiter struct {
 	key    string
-	wake   chan struct{} // capacity 1: a pending wake-up; nil if notify is set
-	notify func()        // called instead of a send on wake, under watcher.mu
+	wake   waitq.Wake // nil if notify is set
+	notify func()     // called instead of a signal of wake, under watcher.mu
 }
 
 // watcher is a Locker's one pub/sub subscription, shared by all its waiters.
@@ -72,7 +74,7 @@ func newWatcher(b *Node) *watcher {
 // to be confirmed, so that no release after the first attempt goes unheard.
 // If the subscription is down, the Acquire falls back on the Manager's poll.
 func (w *watcher) watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	wt := &waiter{key: key, wake: make(chan struct{}, 1)}
+	wt := &waiter{key: key, wake: waitq.NewWake()}
 	subscribing, err := w.join(wt)
 	if err != nil {
 		return nil, nil, err
@@ -156,10 +158,7 @@ func signal(wt *waiter) {
 		wt.notify()
 		return
 	}
-	select {
-	case wt.wake <- struct{}{}:
-	default: // a wake-up is already pending
-	}
+	wt.wake.Signal()
 }
 
 // onMessage handles a release message: the releasing Locker's id, then the

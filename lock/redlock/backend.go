@@ -13,6 +13,7 @@ import (
 	"github.com/latchkey-go/latchkey/internal/lockerr"
 	"github.com/latchkey-go/latchkey/internal/redisbatch"
 	"github.com/latchkey-go/latchkey/internal/redisnode"
+	"github.com/latchkey-go/latchkey/internal/waitq"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/driver"
 )
@@ -332,17 +333,11 @@ const subscribeWait = time.Second
 // covers them. It starts no goroutine: the nodes wake the channel from their
 // own.
 func (b *backend) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	wake := make(chan struct{}, 1)
-	notify := func() {
-		select {
-		case wake <- struct{}{}:
-		default: // a wake-up is already pending
-		}
-	}
+	wake := waitq.NewWake()
 	stops := make([]func(), 0, len(b.nodes))
 	var subscribing []<-chan struct{}
 	for _, n := range b.nodes {
-		sub, stop, err := n.WatchReleaseFunc(key, notify)
+		sub, stop, err := n.WatchReleaseFunc(key, wake.Signal)
 		if err != nil {
 			continue
 		}
