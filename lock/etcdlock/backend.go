@@ -35,10 +35,7 @@ type backend struct {
 	ka     *keeper
 
 	owners waitq.Registry[*contender] // by Manager owner
-
-	mu     sync.Mutex
-	idle   map[int64][]idleLease // by requested lease TTL in seconds; guarded by mu
-	closed bool                  // Close was called: no more pooling; guarded by mu
+	idle   leasePool
 }
 
 var (
@@ -48,7 +45,7 @@ var (
 )
 
 func newBackend(c Client, o options) *backend {
-	return &backend{c: c, prefix: o.prefix, ka: newKeeper(c), idle: map[int64][]idleLease{}}
+	return &backend{c: c, prefix: o.prefix, ka: newKeeper(c)}
 }
 
 // An idleLease is a granted lease with no key attached, kept for the next
@@ -102,35 +99,13 @@ func covers(until time.Time, granted time.Duration, start time.Time, ttl time.Du
 	return !until.Add(-lock.DriftMargin(granted)).Before(start.Add(ttl - lock.DriftMargin(ttl)))
 }
 
-// takeIdle returns an idle lease for secs, most recently used first, or
-// false. Leases whose expiry may have come are dropped: they hold no key and
-// expire on the server by themselves.
-func (b *backend) takeIdle(secs int64, now time.Time) (idleLease, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.idle[secs]
-	for len(s) > 0 {
-		l := s[len(s)-1]
-		s = s[:len(s)-1]
-		if now.Before(l.until) {
-			b.idle[secs] = s
-			return l, true
-		}
-	}
-	delete(b.idle, secs)
-	return idleLease{}, false
-}
-
 // putIdle keeps c's lease, whose key is known to be deleted, for reuse, and
 // detaches it from c. It returns false, leaving c as it is, when the pool is
 // full or closed.
 func (b *backend) putIdle(c *contender) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed || c.secs == 0 || len(b.idle[c.secs]) >= maxIdleLeases {
+	if !b.idle.put(c.secs, idleLease{id: c.lease, granted: c.leaseTTL, until: c.until}) {
 		return false
 	}
-	b.idle[c.secs] = append(b.idle[c.secs], idleLease{id: c.lease, granted: c.leaseTTL, until: c.until})
 	c.lease, c.rev = 0, 0
 	return true
 }
@@ -142,13 +117,65 @@ const closeTimeout = 5 * time.Second
 // closes the keep-alive streams.
 func (b *backend) close() error {
 	defer b.ka.close()
+	if err := b.idle.close(b.c); err != nil {
+		return fmt.Errorf("etcdlock: close: revoke idle leases: %w", err)
+	}
+	return nil
+}
+
+// A leasePool keeps granted leases with no key attached, by requested lease
+// TTL in seconds, for the next Acquire with the same TTL, until it is
+// closed. The zero value is empty and ready for use.
+type leasePool struct {
+	mu     sync.Mutex
+	idle   map[int64][]idleLease // guarded by mu
+	closed bool                  // close was called: no more pooling; guarded by mu
+}
+
+// take returns an idle lease for secs, most recently used first, or false.
+// Leases whose expiry may have come are dropped: they hold no key and
+// expire on the server by themselves.
+func (p *leasePool) take(secs int64, now time.Time) (idleLease, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.idle[secs]
+	for len(s) > 0 {
+		l := s[len(s)-1]
+		s = s[:len(s)-1]
+		if now.Before(l.until) {
+			p.idle[secs] = s
+			return l, true
+		}
+	}
+	delete(p.idle, secs)
+	return idleLease{}, false
+}
+
+// put keeps l, asked for secs, for reuse, and reports whether it did: not
+// when the pool is full or closed.
+func (p *leasePool) put(secs int64, l idleLease) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || secs == 0 || len(p.idle[secs]) >= maxIdleLeases {
+		return false
+	}
+	if p.idle == nil {
+		p.idle = map[int64][]idleLease{}
+	}
+	p.idle[secs] = append(p.idle[secs], l)
+	return true
+}
+
+// close stops pooling and revokes, within closeTimeout, the kept leases that
+// may still live. It returns the first error but a lease's being gone.
+func (p *leasePool) close(c Client) error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
-	b.mu.Lock()
-	b.closed = true
-	idle := b.idle
-	b.idle = map[int64][]idleLease{}
-	b.mu.Unlock()
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
 	var first error
 	now := time.Now()
 	for _, s := range idle {
@@ -158,15 +185,12 @@ func (b *backend) close() error {
 				// only fail (and clientv3 log a warning).
 				continue
 			}
-			if _, err := b.c.Revoke(ctx, l.id); err != nil && first == nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			if _, err := c.Revoke(ctx, l.id); err != nil && first == nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 				first = err
 			}
 		}
 	}
-	if first != nil {
-		return fmt.Errorf("etcdlock: close: revoke idle leases: %w", first)
-	}
-	return nil
+	return first
 }
 
 // TryAcquire implements driver.Backend: it puts the owner's key if it is not
@@ -311,7 +335,7 @@ func (b *backend) attempt(ctx context.Context, c *contender, r request) (place, 
 // grant.
 func (b *backend) lease(ctx context.Context, r request, now time.Time) (idleLease, error) {
 	if r.reuse {
-		if l, ok := b.takeIdle(r.secs, now); ok {
+		if l, ok := b.idle.take(r.secs, now); ok {
 			return l, nil
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/latchkey-go/latchkey/internal/lockerr"
+	"github.com/latchkey-go/latchkey/internal/waitq"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/driver"
 )
@@ -57,13 +58,7 @@ func (b *backend) Relabel(ctx context.Context, name, owner, newOwner string) err
 // it is in place, so no change goes unread.
 func (b *backend) WatchHolder(ctx context.Context, name string) (<-chan struct{}, func(), error) {
 	pfx := b.prefix + name + "/"
-	out := make(chan struct{}, 1)
-	signal := func() {
-		select {
-		case out <- struct{}{}:
-		default:
-		}
-	}
+	out := waitq.NewWake()
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	created := make(chan struct{})
 	done := make(chan struct{})
@@ -79,9 +74,9 @@ func (b *backend) WatchHolder(ctx context.Context, name string) (<-chan struct{}
 				case resp.Created:
 					// Watching again after the last watch ended: what
 					// changed meanwhile is read now.
-					signal()
+					out.Signal()
 				case len(resp.Events) > 0 || resp.Err() != nil:
-					signal()
+					out.Signal()
 				}
 			}
 			select {

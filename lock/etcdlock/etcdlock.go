@@ -55,6 +55,21 @@ type options struct {
 	prefix string
 }
 
+// configure applies opts, after refusing a nil c with an error wrapping
+// lock.ErrInvalid.
+func configure(c Client, opts []Option) (options, error) {
+	var o options
+	if c == nil || (reflect.ValueOf(c).Kind() == reflect.Pointer && reflect.ValueOf(c).IsNil()) {
+		return o, fmt.Errorf("%w: etcdlock: nil client", lock.ErrInvalid)
+	}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o, nil
+}
+
 // WithPrefix puts every lock under prefix: lock key k becomes the etcd
 // prefix prefix+k+"/", under which each contender writes
 // prefix+k+"/<lease ID in hex>". Default: "" (no prefix), which is what
@@ -69,14 +84,9 @@ func WithPrefix(prefix string) Option {
 // It returns an error wrapping lock.ErrInvalid for a nil client and touches
 // no server until the first Acquire.
 func New(c Client, opts ...Option) (*Locker, error) {
-	if c == nil || (reflect.ValueOf(c).Kind() == reflect.Pointer && reflect.ValueOf(c).IsNil()) {
-		return nil, fmt.Errorf("%w: etcdlock: nil client", lock.ErrInvalid)
-	}
-	var o options
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
+	o, err := configure(c, opts)
+	if err != nil {
+		return nil, err
 	}
 	b := newBackend(c, o)
 	m, err := lock.NewManager(b)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/latchkey-go/latchkey/internal/lockerr"
+	"github.com/latchkey-go/latchkey/internal/waitq"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/rwlock"
 )
@@ -42,14 +42,9 @@ import (
 // no server until the first acquisition. Close revokes the leases of keys
 // still queued.
 func NewRW(c Client, opts ...Option) (*rwlock.Locker, error) {
-	if c == nil || (reflect.ValueOf(c).Kind() == reflect.Pointer && reflect.ValueOf(c).IsNil()) {
-		return nil, fmt.Errorf("%w: etcdlock: nil client", lock.ErrInvalid)
-	}
-	var o options
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
+	o, err := configure(c, opts)
+	if err != nil {
+		return nil, err
 	}
 	return rwlock.New(&rwBackend{c: c, prefix: o.prefix, keys: make(map[string]*rwKey)})
 }
@@ -279,17 +274,14 @@ func (b *rwBackend) WatchRelease(ctx context.Context, name string) (<-chan struc
 		cancel()
 		return nil, nil, ctx.Err()
 	}
-	wake := make(chan struct{}, 1)
+	wake := waitq.NewWake()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for wr := range wch {
 			for _, ev := range wr.Events {
 				if ev.Type == mvccpb.DELETE {
-					select {
-					case wake <- struct{}{}:
-					default:
-					}
+					wake.Signal()
 					break
 				}
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/latchkey-go/latchkey/internal/lockerr"
+	"github.com/latchkey-go/latchkey/internal/waitq"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/semaphore"
 )
@@ -44,16 +44,11 @@ const DefaultSemaphorePrefix = "latchkey/semaphore/"
 // It returns an error wrapping lock.ErrInvalid for a nil client and touches
 // no server until the first Acquire. It never closes the client.
 func NewSemaphores(c Client, opts ...Option) (*semaphore.Client, error) {
-	if c == nil || (reflect.ValueOf(c).Kind() == reflect.Pointer && reflect.ValueOf(c).IsNil()) {
-		return nil, fmt.Errorf("%w: etcdlock: nil client", lock.ErrInvalid)
+	o, err := configure(c, opts)
+	if err != nil {
+		return nil, err
 	}
-	var o options
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	return semaphore.New(&semBackend{c: c, prefix: o.prefix + DefaultSemaphorePrefix, lockPrefix: o.prefix, byOwner: map[string]*permit{}, idle: map[int64][]idleLease{}})
+	return semaphore.New(&semBackend{c: c, prefix: o.prefix + DefaultSemaphorePrefix, lockPrefix: o.prefix, byOwner: map[string]*permit{}})
 }
 
 // semBackend is the semaphore.Backend on etcd.
@@ -63,9 +58,8 @@ type semBackend struct {
 	lockPrefix string // of the locks' and read-write locks' of the same names
 
 	mu      sync.Mutex
-	byOwner map[string]*permit    // guarded by mu
-	idle    map[int64][]idleLease // released permits' leases, by TTL in seconds; guarded by mu
-	closed  bool                  // guarded by mu
+	byOwner map[string]*permit // guarded by mu
+	idle    leasePool          // released permits' leases
 }
 
 var (
@@ -79,7 +73,7 @@ var (
 type permit struct {
 	mu      sync.Mutex // serialises the calls for this owner; guards the rest
 	waiting bool       // an Acquire that waits watches for it (WatchReleaseOwner)
-	wake    chan struct{}
+	wake    waitq.Wake
 	lease   clientv3.LeaseID
 	secs    int64         // the lease TTL asked for, in seconds (its idle pool)
 	granted time.Duration // the lease's TTL as the server granted it
@@ -138,7 +132,7 @@ func (b *semBackend) WatchReleaseOwner(_ context.Context, _ semaphore.Request, o
 	p := b.permitOf(owner, true)
 	p.mu.Lock()
 	p.waiting = true
-	p.wake = make(chan struct{}, 1)
+	p.wake = waitq.NewWake()
 	wake := p.wake
 	p.mu.Unlock()
 	return wake, func() {
@@ -280,7 +274,7 @@ func (b *semBackend) putLocked(ctx context.Context, p *permit, r semaphore.Reque
 // the put. The refresh records the TTL the server grants (0 if it fails).
 func (b *semBackend) leaseLocked(ctx context.Context, p *permit, ttl time.Duration, start time.Time) (refresh func() error, err error) {
 	p.secs = ttlSeconds(ttl)
-	if il, ok := b.takeIdle(p.secs, start); ok {
+	if il, ok := b.idle.take(p.secs, start); ok {
 		p.lease = il.id
 		return func() error {
 			ka, err := b.c.KeepAliveOnce(ctx, il.id)
@@ -415,12 +409,7 @@ func (b *semBackend) queueLocked(p *permit, kvs []*mvccpb.KeyValue, mine int, r 
 		case <-ctx.Done():
 			return
 		}
-		if wake != nil {
-			select {
-			case wake <- struct{}{}:
-			default:
-			}
-		}
+		wake.Signal() // nil, and so ignored, unless an Acquire waits
 	}()
 }
 
@@ -503,7 +492,7 @@ func (b *semBackend) Release(ctx context.Context, _ semaphore.Request, owner str
 	// permit of this TTL, or revoked in the background (if that fails, the
 	// lease expires by itself).
 	lease := p.lease
-	kept := resp.Succeeded && b.putIdle(idleLease{id: lease, granted: p.granted, until: p.until}, p.secs)
+	kept := resp.Succeeded && b.idle.put(p.secs, idleLease{id: lease, granted: p.granted, until: p.until})
 	p.lease = 0
 	b.forget(owner)
 	if !kept {
@@ -519,53 +508,10 @@ func (b *semBackend) Release(ctx context.Context, _ semaphore.Request, owner str
 	return nil
 }
 
-// takeIdle returns a kept lease of secs that may still live, or false.
-func (b *semBackend) takeIdle(secs int64, now time.Time) (idleLease, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.idle[secs]
-	for len(s) > 0 {
-		l := s[len(s)-1]
-		s = s[:len(s)-1]
-		if now.Before(l.until) {
-			b.idle[secs] = s
-			return l, true
-		}
-	}
-	delete(b.idle, secs)
-	return idleLease{}, false
-}
-
-// putIdle keeps a released permit's lease, asked for secs, for reuse,
-// unless the pool is full or closed.
-func (b *semBackend) putIdle(l idleLease, secs int64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed || secs == 0 || len(b.idle[secs]) >= maxIdleLeases {
-		return false
-	}
-	b.idle[secs] = append(b.idle[secs], l)
-	return true
-}
-
 // Close revokes the kept leases that may still live, within 5 s, and stops
 // keeping more. Held permits stay renewed until released.
 func (b *semBackend) Close() error {
-	b.mu.Lock()
-	b.closed = true
-	idle := b.idle
-	b.idle = map[int64][]idleLease{}
-	b.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-	defer cancel()
-	now := time.Now()
-	for _, s := range idle {
-		for _, l := range s {
-			if now.Before(l.until) {
-				_, _ = b.c.Revoke(ctx, l.id)
-			}
-		}
-	}
+	_ = b.idle.close(b.c)
 	return nil
 }
 
