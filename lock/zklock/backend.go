@@ -166,6 +166,41 @@ func call[T any](ctx context.Context, b *backend, f func() (T, error)) (T, error
 	}
 }
 
+// checkTTL refuses, with an error wrapping lock.ErrInvalid, a TTL longer
+// than the session timeout: the session, not the TTL, keeps a node, and a
+// partition ends the lock after the session timeout (Lease.Extend asks for
+// more).
+func (b *backend) checkTTL(ttl time.Duration) error {
+	if st := b.sessionTimeout(); ttl > st {
+		return fmt.Errorf("%w: zklock: TTL %v is longer than the session timeout %v the server granted", lock.ErrInvalid, ttl, st)
+	}
+	return nil
+}
+
+// stat returns path's stat, or nil if it does not exist.
+func (b *backend) stat(ctx context.Context, path string) (*zk.Stat, error) {
+	return call(ctx, b, func() (*zk.Stat, error) {
+		ok, st, err := b.conn.Exists(path)
+		if err == nil && !ok {
+			st = nil
+		}
+		return st, err
+	})
+}
+
+// renewStat is a renewal's look at its node at path: it refuses a closed
+// Locker (lockerr.NotHeld) and a TTL that checkTTL refuses, else returns
+// stat's answer.
+func (b *backend) renewStat(ctx context.Context, path string, ttl time.Duration) (*zk.Stat, error) {
+	if b.isClosed() {
+		return nil, lockerr.NotHeld("zklock: Locker closed")
+	}
+	if err := b.checkTTL(ttl); err != nil {
+		return nil, err
+	}
+	return b.stat(ctx, path)
+}
+
 // answered reports whether a call's error, nil included, is the server's
 // answer: the request reached it.
 func answered(err error) bool {
@@ -283,8 +318,8 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	if err != nil {
 		return 0, 0, err
 	}
-	if st := b.sessionTimeout(); ttl > st {
-		return 0, 0, fmt.Errorf("%w: zklock: TTL %v is longer than the session timeout %v the server granted", lock.ErrInvalid, ttl, st)
+	if err := b.checkTTL(ttl); err != nil {
+		return 0, 0, err
 	}
 	b.sweep(ctx)
 	c := b.owners.GetOrAdd(owner, newContender)
@@ -391,13 +426,10 @@ func (b *backend) create(ctx context.Context, c *contender) error {
 	if err != nil {
 		return err
 	}
-	st, err := call(cctx, b, func() (*zk.Stat, error) {
-		ok, st, err := b.conn.Exists(node)
-		if err == nil && !ok {
-			err = zk.ErrNoNode
-		}
-		return st, err
-	})
+	st, err := b.stat(cctx, node)
+	if err == nil && st == nil {
+		err = zk.ErrNoNode
+	}
 	if err != nil {
 		b.orphan(c.dir, c.guid)
 		return fmt.Errorf("zklock: stat our new node: %w", err)
@@ -569,21 +601,7 @@ func (b *backend) renew(ctx context.Context, owner string, ttl time.Duration) er
 	if !c.held || c.node == "" {
 		return lockerr.NotHeld("zklock: not held")
 	}
-	if b.isClosed() {
-		return lockerr.NotHeld("zklock: Locker closed")
-	}
-	if st := b.sessionTimeout(); ttl > st {
-		// The session, not the TTL, keeps the node: a partition ends the
-		// lock after the session timeout (Lease.Extend asks for more).
-		return fmt.Errorf("%w: zklock: TTL %v is longer than the session timeout %v the server granted", lock.ErrInvalid, ttl, st)
-	}
-	st, err := call(ctx, b, func() (*zk.Stat, error) {
-		ok, st, err := b.conn.Exists(c.node)
-		if err == nil && !ok {
-			st = nil
-		}
-		return st, err
-	})
+	st, err := b.renewStat(ctx, c.node, ttl)
 	if err != nil {
 		return err
 	}

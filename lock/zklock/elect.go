@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/latchkey-go/latchkey/internal/lockerr"
+	"github.com/latchkey-go/latchkey/internal/waitq"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/driver"
 )
@@ -68,7 +69,7 @@ func (b *backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 	if err != nil {
 		return nil, nil, err
 	}
-	hw := &holderWatch{b: b, dir: dir, out: make(chan struct{}, 1)}
+	hw := &holderWatch{b: b, dir: dir, out: waitq.NewWake()}
 	ctx, cancel := context.WithCancel(ctx)
 	ready := make(chan struct{})
 	done := make(chan struct{})
@@ -88,7 +89,7 @@ func (b *backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 type holderWatch struct {
 	b      *backend
 	dir    string
-	out    chan struct{} // signalled once the watches are set again after a change
+	out    waitq.Wake // signalled once the watches are set again after a change
 	head   string
 	dirEv  <-chan zk.Event // the queue's watch, while unfired
 	headEv <-chan zk.Event // the head's data watch, while unfired
@@ -109,7 +110,7 @@ func (hw *holderWatch) run(ctx context.Context, ready chan struct{}) {
 			close(ready)
 			first = false
 		} else {
-			signalChan(hw.out)
+			hw.out.Signal()
 		}
 		if err != nil {
 			// No session, or the head went meanwhile: list the queue

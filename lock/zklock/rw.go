@@ -12,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/latchkey-go/latchkey/internal/lockerr"
+	"github.com/latchkey-go/latchkey/internal/waitq"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/rwlock"
 )
@@ -101,8 +102,8 @@ func (rw *rwBackend) TryAcquire(ctx context.Context, name, owner string, mode rw
 	if err != nil {
 		return 0, 0, err
 	}
-	if st := b.sessionTimeout(); ttl > st {
-		return 0, 0, fmt.Errorf("%w: zklock: TTL %v is longer than the session timeout %v the server granted", lock.ErrInvalid, ttl, st)
+	if err := b.checkTTL(ttl); err != nil {
+		return 0, 0, err
 	}
 	b.sweep(ctx)
 	rw.mu.Lock()
@@ -193,13 +194,10 @@ func (rw *rwBackend) create(ctx context.Context, dir, owner string, mode rwlock.
 	if err != nil {
 		return nil, err
 	}
-	st, err := call(cctx, b, func() (*zk.Stat, error) {
-		ok, st, err := b.conn.Exists(n.path)
-		if err == nil && !ok {
-			err = zk.ErrNoNode
-		}
-		return st, err
-	})
+	st, err := b.stat(cctx, n.path)
+	if err == nil && st == nil {
+		err = zk.ErrNoNode
+	}
 	if err != nil {
 		b.orphan(dir, n.guid)
 		return nil, fmt.Errorf("zklock: stat our new node: %w", err)
@@ -251,19 +249,7 @@ func (rw *rwBackend) Renew(ctx context.Context, name, owner string, mode rwlock.
 	if n == nil || !n.held {
 		return lockerr.NotHeld("zklock: not held")
 	}
-	if b.isClosed() {
-		return lockerr.NotHeld("zklock: Locker closed")
-	}
-	if st := b.sessionTimeout(); ttl > st {
-		return fmt.Errorf("%w: zklock: TTL %v is longer than the session timeout %v the server granted", lock.ErrInvalid, ttl, st)
-	}
-	st, err := call(ctx, b, func() (*zk.Stat, error) {
-		ok, st, err := b.conn.Exists(n.path)
-		if err == nil && !ok {
-			st = nil
-		}
-		return st, err
-	})
+	st, err := b.renewStat(ctx, n.path, ttl)
 	if err != nil {
 		return err
 	}
@@ -327,7 +313,7 @@ func (rw *rwBackend) WatchRelease(ctx context.Context, name string) (<-chan stru
 	if err != nil {
 		return nil, nil, err
 	}
-	wake := make(chan struct{}, 1)
+	wake := waitq.NewWake()
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -338,10 +324,7 @@ func (rw *rwBackend) WatchRelease(ctx context.Context, name string) (<-chan stru
 			case <-stop:
 				return
 			}
-			select {
-			case wake <- struct{}{}:
-			default:
-			}
+			wake.Signal()
 			var err error
 			if ev, err = arm(); err != nil {
 				return // the Manager polls as a safety net

@@ -13,6 +13,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/latchkey-go/latchkey/internal/lockerr"
+	"github.com/latchkey-go/latchkey/internal/waitq"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/semaphore"
 )
@@ -84,19 +85,12 @@ type zkPermit struct {
 // A zkWaiter is a waiting Acquire: it queues for the semaphore's lock in the
 // background and, once it holds the lock, watches the children.
 type zkWaiter struct {
-	wake   chan struct{}
+	wake   waitq.Wake
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the lock-taking goroutine ends
 
 	mu    sync.Mutex
 	lease *lock.Lease // the semaphore's lock, once held; guarded by mu
-}
-
-func signalChan(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
 }
 
 // Close ends the session: every permit node of this Client is deleted.
@@ -115,7 +109,7 @@ func (s *semBackend) semDir(name string) (string, error) {
 // queues for the semaphore's lock at once, in the background.
 func (s *semBackend) WatchReleaseOwner(_ context.Context, r semaphore.Request, owner string) (<-chan struct{}, func(), error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &zkWaiter{wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	w := &zkWaiter{wake: waitq.NewWake(), cancel: cancel, done: make(chan struct{})}
 	s.mu.Lock()
 	s.waiters[owner] = w
 	s.mu.Unlock()
@@ -123,13 +117,13 @@ func (s *semBackend) WatchReleaseOwner(_ context.Context, r semaphore.Request, o
 		defer close(w.done)
 		l, err := s.inner.Acquire(ctx, r.Name+semLockSuffix, lock.WithTTL(s.b.sessionTimeout()))
 		if err != nil {
-			signalChan(w.wake) // the attempt tells what went wrong
+			w.wake.Signal() // the attempt tells what went wrong
 			return
 		}
 		w.mu.Lock()
 		w.lease = l
 		w.mu.Unlock()
-		signalChan(w.wake)
+		w.wake.Signal()
 	}()
 	stop := func() {
 		s.mu.Lock()
@@ -154,13 +148,13 @@ func (s *semBackend) TryAcquire(ctx context.Context, r semaphore.Request, owner 
 	if err != nil {
 		return 0, 0, err
 	}
-	if st := s.b.sessionTimeout(); ttl > st {
-		return 0, 0, fmt.Errorf("%w: zklock: TTL %v is longer than the session timeout %v the server granted", lock.ErrInvalid, ttl, st)
+	if err := s.b.checkTTL(ttl); err != nil {
+		return 0, 0, err
 	}
 	s.mu.Lock()
 	w := s.waiters[owner]
 	s.mu.Unlock()
-	var wake chan struct{}
+	var wake waitq.Wake
 	if w != nil {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -191,7 +185,7 @@ func (s *semBackend) TryAcquire(ctx context.Context, r semaphore.Request, owner 
 // takeLocked checks N and the free permits under dir and creates the
 // permit nodes; the caller holds the semaphore's lock. When wake is not nil
 // and too few are free, a change of the children signals it.
-func (s *semBackend) takeLocked(ctx context.Context, dir string, r semaphore.Request, owner string, wake chan struct{}) (uint64, error) {
+func (s *semBackend) takeLocked(ctx context.Context, dir string, r semaphore.Request, owner string, wake waitq.Wake) (uint64, error) {
 	b := s.b
 	if err := b.createParents(ctx, dir); err != nil {
 		return 0, err
@@ -230,7 +224,7 @@ type semDir struct {
 
 // readDir reads dir and its children; with wake, a change of the children
 // signals it once.
-func (s *semBackend) readDir(ctx context.Context, dir string, wake chan struct{}) (semDir, error) {
+func (s *semBackend) readDir(ctx context.Context, dir string, wake waitq.Wake) (semDir, error) {
 	b := s.b
 	n, err := call(ctx, b, func() (semDir, error) {
 		data, st, err := b.conn.Get(dir)
@@ -252,7 +246,7 @@ func (s *semBackend) readDir(ctx context.Context, dir string, wake chan struct{}
 	if n.ev != nil {
 		go func() {
 			if _, ok := <-n.ev; ok {
-				signalChan(wake)
+				wake.Signal()
 			}
 		}()
 	}
@@ -351,16 +345,10 @@ func (s *semBackend) Renew(ctx context.Context, _ semaphore.Request, owner strin
 	if p == nil {
 		return errZKPermitNotHeld
 	}
-	if st := s.b.sessionTimeout(); ttl > st {
-		return fmt.Errorf("%w: zklock: TTL %v is longer than the session timeout %v the server granted", lock.ErrInvalid, ttl, st)
+	if err := s.b.checkTTL(ttl); err != nil {
+		return err
 	}
-	st, err := call(ctx, s.b, func() (*zk.Stat, error) {
-		ok, st, err := s.b.conn.Exists(p.nodes[0])
-		if err == nil && !ok {
-			st = nil
-		}
-		return st, err
-	})
+	st, err := s.b.stat(ctx, p.nodes[0])
 	if err != nil {
 		return err
 	}
