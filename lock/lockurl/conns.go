@@ -32,6 +32,18 @@ func (c *conns) close(first func() error) error {
 	return c.err
 }
 
+// owning returns what opened makes of v, made on the connections closeConn
+// closes; if err says v could not be made, it closes them at once and
+// returns err.
+func owning[V, T any](v V, err error, closeConn func() error, opened func(V, func() error) T) (T, error) {
+	if err != nil {
+		_ = closeConn()
+		var none T
+		return none, err
+	}
+	return opened(v, closeConn), nil
+}
+
 // pgxPool opens the pool a postgres:// or postgresql:// URL names:
 // everything in the URL is pgx's (pool size, TLS, timeouts), see
 // pgxpool.ParseConfig. Close it with closer(pool).

@@ -35,11 +35,7 @@ func openEtcd(ctx context.Context, _ string, u *url.URL) (Locker, error) {
 		return nil, err
 	}
 	l, err := etcdlock.New(c, opts...)
-	if err != nil {
-		_ = c.Close()
-		return nil, err
-	}
-	return &etcdLocker{Locker: l, conns: conns{closeConn: c.Close}}, nil
+	return owning(l, err, c.Close, etcdLockerOn)
 }
 
 // etcdConnect returns a client of the cluster an etcd URL names, checked to
@@ -103,5 +99,9 @@ type etcdLocker struct {
 }
 
 func (l *etcdLocker) Close() error { return l.close(l.Locker.Close) }
+
+func etcdLockerOn(l *etcdlock.Locker, closeConn func() error) Locker {
+	return &etcdLocker{Locker: l, conns: conns{closeConn: closeConn}}
+}
 
 var _ Locker = (*etcdLocker)(nil)

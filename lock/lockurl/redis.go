@@ -22,11 +22,7 @@ func openRedis(ctx context.Context, raw string, u *url.URL) (Locker, error) {
 		return nil, err
 	}
 	l, err := redislock.New(c)
-	if err != nil {
-		_ = c.Close()
-		return nil, err
-	}
-	return &redisLocker{Locker: l, conns: conns{closeConn: c.Close}}, nil
+	return owning(l, err, c.Close, redisLockerOn)
 }
 
 type redisClient interface {
@@ -69,5 +65,9 @@ type redisLocker struct {
 }
 
 func (l *redisLocker) Close() error { return l.close(l.Locker.Close) }
+
+func redisLockerOn(l *redislock.Locker, closeConn func() error) Locker {
+	return &redisLocker{Locker: l, conns: conns{closeConn: closeConn}}
+}
 
 var _ Locker = (*redisLocker)(nil)

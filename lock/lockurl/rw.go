@@ -26,6 +26,10 @@ type RWLocker struct {
 // safe to call more than once.
 func (l *RWLocker) Close() error { return l.close(l.Locker.Close) }
 
+func rwLockerOn(l *rwlock.Locker, closeConn func() error) *RWLocker {
+	return &RWLocker{Locker: l, conns: conns{closeConn: closeConn}}
+}
+
 // rwSchemes holds every scheme OpenRW knows: those of Open whose backend
 // has read-write locks.
 var rwSchemes = backendurl.Schemes[*RWLocker]{
@@ -90,11 +94,7 @@ func openSQLiteRW(ctx context.Context, _ string, u *url.URL) (*RWLocker, error) 
 		return nil, err
 	}
 	l, err := sqllock.NewRW(ctx, db, sqllock.SQLite)
-	if err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	return &RWLocker{Locker: l, conns: conns{closeConn: db.Close}}, nil
+	return owning(l, err, db.Close, rwLockerOn)
 }
 
 func openPostgresRW(ctx context.Context, raw string, _ *url.URL) (*RWLocker, error) {
@@ -103,11 +103,7 @@ func openPostgresRW(ctx context.Context, raw string, _ *url.URL) (*RWLocker, err
 		return nil, err
 	}
 	l, err := sqllock.NewPgxRW(ctx, pool)
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return &RWLocker{Locker: l, conns: conns{closeConn: closer(pool)}}, nil
+	return owning(l, err, closer(pool), rwLockerOn)
 }
 
 func openRedisRW(ctx context.Context, raw string, u *url.URL) (*RWLocker, error) {
@@ -116,11 +112,7 @@ func openRedisRW(ctx context.Context, raw string, u *url.URL) (*RWLocker, error)
 		return nil, err
 	}
 	l, err := redislock.NewRW(c)
-	if err != nil {
-		_ = c.Close()
-		return nil, err
-	}
-	return &RWLocker{Locker: l, conns: conns{closeConn: c.Close}}, nil
+	return owning(l, err, c.Close, rwLockerOn)
 }
 
 func openEtcdRW(ctx context.Context, _ string, u *url.URL) (*RWLocker, error) {
@@ -129,11 +121,7 @@ func openEtcdRW(ctx context.Context, _ string, u *url.URL) (*RWLocker, error) {
 		return nil, err
 	}
 	l, err := etcdlock.NewRW(c, opts...)
-	if err != nil {
-		_ = c.Close()
-		return nil, err
-	}
-	return &RWLocker{Locker: l, conns: conns{closeConn: c.Close}}, nil
+	return owning(l, err, c.Close, rwLockerOn)
 }
 
 func openZKRW(ctx context.Context, _ string, u *url.URL) (*RWLocker, error) {

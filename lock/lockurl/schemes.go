@@ -35,11 +35,7 @@ func openSQLite(ctx context.Context, _ string, u *url.URL) (Locker, error) {
 		return nil, err
 	}
 	l, err := sqllock.New(ctx, db, sqllock.SQLite)
-	if err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	return &sqlLocker{Locker: l, conns: conns{closeConn: db.Close}}, nil
+	return owning(l, err, db.Close, sqlLockerOn)
 }
 
 // sqliteDB opens the file a sqlite URL names.
@@ -82,11 +78,7 @@ func openPostgres(ctx context.Context, raw string, _ *url.URL) (Locker, error) {
 		return nil, err
 	}
 	l, err := sqllock.NewPgx(ctx, pool) // creates the table: the first round trip
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return &sqlLocker{Locker: l, conns: conns{closeConn: closer(pool)}}, nil
+	return owning(l, err, closer(pool), sqlLockerOn)
 }
 
 // mysql://user:pass@host:3306/db?params: MySQL or MariaDB through
@@ -98,11 +90,7 @@ func openMySQL(ctx context.Context, _ string, u *url.URL) (Locker, error) {
 		return nil, err
 	}
 	l, err := sqllock.New(ctx, db, sqllock.MySQL) // creates the table: the first round trip
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	return &sqlLocker{Locker: l, conns: conns{closeConn: db.Close}}, nil
+	return owning(l, err, db.Close, sqlLockerOn)
 }
 
 // sqlLocker closes the connections it was opened with after the Locker.
@@ -112,6 +100,10 @@ type sqlLocker struct {
 }
 
 func (l *sqlLocker) Close() error { return l.close(l.Locker.Close) }
+
+func sqlLockerOn(l *sqllock.Locker, closeConn func() error) Locker {
+	return &sqlLocker{Locker: l, conns: conns{closeConn: closeConn}}
+}
 
 var (
 	_ Locker = memLocker{}

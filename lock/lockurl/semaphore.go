@@ -25,6 +25,10 @@ type Semaphores struct {
 // than once.
 func (s *Semaphores) Close() error { return s.close(s.Client.Close) }
 
+func semaphoresOn(c *semaphore.Client, closeConn func() error) *Semaphores {
+	return &Semaphores{Client: c, conns: conns{closeConn: closeConn}}
+}
+
 // semSchemes holds every scheme OpenSemaphores knows: Open's, but redlock
 // (the semaphore has no quorum backend).
 var semSchemes = backendurl.Schemes[*Semaphores]{
@@ -66,7 +70,8 @@ func openSQLiteSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphore
 	if err != nil {
 		return nil, err
 	}
-	return owning(sqllock.NewSemaphores(ctx, db, sqllock.SQLite))(db.Close)
+	s, err := sqllock.NewSemaphores(ctx, db, sqllock.SQLite)
+	return owning(s, err, db.Close, semaphoresOn)
 }
 
 func openPostgresSemaphores(ctx context.Context, raw string, _ *url.URL) (*Semaphores, error) {
@@ -74,7 +79,8 @@ func openPostgresSemaphores(ctx context.Context, raw string, _ *url.URL) (*Semap
 	if err != nil {
 		return nil, err
 	}
-	return owning(sqllock.NewPgxSemaphores(ctx, pool))(closer(pool))
+	s, err := sqllock.NewPgxSemaphores(ctx, pool)
+	return owning(s, err, closer(pool), semaphoresOn)
 }
 
 func openMySQLSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphores, error) {
@@ -82,19 +88,8 @@ func openMySQLSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphores
 	if err != nil {
 		return nil, err
 	}
-	return owning(sqllock.NewSemaphores(ctx, db, sqllock.MySQL))(db.Close)
-}
-
-// owning pairs a Client with the connections it was opened on, which
-// are closed at once if it could not be made.
-func owning(c *semaphore.Client, err error) func(closeConn func() error) (*Semaphores, error) {
-	return func(closeConn func() error) (*Semaphores, error) {
-		if err != nil {
-			_ = closeConn()
-			return nil, err
-		}
-		return &Semaphores{Client: c, conns: conns{closeConn: closeConn}}, nil
-	}
+	s, err := sqllock.NewSemaphores(ctx, db, sqllock.MySQL)
+	return owning(s, err, db.Close, semaphoresOn)
 }
 
 func openRedisSemaphores(ctx context.Context, raw string, u *url.URL) (*Semaphores, error) {
@@ -103,7 +98,7 @@ func openRedisSemaphores(ctx context.Context, raw string, u *url.URL) (*Semaphor
 		return nil, err
 	}
 	s, err := redislock.NewSemaphores(c)
-	return owning(s, err)(c.Close)
+	return owning(s, err, c.Close, semaphoresOn)
 }
 
 func openEtcdSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphores, error) {
@@ -112,7 +107,7 @@ func openEtcdSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphores,
 		return nil, err
 	}
 	s, err := etcdlock.NewSemaphores(c, opts...)
-	return owning(s, err)(c.Close)
+	return owning(s, err, c.Close, semaphoresOn)
 }
 
 func openZKSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphores, error) {
