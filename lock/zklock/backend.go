@@ -166,6 +166,42 @@ func call[T any](ctx context.Context, b *backend, f func() (T, error)) (T, error
 	}
 }
 
+// createNode creates path, an ephemeral sequential child of dir named with
+// guid, holding data, and dir and its parents if they are missing. A create
+// whose answer was lost is looked for by its GUID. It returns the node and
+// its stat; a node it cannot stat is remembered as an orphan.
+func (b *backend) createNode(ctx context.Context, dir, guid, path string, data []byte) (string, *zk.Stat, error) {
+	var node string
+	var err error
+	for range 3 {
+		node, err = call(ctx, b, func() (string, error) {
+			return b.conn.Create(path, data, zk.FlagEphemeral|zk.FlagSequence, b.acl)
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			if err = b.createParents(ctx, dir); err != nil {
+				break
+			}
+			continue
+		}
+		if errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, context.DeadlineExceeded) {
+			node, err = b.findGUID(ctx, dir, guid, err)
+		}
+		break
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	st, err := b.stat(ctx, node)
+	if err == nil && st == nil {
+		err = zk.ErrNoNode
+	}
+	if err != nil {
+		b.orphan(dir, guid)
+		return "", nil, fmt.Errorf("zklock: stat our new node: %w", err)
+	}
+	return node, st, nil
+}
+
 // checkTTL refuses, with an error wrapping lock.ErrInvalid, a TTL longer
 // than the session timeout: the session, not the TTL, keeps a node, and a
 // partition ends the lock after the session timeout (Lease.Extend asks for
@@ -406,33 +442,9 @@ func (b *backend) create(ctx context.Context, c *contender) error {
 	path := c.dir + "/" + nodePrefix(b.names, c.guid)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()
-	var node string
-	var err error
-	for range 3 {
-		node, err = call(cctx, b, func() (string, error) {
-			return b.conn.Create(path, c.label, zk.FlagEphemeral|zk.FlagSequence, b.acl)
-		})
-		if errors.Is(err, zk.ErrNoNode) {
-			if err = b.createParents(cctx, c.dir); err != nil {
-				break
-			}
-			continue
-		}
-		if errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, context.DeadlineExceeded) {
-			node, err = b.findGUID(cctx, c.dir, c.guid, err)
-		}
-		break
-	}
+	node, st, err := b.createNode(cctx, c.dir, c.guid, path, c.label)
 	if err != nil {
 		return err
-	}
-	st, err := b.stat(cctx, node)
-	if err == nil && st == nil {
-		err = zk.ErrNoNode
-	}
-	if err != nil {
-		b.orphan(c.dir, c.guid)
-		return fmt.Errorf("zklock: stat our new node: %w", err)
 	}
 	c.node, c.czxid, c.version = node, st.Czxid, st.Version
 	if err := ctx.Err(); err != nil {

@@ -175,32 +175,11 @@ func (rw *rwBackend) create(ctx context.Context, dir, owner string, mode rwlock.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()
 	path := dir + "/" + n.guid + kind
+	var st *zk.Stat
 	var err error
-	for range 3 {
-		n.path, err = call(cctx, b, func() (string, error) {
-			return b.conn.Create(path, label, zk.FlagEphemeral|zk.FlagSequence, b.acl)
-		})
-		if errors.Is(err, zk.ErrNoNode) {
-			if err = b.createParents(cctx, dir); err != nil {
-				break
-			}
-			continue
-		}
-		if errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, context.DeadlineExceeded) {
-			n.path, err = b.findGUID(cctx, dir, n.guid, err)
-		}
-		break
-	}
+	n.path, st, err = b.createNode(cctx, dir, n.guid, path, label)
 	if err != nil {
 		return nil, err
-	}
-	st, err := b.stat(cctx, n.path)
-	if err == nil && st == nil {
-		err = zk.ErrNoNode
-	}
-	if err != nil {
-		b.orphan(dir, n.guid)
-		return nil, fmt.Errorf("zklock: stat our new node: %w", err)
 	}
 	n.czxid, n.version = st.Czxid, st.Version
 	if ctx.Err() != nil {
