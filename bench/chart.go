@@ -341,6 +341,9 @@ func renderSVG(tables []chartTable) []byte {
 	var body strings.Builder
 	y := 30.0
 	for _, t := range tables {
+		y = drawCurve(&body, t, color, y)
+	}
+	for _, t := range tables {
 		fmt.Fprintf(&body, `<text class="fg title" x="10" y="%.0f">%s</text>`+"\n", y, esc(t.title))
 		y += 18
 		fmt.Fprintf(&body, `<text class="muted" x="10" y="%.0f">%s; ↑ higher is better, ↓ lower is better</text>`+"\n", y, esc(t.note))
@@ -354,6 +357,9 @@ func renderSVG(tables []chartTable) []byte {
 		y += 14
 		top := y
 		for _, r := range t.rows {
+			if m := goroutineRow.FindStringSubmatch(r.label); m != nil && !barGoroutines[m[1]] {
+				continue // drawn in the curve above only
+			}
 			n := 0
 			for _, v := range r.ratios {
 				if !math.IsNaN(v) {
@@ -445,3 +451,76 @@ func shorten(s string, n int) string {
 }
 
 func esc(s string) string { return html.EscapeString(s) }
+
+// barGoroutines are the goroutine counts of the uncontended test that are
+// drawn as bars too; the others are in the curve only.
+var barGoroutines = map[string]bool{"1": true, "16": true, "64": true}
+
+// goroutineRow matches the rows of the uncontended test, one per goroutine
+// count.
+var goroutineRow = regexp.MustCompile(`^uncontended, (\d+) goroutines?`)
+
+// drawCurve draws, for a table with three or more rows of the uncontended
+// test, each series' ratio against the goroutine count as a line (both
+// axes log2), at y; it returns the y below it, or y if t has no such rows.
+func drawCurve(body *strings.Builder, t chartTable, color func(string) string, y float64) float64 {
+	type point struct {
+		g      float64
+		ratios []float64
+	}
+	var pts []point
+	for _, r := range t.rows {
+		if m := goroutineRow.FindStringSubmatch(r.label); m != nil {
+			g, _ := strconv.ParseFloat(m[1], 64)
+			pts = append(pts, point{g, r.ratios})
+		}
+	}
+	if len(pts) < 3 {
+		return y
+	}
+	lo, hi := -1.0, 1.0
+	for _, p := range pts {
+		for _, v := range p.ratios {
+			if !math.IsNaN(v) && v > 0 {
+				lo, hi = math.Min(lo, math.Floor(math.Log2(v))), math.Max(hi, math.Ceil(math.Log2(v)))
+			}
+		}
+	}
+	const plotHeight = 220.0
+	gx := func(g float64) float64 {
+		return plotLeft + math.Log2(g/pts[0].g)/math.Log2(pts[len(pts)-1].g/pts[0].g)*(plotRight-plotLeft)
+	}
+	fmt.Fprintf(body, `<text class="fg title" x="10" y="%.0f">%s: pairs/s against goroutines</text>`+"\n", y, esc(t.title))
+	y += 18
+	fmt.Fprintf(body, `<text class="muted" x="10" y="%.0f">%s, by goroutines each on its own key; ↑ higher is better</text>`+"\n", y, esc(t.note))
+	y += 16
+	for j, s := range t.series {
+		fmt.Fprintf(body, `<rect x="10" y="%.0f" width="12" height="3" fill="%s"/><text class="fg" x="28" y="%.0f">%s</text>`+"\n",
+			y+12+float64(j)*18, color(s), y+17+float64(j)*18, esc(s))
+	}
+	top := y + 8
+	ry := func(v float64) float64 { return top + (hi-math.Log2(v))/(hi-lo)*plotHeight }
+	for e := lo; e <= hi; e++ {
+		cls := "grid"
+		if e == 0 {
+			cls = "base"
+		}
+		fmt.Fprintf(body, `<line class="%s" x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f"/><text class="muted small" x="%.0f" y="%.1f" text-anchor="end">%s</text>`+"\n",
+			cls, float64(plotLeft), ry(math.Exp2(e)), float64(plotRight), ry(math.Exp2(e)), float64(plotLeft-6), ry(math.Exp2(e))+4, tickText(math.Exp2(e)))
+	}
+	for _, p := range pts {
+		fmt.Fprintf(body, `<text class="muted small" x="%.1f" y="%.0f" text-anchor="middle">%.0f</text>`+"\n", gx(p.g), top+plotHeight+16, p.g)
+	}
+	for j, s := range t.series {
+		var line []string
+		for _, p := range pts {
+			if v := p.ratios[j]; !math.IsNaN(v) && v > 0 {
+				line = append(line, fmt.Sprintf("%.1f,%.1f", gx(p.g), ry(v)))
+				fmt.Fprintf(body, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s, %.0f goroutines: %s</title></circle>`,
+					gx(p.g), ry(v), color(s), esc(s), p.g, ratioText(v))
+			}
+		}
+		fmt.Fprintf(body, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(line, " "), color(s))
+	}
+	return top + plotHeight + 60
+}

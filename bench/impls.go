@@ -139,6 +139,13 @@ func openLatchkey(addr string, opts ...redislock.Option) (locker, error) {
 	if err != nil {
 		return locker{}, err
 	}
+	lk := latchkeyLocker(l)
+	lk.close = func() { l.Close(); c.Close() }
+	return lk, nil
+}
+
+// latchkeyLocker is l as the benchmark calls it; its close closes l only.
+func latchkeyLocker(l *redislock.Locker) locker {
 	// As users call it: default options (the lease is lock.DefaultTTL, the
 	// peers' ttl), and WithWait(0) where the lock is expected free, which
 	// skips the waiting machinery (the release subscription, the Manager's
@@ -155,8 +162,8 @@ func openLatchkey(addr string, opts ...redislock.Option) (locker, error) {
 	return locker{
 		lock:  acquire(),
 		try:   acquire(lock.WithWait(0)),
-		close: func() { l.Close(); c.Close() },
-	}, nil
+		close: func() { l.Close() },
+	}
 }
 
 // retries adapts backoff to bsm/redislock's RetryStrategy, one per Obtain.

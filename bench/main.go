@@ -35,7 +35,8 @@ func main() {
 	rwOnly := flag.String("rw-only", "", "comma-separated backends of the -rw table (Redis, PostgreSQL, SQLite, etcd; default all)")
 	semTable := flag.Bool("semaphore", false, "measure the semaphores (1, 4, 16 permits) next to the lock on Redis, PostgreSQL (-pg), SQLite, and etcd with -etcd")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
-	gs := flag.String("g", "1,16,64", "goroutine counts of the uncontended test")
+	gs := flag.String("g", "1,2,4,8,16,32,64,128,256", "goroutine counts of the uncontended test")
+	lockCost := flag.Int("lock-cost", 6400, "pairs per implementation in the table of what a pair costs a private redis-server (0 skips it; needs redis-server on PATH)")
 	skipContended := flag.Bool("nocontended", false, "skip the contended test")
 	lockTable := flag.Bool("lock", true, "measure the locks")
 	idemTable := flag.Bool("idem", true, "measure idempotency against the hand-written SET NX guard")
@@ -90,6 +91,14 @@ func main() {
 	prefix := fmt.Sprintf("bench:%d:", time.Now().UnixNano())
 	if *lockTable {
 		lockBench(ctx, impls, prefix, *runs, *dur, *skipContended)
+		if slices.ContainsFunc(impls, func(i impl) bool { return i.name == "latchkey" }) {
+			lockSendsTable(ctx, *addr, prefix, goroutineCounts, *runs, *dur)
+		}
+		if *lockCost > 0 {
+			if err := lockServerCost(ctx, impls, *lockCost, *runs); err != nil {
+				fmt.Fprintln(os.Stderr, "lock server cost:", err)
+			}
+		}
 		if *held > 0 && (*only == "" || strings.Contains(*only, "latchkey")) {
 			holdingBench(ctx, *addr, prefix, *held, *holdFor)
 		}

@@ -119,18 +119,13 @@ func WithBatching(on bool) Option {
 	return func(s *Store) { s.batching = on }
 }
 
-// DefaultSendsInFlight is the default of WithSendsInFlight.
-const DefaultSendsInFlight = 2
-
-// WithSendsInFlight bounds, with batching on, how many commands or pipelines
+// WithSendsInFlight fixes, with batching on, how many commands or pipelines
 // a Store has on their way to Redis at once; calls beyond them leave
-// together in the next pipeline. Default: 2 ([DefaultSendsInFlight]), not
-// the locks' 8: a first request is two calls in a row, and fewer, larger
-// pipelines cost both sides fewer system calls per call. On 2 cores shared
-// by the client and Redis, at 64 clients, 2 gave idem.Do about 1.7x the
-// first requests per second of 8, and the HTTP middleware about 1.3x. It
-// must be at least 1; a Store given less fails every call with
-// idem.ErrInvalid.
+// together in the next pipeline. It must be at least 1; a Store given less
+// fails every call with idem.ErrInvalid. By default the number follows the
+// load, as a Redis lock's does (see redislock.WithSendsInFlight): fewer,
+// larger pipelines while round trips grow, more overlapping ones while they
+// stay short and calls wait.
 func WithSendsInFlight(n int) Option {
 	return func(s *Store) {
 		if n < 1 {
@@ -144,16 +139,19 @@ func WithSendsInFlight(n int) Option {
 // New returns a store on c. A nil c, or an invalid option, makes every call
 // fail with idem.ErrInvalid.
 func New(c Client, opts ...Option) *Store {
-	s := &Store{c: c, prefix: DefaultPrefix, batching: true, sends: DefaultSendsInFlight}
+	s := &Store{c: c, prefix: DefaultPrefix, batching: true}
 	for _, o := range opts {
 		if o != nil {
 			o(s)
 		}
 	}
 	if c != nil {
-		if s.batching {
+		switch {
+		case s.batching && s.sends == 0:
+			s.exec = redisbatch.New(c)
+		case s.batching:
 			s.exec = redisbatch.NewSends(c, s.sends)
-		} else {
+		default:
 			s.exec = redisbatch.Direct{C: c}
 		}
 	}

@@ -13,14 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultSends is how many sends (single calls or pipelines) a Batcher from
-// New keeps in flight at once. Calls beyond it queue and leave together as
-// one pipeline. Measured on 2 cores against one Redis 7.0: 8 beat 1, 2, 3, 4
-// and 16 at 16 and 64 goroutines, with contended hand-off unchanged (it is
-// ordered per key anyway). Against five servers on the same 2 cores (Redlock)
-// 1 beat 2, 4 and 8: every send costs system calls on both sides, times five.
-const DefaultSends = 8
-
 // Client is the part of a go-redis client a Batcher uses; *redis.Client,
 // *redis.ClusterClient, *redis.Ring and redis.UniversalClient all fit.
 type Client interface {
@@ -101,10 +93,10 @@ func doOne(ctx context.Context, c Client, args []any) *redis.Cmd {
 // still be sent, and its effect happen, as a call whose reply was lost on the
 // network may: callers must make that safe.
 type Batcher struct {
-	c        Client
-	maxSends int
+	c Client
 
 	mu       sync.Mutex
+	limit    limit          // how many sends may be in flight; guarded by mu
 	sending  int            // sends in flight; guarded by mu
 	inFlight map[string]int // keys of calls in flight; guarded by mu
 	queue    []*call        // waiting for a send; guarded by mu
@@ -117,18 +109,22 @@ type call struct {
 	keys   []string      // the script's KEYS
 	args   []any         // the script's, or the plain command's (its name first)
 
-	cmd   *redis.Cmd
-	batch []*call       // set for the call whose goroutine sends the batch
-	done  chan struct{} // closed when cmd (or batch) is set
+	cmd    *redis.Cmd
+	batch  []*call       // set for the call whose goroutine sends the batch
+	flight int           // for a batch's first call: the sends in flight when it left
+	done   chan struct{} // closed when cmd (or batch) is set
 }
 
-// New returns a Batcher sending on c, with DefaultSends sends in flight.
-func New(c Client) *Batcher { return NewSends(c, DefaultSends) }
+// New returns a Batcher sending on c whose sends in flight follow the load,
+// between MinSends and MaxSends (see limit).
+func New(c Client) *Batcher {
+	return &Batcher{c: c, limit: adaptiveLimit(), inFlight: make(map[string]int)}
+}
 
 // NewSends returns a Batcher sending on c with at most sends (at least 1)
-// sends in flight.
+// sends in flight, always.
 func NewSends(c Client, sends int) *Batcher {
-	return &Batcher{c: c, maxSends: max(sends, 1), inFlight: make(map[string]int)}
+	return &Batcher{c: c, limit: fixedLimit(sends), inFlight: make(map[string]int)}
 }
 
 // Run implements Runner: it runs s with keys and args, alone or in a
@@ -148,20 +144,22 @@ func (b *Batcher) Do(ctx context.Context, key string, args ...any) *redis.Cmd {
 func (b *Batcher) run(ctx context.Context, ordered func(), c *call) *redis.Cmd {
 	k := c.key
 	b.mu.Lock()
-	if b.sending < b.maxSends && b.inFlight[k] == 0 && len(b.queue) == 0 {
+	if b.sending < b.limit.n && b.inFlight[k] == 0 && len(b.queue) == 0 {
 		b.sending++
 		b.inFlight[k]++
+		flight := b.sending
 		b.mu.Unlock()
 		if ordered != nil {
 			ordered()
 		}
+		sent := time.Now()
 		cmd := b.one(ctx, c)
-		b.finish1(k)
+		b.finish1(k, time.Since(sent), flight)
 		return cmd
 	}
 	c.done = make(chan struct{})
 	b.queue = append(b.queue, c)
-	start := b.sending < b.maxSends
+	start := b.sending < b.limit.n
 	var batch []*call
 	if start {
 		batch = b.takeLocked()
@@ -221,6 +219,7 @@ func (b *Batcher) takeLocked() []*call {
 	}
 	b.queue = rest
 	b.sending++
+	batch[0].flight = b.sending
 	return batch
 }
 
@@ -230,21 +229,22 @@ func (b *Batcher) handOff(batch []*call) {
 	close(batch[0].done)
 }
 
-// finish ends a send of the calls of batch and starts the next one if calls
-// wait.
-func (b *Batcher) finish(batch []*call) {
+// finish ends a send of the calls of batch, which took rtt, and starts the
+// next one if calls wait.
+func (b *Batcher) finish(batch []*call, rtt time.Duration) {
 	b.mu.Lock()
 	for _, c := range batch {
 		b.doneLocked(c.key)
 	}
-	b.endSendLocked()
+	b.endSendLocked(rtt, batch[0].flight)
 }
 
-// finish1 is finish for a call on key sent alone.
-func (b *Batcher) finish1(key string) {
+// finish1 is finish for a call on key sent alone, with flight sends in
+// flight when it left.
+func (b *Batcher) finish1(key string, rtt time.Duration, flight int) {
 	b.mu.Lock()
 	b.doneLocked(key)
-	b.endSendLocked()
+	b.endSendLocked(rtt, flight)
 }
 
 // doneLocked takes one call on k off the keys in flight.
@@ -254,9 +254,10 @@ func (b *Batcher) doneLocked(k string) {
 	}
 }
 
-// endSendLocked ends a send, hands the next batch, if any, to its sender,
-// and unlocks b.mu.
-func (b *Batcher) endSendLocked() {
+// endSendLocked ends a send that took rtt with flight sends in flight when
+// it left, hands the next batch, if any, to its sender, and unlocks b.mu.
+func (b *Batcher) endSendLocked(rtt time.Duration, flight int) {
+	b.limit.observe(rtt, flight, len(b.queue) > 0)
 	b.sending--
 	batch := b.takeLocked()
 	b.mu.Unlock()
@@ -268,6 +269,7 @@ func (b *Batcher) endSendLocked() {
 // send runs batch as one pipeline and completes every call in it; the first
 // call is the sender's own, whose done is already closed.
 func (b *Batcher) send(batch []*call) {
+	sent := time.Now()
 	ctx, cancel := batchContext(batch)
 	if len(batch) == 1 {
 		c := batch[0]
@@ -290,7 +292,7 @@ func (b *Batcher) send(batch []*call) {
 	}
 	cancel()
 	batch[0].batch = nil
-	b.finish(batch)
+	b.finish(batch, time.Since(sent))
 	for _, c := range batch[1:] {
 		close(c.done)
 	}

@@ -19,13 +19,36 @@ var push = redis.NewScript(`return redis.call('RPUSH', KEYS[1], ARGV[1])`)
 
 func newClient(t *testing.T) (*redis.Client, string) { return testsvc.RedisClient(t) }
 
+// slots is the fixed number of sends in flight the tests use besides one,
+// and sendsInFlight the Batchers each test runs with: one send, slots sends
+// and, as 0, the adaptive limit of New.
+const slots = 8
+
+var sendsInFlight = []int{1, slots, 0}
+
+// newBatcher returns a Batcher on c with sends sends in flight, or New's
+// adaptive limit for 0.
+func newBatcher(c *redis.Client, sends int) *redisbatch.Batcher {
+	if sends == 0 {
+		return redisbatch.New(c)
+	}
+	return redisbatch.NewSends(c, sends)
+}
+
+func sendsName(sends int) string {
+	if sends == 0 {
+		return "adaptive"
+	}
+	return fmt.Sprint(sends, " sends")
+}
+
 // TestConcurrentCallsGetTheirOwnReplies runs many goroutines' calls through
 // one Batcher, so most travel in pipelines, and checks every reply and that
 // each goroutine's calls ran in order.
 func TestConcurrentCallsGetTheirOwnReplies(t *testing.T) {
 	t.Parallel()
-	for _, sends := range []int{1, redisbatch.DefaultSends} {
-		t.Run(fmt.Sprint(sends, " sends"), func(t *testing.T) {
+	for _, sends := range sendsInFlight {
+		t.Run(sendsName(sends), func(t *testing.T) {
 			t.Parallel()
 			concurrentCalls(t, sends)
 		})
@@ -36,7 +59,7 @@ func TestConcurrentCallsGetTheirOwnReplies(t *testing.T) {
 // in flight.
 func concurrentCalls(t *testing.T, sends int) {
 	c, prefix := newClient(t)
-	b := redisbatch.NewSends(c, sends)
+	b := newBatcher(c, sends)
 	ctx := context.Background()
 	const goroutines, calls = 64, 50
 	var wg sync.WaitGroup
@@ -85,8 +108,8 @@ func concurrentCalls(t *testing.T, sends int) {
 // the first call waits in the queue.
 func TestOrderedCallback(t *testing.T) {
 	t.Parallel()
-	for _, sends := range []int{1, redisbatch.DefaultSends} {
-		t.Run(fmt.Sprint(sends, " sends"), func(t *testing.T) {
+	for _, sends := range sendsInFlight {
+		t.Run(sendsName(sends), func(t *testing.T) {
 			t.Parallel()
 			orderedCallback(t, sends)
 		})
@@ -96,11 +119,11 @@ func TestOrderedCallback(t *testing.T) {
 // orderedCallback is TestOrderedCallback with sends sends in flight.
 func orderedCallback(t *testing.T, sends int) {
 	c, prefix := newClient(t)
-	b := redisbatch.NewSends(c, sends)
+	b := newBatcher(c, sends)
 	ctx := context.Background()
 	stop := make(chan struct{})
 	var load sync.WaitGroup
-	for g := range 2 * redisbatch.DefaultSends {
+	for g := range 2 * slots {
 		load.Add(1)
 		go func() { // keep every send slot busy so calls queue
 			defer load.Done()
@@ -168,14 +191,14 @@ func TestUnloadedScriptInPipeline(t *testing.T) {
 func TestCancelledWhileQueued(t *testing.T) {
 	t.Parallel()
 	c, prefix := newClient(t)
-	b := redisbatch.New(c)
+	b := redisbatch.NewSends(c, slots)
 	slow := redis.NewScript(`local t = redis.call('TIME') local s = tonumber(t[1]) * 1e6 + tonumber(t[2])
 repeat local u = redis.call('TIME') until tonumber(u[1]) * 1e6 + tonumber(u[2]) > s + 20000
 return 1`)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var lastSlow time.Time // when the last slow call returned
-	for g := range redisbatch.DefaultSends {
+	for g := range slots {
 		wg.Add(1)
 		go func() { // occupy every send slot for about 20 ms each
 			defer wg.Done()
@@ -185,9 +208,9 @@ return 1`)
 			mu.Unlock()
 		}()
 	}
-	for wait := time.Now(); redisbatch.Sending(b) < redisbatch.DefaultSends; time.Sleep(50 * time.Microsecond) {
+	for wait := time.Now(); redisbatch.Sending(b) < slots; time.Sleep(50 * time.Microsecond) {
 		if time.Since(wait) > 10*time.Second {
-			t.Fatalf("the slow calls took %d of %d send slots", redisbatch.Sending(b), redisbatch.DefaultSends)
+			t.Fatalf("the slow calls took %d of %d send slots", redisbatch.Sending(b), slots)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
@@ -210,11 +233,11 @@ return 1`)
 // reply and the order of each key's commands.
 func TestPlainCommands(t *testing.T) {
 	t.Parallel()
-	for _, sends := range []int{1, redisbatch.DefaultSends} {
-		t.Run(fmt.Sprint(sends, " sends"), func(t *testing.T) {
+	for _, sends := range sendsInFlight {
+		t.Run(sendsName(sends), func(t *testing.T) {
 			t.Parallel()
 			c, prefix := newClient(t)
-			b := redisbatch.NewSends(c, sends)
+			b := newBatcher(c, sends)
 			ctx := context.Background()
 			const goroutines, calls = 32, 50
 			var wg sync.WaitGroup

@@ -144,7 +144,7 @@ func New(client Client, opts ...Option) (*Node, error) {
 	if isNil(client) {
 		return nil, fmt.Errorf("%w: redislock: nil client", lock.ErrInvalid)
 	}
-	o := Config{prefix: DefaultPrefix, retention: DefaultTokenRetention, batching: true, sends: DefaultSendsInFlight}
+	o := Config{prefix: DefaultPrefix, retention: DefaultTokenRetention, batching: true}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
@@ -161,9 +161,12 @@ func New(client Client, opts ...Option) (*Node, error) {
 		retention: millis(o.retention),
 	}
 	b.retentionArg = b.retention
-	if o.batching {
+	switch {
+	case o.batching && o.sends == 0:
+		b.exec = redisbatch.New(client)
+	case o.batching:
 		b.exec = redisbatch.NewSends(client, o.sends)
-	} else {
+	default:
 		b.exec = redisbatch.Direct{C: client}
 	}
 	b.w = newWatcher(b)

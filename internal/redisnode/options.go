@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/latchkey-go/latchkey/internal/redisbatch"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -13,7 +12,6 @@ import (
 const (
 	DefaultPrefix         = "latchkey:lock:"
 	DefaultTokenRetention = 24 * time.Hour
-	DefaultSendsInFlight  = redisbatch.DefaultSends
 )
 
 // Config is what the options set. Its zero value is not used: New starts
@@ -22,7 +20,7 @@ type Config struct {
 	prefix    string
 	retention time.Duration
 	batching  bool
-	sends     int
+	sends     int   // fixed sends in flight, or 0 for the load's (redisbatch.New)
 	invalid   error // the last bad option's error, returned by New
 }
 

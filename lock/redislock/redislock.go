@@ -72,19 +72,15 @@ func WithTokenRetention(d time.Duration) Option {
 // many goroutines). Default: on. Off sends every command on its own.
 func WithBatching(on bool) Option { return Option(redisnode.WithBatching(on)) }
 
-// DefaultSendsInFlight is the default of WithSendsInFlight.
-const DefaultSendsInFlight = 2
-
-// WithSendsInFlight bounds, with batching on, how many commands or pipelines
+// WithSendsInFlight fixes, with batching on, how many commands or pipelines
 // a Locker has on their way to the server at once; calls beyond that wait
-// for one to come back and then leave together as one pipeline. Fewer make
-// bigger pipelines: fewer system calls per lock on both sides, at the cost of
-// waiting up to one round trip more. Default: 2 ([DefaultSendsInFlight]):
-// against one Redis sharing 2 busy cores with the client (load average 7
-// to 9), 16 goroutines' uncontended pairs took 18 to 20 µs with 1 or 2
-// sends in flight, 22 µs with 4 and 28 to 31 µs with 8, raw SET NX 33 to
-// 35 µs; at 64 goroutines 13 to 15 µs, 15 to 21 µs and 16 to 21 µs. It must
-// be at least 1.
+// for one to come back and then leave together as one pipeline. It must be
+// at least 1. By default the number follows the load, from 2 to 64: it grows
+// while round trips stay as short as the shortest seen lately and calls are
+// held back, and shrinks while they grow (sends then only queue, for the CPU
+// of a busy machine or behind each other), so calls leave in fewer, larger
+// pipelines on a busy machine and overlap more against a distant server.
+// Fix it only where measurement shows a number that beats the default.
 func WithSendsInFlight(n int) Option { return Option(redisnode.WithSendsInFlight(n)) }
 
 // New returns a Locker that keeps its locks in client's Redis. It returns an
@@ -92,8 +88,7 @@ func WithSendsInFlight(n int) Option { return Option(redisnode.WithSendsInFlight
 // touches no server until the first Acquire: the shared pub/sub subscription
 // that wakes waiters is opened by the first Acquire that may wait.
 func New(client Client, opts ...Option) (*Locker, error) {
-	nopts := make([]redisnode.Option, 1, len(opts)+1)
-	nopts[0] = redisnode.WithSendsInFlight(DefaultSendsInFlight)
+	nopts := make([]redisnode.Option, 0, len(opts))
 	for _, opt := range opts {
 		nopts = append(nopts, redisnode.Option(opt))
 	}
