@@ -15,9 +15,12 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/latchkey-go/latchkey/lock/redislock"
 )
 
 func main() {
@@ -37,6 +40,7 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	gs := flag.String("g", "1,2,4,8,16,32,64,128,256", "goroutine counts of the uncontended test")
 	lockCost := flag.Int("lock-cost", 6400, "pairs per implementation in the table of what a pair costs a private redis-server (0 skips it; needs redis-server on PATH)")
+	fixedSends := flag.String("latchkey-sends", "", "comma-separated fixed sends in flight to add as latchkey columns beside the adaptive default (redislock.WithSendsInFlight), to compare with it")
 	skipContended := flag.Bool("nocontended", false, "skip the contended test")
 	lockTable := flag.Bool("lock", true, "measure the locks")
 	idemTable := flag.Bool("idem", true, "measure idempotency against the hand-written SET NX guard")
@@ -84,6 +88,12 @@ func main() {
 	}
 	ctx := context.Background()
 	impls := implementations(*addr)
+	for _, f := range strings.Split(*fixedSends, ",") {
+		if n, err := strconv.Atoi(f); err == nil && n > 0 {
+			name := fmt.Sprintf("latchkey-sends-%d", n)
+			impls = append(impls, impl{name, func() (locker, error) { return openLatchkey(*addr, redislock.WithSendsInFlight(n)) }})
+		}
+	}
 	if *only != "" {
 		keep := strings.Split(*only, ",")
 		impls = slices.DeleteFunc(impls, func(i impl) bool { return !slices.Contains(keep, i.name) })

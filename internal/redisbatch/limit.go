@@ -12,6 +12,11 @@ const (
 	// a window's minimum replaces the last, so the estimate follows a server
 	// that moved (a failover, a new network path) within a window.
 	rttWindow = 256
+	// growBelow and shrinkAbove are Vegas's alpha and beta: how many sends
+	// may wait, by the estimate, before the limit stops growing, and before
+	// it shrinks. The least round trip is an extreme of a noisy sample, so
+	// even sends that wait for nothing seem to wait a little.
+	growBelow, shrinkAbove = 2, 4
 )
 
 // A limit decides how many sends a Batcher keeps in flight. A fixed limit
@@ -19,8 +24,8 @@ const (
 // compares each send's round trip with the least seen lately (the round
 // trip without queueing) and estimates how many of the sends in flight were
 // only waiting: for CPU on either side, in socket buffers, behind other
-// clients. While fewer than one waits and calls are held back, one more
-// send may go; while more than two wait, only those that did not wait, and
+// clients. While fewer than two wait and calls are held back, one more
+// send may go; while more than four wait, only those that did not wait, and
 // one more. So on a busy machine,
 // where every send costs system calls the other side needs the CPU for,
 // calls leave in fewer, larger pipelines; against a server far away, where
@@ -71,10 +76,10 @@ func (l *limit) observe(rtt time.Duration, inFlight int, held bool) {
 	}
 	waiting := float64(inFlight) * (1 - float64(l.minRTT)/float64(l.srtt))
 	switch {
-	case waiting > 2 && l.n > MinSends:
+	case waiting > shrinkAbove && l.n > MinSends:
 		l.n = max(min(l.n-1, inFlight-int(waiting)+1), MinSends)
 		l.sinceMove = 0
-	case waiting < 1 && held && l.n < MaxSends:
+	case waiting < growBelow && held && l.n < MaxSends:
 		l.n++
 		l.sinceMove = 0
 	}
