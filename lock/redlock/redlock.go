@@ -98,9 +98,9 @@ const DefaultSendsInFlight = 1
 
 // WithSendsInFlight bounds, with batching on, how many commands or pipelines
 // a Locker has on their way to each node at once, as
-// redislock.WithSendsInFlight does. Default: 1 ([DefaultSendsInFlight]), not
-// redislock's 8: a Redlock lock costs five times the system calls of a
-// one-server lock. With five servers on 2 cores shared with the client, 1
+// redislock.WithSendsInFlight does. Default: 1 ([DefaultSendsInFlight]),
+// fixed, where a one-server lock's number follows the load: a Redlock lock
+// costs five times the system calls of a one-server lock. With five servers on 2 cores shared with the client, 1
 // gave about 1.9x the pairs per second of 8 at 16 goroutines and 1.7x at 64;
 // 2 gave 1.7x and 1.4x. It must be at least 1.
 func WithSendsInFlight(n int) Option {
