@@ -270,3 +270,45 @@ func TestFailingKeyHoldsBackOnlyItself(t *testing.T) {
 	}
 	checkPublished(t, p.published(), committed, nil)
 }
+
+// A failed publication reaches the error handler as a *PublishError naming
+// its message, and the end of the relay's term reaches OnTermEnd with the
+// term, so an operator's alerting sees both.
+func TestErrorHandlerAndTermEnd(t *testing.T) {
+	db, table := openDB(t, "sqlite")
+	o := newOutbox(t, db, table)
+	if _, err := o.Add(t.Context(), db, outbox.Message{ID: "poison-1", Topic: "t", Key: "poison"}); err != nil {
+		t.Fatal(err)
+	}
+	failed := make(chan error, 100)
+	var mu sync.Mutex
+	var terms []*elect.Term
+	p := &recorder{fail: func(m outbox.Message) bool { return m.Key == "poison" }}
+	stop := runRelay(t, o, p,
+		outbox.WithErrorHandler(func(_ context.Context, err error) {
+			select {
+			case failed <- err:
+			default:
+			}
+		}),
+		outbox.OnTermEnd(func(term *elect.Term, _ error) {
+			mu.Lock()
+			terms = append(terms, term)
+			mu.Unlock()
+		}))
+	select {
+	case err := <-failed:
+		var pe *outbox.PublishError
+		if !errors.As(err, &pe) || pe.Message.ID != "poison-1" || pe.Err == nil {
+			t.Errorf("error handler got %v, want a *PublishError of poison-1", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the error handler heard of no failed publication in 30 s")
+	}
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(terms) == 0 || terms[len(terms)-1] == nil {
+		t.Fatalf("OnTermEnd got %v after Run returned, want the ended term", terms)
+	}
+}
