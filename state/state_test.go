@@ -361,3 +361,53 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 }
+
+// An Optimistic with its own version column bumps that column and no other,
+// and In runs its update inside the caller's transaction: nothing is seen
+// before the commit, and a rollback leaves the row as it was.
+func TestOptimisticVersionColumnAndTransaction(t *testing.T) {
+	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
+		if _, err := db.Exec(fmt.Sprintf("ALTER TABLE %s ADD COLUMN rev BIGINT NOT NULL DEFAULT 0", table)); err != nil {
+			t.Fatal(err)
+		}
+		o, err := state.NewOptimistic(db, table, state.WithVersionColumn("rev"), state.WithAttempts(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		insert(t, db, table, "a", "OPEN", 10)
+		add := func(tx *sql.Tx, n int64) error {
+			var amount int64
+			return o.In(tx).Update(t.Context(), "a", state.Into{"amount": &amount}, func() (state.Values, error) {
+				return state.Values{"amount": amount + n}, nil
+			})
+		}
+		row := func() (amount, version, rev int64) {
+			t.Helper()
+			q := fmt.Sprintf("SELECT amount, version, rev FROM %s WHERE id = 'a'", table)
+			if err := db.QueryRow(q).Scan(&amount, &version, &rev); err != nil {
+				t.Fatal(err)
+			}
+			return amount, version, rev
+		}
+		for _, commit := range []bool{false, true} {
+			tx, err := db.BeginTx(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := add(tx, 5); err != nil {
+				t.Fatal(err)
+			}
+			if commit {
+				err = tx.Commit()
+			} else {
+				err = tx.Rollback()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if amount, version, rev := row(); amount != 15 || version != 0 || rev != 1 {
+			t.Fatalf("amount %d, version %d, rev %d; want 15, 0, 1 (one committed update, counted in rev)", amount, version, rev)
+		}
+	})
+}
