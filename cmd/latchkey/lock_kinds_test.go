@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,7 +124,7 @@ func holdTwoReaders(t *testing.T, url, key string, opts []lock.Option) *lock.Lea
 // and that --kind lists one kind alone.
 func checkEveryKindListed(t *testing.T, url, p string, hasRW bool) {
 	t.Helper()
-	code, out, errb := latchkey(t, "lock", "ls", "--prefix", p, "--backend", url)
+	code, out, errb := listAll(t, "lock", "ls", "--prefix", p, "--backend", url)
 	want := []string{"lock ", `"relay-host"`, "semaphore 2/3", `"job-1"`, "semaphore 1/3", `"job-2"`}
 	if hasRW {
 		want = append(want, "rw reader", `"reader-a"`, `"reader-b"`)
@@ -132,10 +134,63 @@ func checkEveryKindListed(t *testing.T, url, p string, hasRW bool) {
 			t.Fatalf("lock ls: exit %d, want %q in:\n%s%s", code, w, out, errb)
 		}
 	}
-	code, out, _ = latchkey(t, "lock", "ls", "--prefix", p, "--kind", "semaphore", "--json", "--backend", url)
-	var page listingJSON
-	if code != exitOK || json.Unmarshal([]byte(out), &page) != nil || len(page.Semaphores) != 1 || len(page.Locks) != 0 || len(page.RWLocks) != 0 {
-		t.Fatalf("lock ls --kind semaphore --json: exit %d, %s", code, out)
+	var all listingJSON
+	for cursor, pages := "", 0; pages == 0 || cursor != ""; pages++ {
+		if pages == maxListPages {
+			t.Fatalf("lock ls --kind semaphore --json: more than %d pages", maxListPages)
+		}
+		args := []string{"lock", "ls", "--prefix", p, "--kind", "semaphore", "--json", "--backend", url}
+		if cursor != "" {
+			args = append(args, "--cursor", cursor)
+		}
+		code, out, _ = latchkey(t, args...)
+		var page listingJSON
+		if code != exitOK || json.Unmarshal([]byte(out), &page) != nil {
+			t.Fatalf("lock ls --kind semaphore --json: exit %d, %s", code, out)
+		}
+		all.Semaphores, all.Locks, all.RWLocks = append(all.Semaphores, page.Semaphores...), append(all.Locks, page.Locks...), append(all.RWLocks, page.RWLocks...)
+		cursor = page.Cursor
+	}
+	if len(all.Semaphores) != 1 || len(all.Locks) != 0 || len(all.RWLocks) != 0 {
+		t.Fatalf("lock ls --kind semaphore --json: %d semaphores, %d locks, %d read-write locks; want only the one semaphore", len(all.Semaphores), len(all.Locks), len(all.RWLocks))
+	}
+}
+
+// maxListPages bounds how many pages a listing test follows. A page of a
+// Redis listing ends after a bounded number of SCAN calls, so on a server
+// that holds many other keys a page may come back short, even empty, with a
+// cursor to go on from, as an operator would.
+const maxListPages = 200
+
+// cursorFlag finds the cursor in the "more:" line of a listing.
+var cursorFlag = regexp.MustCompile(`--cursor ("(?:[^"\\]|\\.)*"|\S+)`)
+
+// listAll runs a listing command and every next page its "more:" line
+// names, and returns the pages' output together.
+func listAll(t *testing.T, args ...string) (code int, out, errb string) {
+	t.Helper()
+	var all, errs strings.Builder
+	for pages, cursor := 0, ""; ; pages++ {
+		if pages == maxListPages {
+			t.Fatalf("%s: more than %d pages", strings.Join(args[:2], " "), maxListPages)
+		}
+		page := args
+		if cursor != "" {
+			page = append(slices.Clip(args), "--cursor", cursor)
+		}
+		code, out, errb = latchkey(t, page...)
+		all.WriteString(out)
+		errs.WriteString(errb)
+		m := cursorFlag.FindStringSubmatch(out)
+		if code != exitOK || m == nil {
+			return code, all.String(), errs.String()
+		}
+		if cursor = m[1]; strings.HasPrefix(cursor, `"`) {
+			var err error
+			if cursor, err = strconv.Unquote(cursor); err != nil {
+				t.Fatalf("cursor %s: %v", m[1], err)
+			}
+		}
 	}
 }
 
