@@ -146,14 +146,7 @@ func New(c Client, opts ...Option) *Store {
 		}
 	}
 	if c != nil {
-		switch {
-		case s.batching && s.sends == 0:
-			s.exec = redisbatch.New(c)
-		case s.batching:
-			s.exec = redisbatch.NewSends(c, s.sends)
-		default:
-			s.exec = redisbatch.Direct{C: c}
-		}
+		s.exec = redisbatch.NewRunner(c, s.batching, s.sends)
 	}
 	return s
 }

@@ -121,6 +121,20 @@ func New(c Client) *Batcher {
 	return &Batcher{c: c, limit: adaptiveLimit(), inFlight: make(map[string]int)}
 }
 
+// NewRunner returns the Runner of a Redis backend's options: Direct when
+// batching is off, else a Batcher with sends sends in flight, or, for 0,
+// as many as the load calls for (New).
+func NewRunner(c Client, batching bool, sends int) Runner {
+	switch {
+	case !batching:
+		return Direct{C: c}
+	case sends == 0:
+		return New(c)
+	default:
+		return NewSends(c, sends)
+	}
+}
+
 // NewSends returns a Batcher sending on c with at most sends (at least 1)
 // sends in flight, always.
 func NewSends(c Client, sends int) *Batcher {

@@ -161,14 +161,7 @@ func New(client Client, opts ...Option) (*Node, error) {
 		retention: millis(o.retention),
 	}
 	b.retentionArg = b.retention
-	switch {
-	case o.batching && o.sends == 0:
-		b.exec = redisbatch.New(client)
-	case o.batching:
-		b.exec = redisbatch.NewSends(client, o.sends)
-	default:
-		b.exec = redisbatch.Direct{C: client}
-	}
+	b.exec = redisbatch.NewRunner(client, o.batching, o.sends)
 	b.w = newWatcher(b)
 	return b, nil
 }

@@ -156,11 +156,7 @@ func New(clients []Client, opts ...Option) (*Locker, error) {
 			return nil, err
 		}
 		b.nodes = append(b.nodes, n)
-		if o.batching {
-			b.raisers = append(b.raisers, redisbatch.NewSends(c, o.sends))
-		} else {
-			b.raisers = append(b.raisers, redisbatch.Direct{C: c})
-		}
+		b.raisers = append(b.raisers, redisbatch.NewRunner(c, o.batching, o.sends))
 	}
 	m, err := lock.NewManager(b)
 	if err != nil {
