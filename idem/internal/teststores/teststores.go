@@ -1,7 +1,8 @@
 // Package teststores opens the idempotency stores the middleware tests run
 // on, each in a namespace of its own test that is removed when the test
 // ends: a key prefix on the shared Redis, tables of their own on a SQL
-// database.
+// database. Its benchmarks' private Redis and their CPU reports are here
+// too.
 package teststores
 
 import (
