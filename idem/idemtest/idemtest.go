@@ -217,24 +217,7 @@ func testTakeoverOnlyAfterDeadline(t *testing.T, s idem.Store) {
 	ctx, key := ctxT(t), UniqueKey(t)
 	start := time.Now()
 	c := mustClaim(t, s, key, "fp", deadline, idem.Claimed)
-	var taken idem.Claim
-	for {
-		n, err := s.Claim(ctx, key, "fp", long)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n.State == idem.Claimed {
-			if el := time.Since(start); el < deadline {
-				t.Fatalf("claim taken over after %v, before its %v deadline", el, deadline)
-			}
-			taken = n
-			break
-		}
-		if n.State != idem.InProgress {
-			t.Fatalf("state %v while the first claim is pending", n.State)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	taken := claimWhenEnded(ctx, t, s, key, start, idem.InProgress, "the claim's deadline")
 	if taken.Token == c.Token {
 		t.Fatal("takeover got the dead owner's token")
 	}
@@ -260,6 +243,14 @@ func testRetentionEnds(t *testing.T, s idem.Store) {
 	if err := s.Record(ctx, key, c.Token, []byte("r"), deadline); err != nil {
 		t.Fatal(err)
 	}
+	claimWhenEnded(ctx, t, s, key, start, idem.Done, "the outcome's retention")
+}
+
+// claimWhenEnded claims key again and again until a claim is made, once
+// what, lasting deadline from start, has ended; until then every answer must
+// be in state during. It returns the claim made.
+func claimWhenEnded(ctx context.Context, t *testing.T, s idem.Store, key string, start time.Time, during idem.State, what string) idem.Claim {
+	t.Helper()
 	for {
 		n, err := s.Claim(ctx, key, "fp", long)
 		if err != nil {
@@ -267,12 +258,12 @@ func testRetentionEnds(t *testing.T, s idem.Store) {
 		}
 		if n.State == idem.Claimed {
 			if el := time.Since(start); el < deadline {
-				t.Fatalf("outcome forgotten after %v, before its %v retention", el, deadline)
+				t.Fatalf("claimed after %v, before the end of %s (%v)", el, what, deadline)
 			}
-			return
+			return n
 		}
-		if n.State != idem.Done {
-			t.Fatalf("state %v during retention", n.State)
+		if n.State != during {
+			t.Fatalf("state %v before the end of %s, want %v", n.State, what, during)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -475,12 +466,18 @@ func RunTokens(t *testing.T, newStore func(t *testing.T) idem.TokenStore) {
 	}
 }
 
-func testTokenConsumeOnce(t *testing.T, ts idem.TokenStore) {
-	ctx := ctxT(t)
-	tok, err := idem.IssueToken(ctx, ts, "user-1/checkout", time.Minute)
+// issue issues a token bound to bind for d.
+func issue(t *testing.T, ts idem.TokenStore, bind string, d time.Duration) string {
+	t.Helper()
+	tok, err := idem.IssueToken(ctxT(t), ts, bind, d)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tok
+}
+
+func testTokenConsumeOnce(t *testing.T, ts idem.TokenStore) {
+	ctx, tok := ctxT(t), issue(t, ts, "user-1/checkout", time.Minute)
 	if err := idem.ConsumeToken(ctx, ts, tok, "user-1/checkout"); err != nil {
 		t.Fatalf("first submit: %v", err)
 	}
@@ -499,11 +496,7 @@ func testTokenUnknown(t *testing.T, ts idem.TokenStore) {
 }
 
 func testTokenWrongBinding(t *testing.T, ts idem.TokenStore) {
-	ctx := ctxT(t)
-	tok, err := idem.IssueToken(ctx, ts, "alice", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, tok := ctxT(t), issue(t, ts, "alice", time.Minute)
 	if err := idem.ConsumeToken(ctx, ts, tok, "mallory"); !errors.Is(err, idem.ErrTokenInvalid) {
 		t.Fatalf("other binding = %v, want ErrTokenInvalid", err)
 	}
@@ -513,11 +506,7 @@ func testTokenWrongBinding(t *testing.T, ts idem.TokenStore) {
 }
 
 func testTokenExpires(t *testing.T, ts idem.TokenStore) {
-	ctx := ctxT(t)
-	tok, err := idem.IssueToken(ctx, ts, "", deadline)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, tok := ctxT(t), issue(t, ts, "", deadline)
 	time.Sleep(deadline + 50*time.Millisecond)
 	if err := idem.ConsumeToken(ctx, ts, tok, ""); !errors.Is(err, idem.ErrTokenInvalid) {
 		t.Fatalf("expired token = %v, want ErrTokenInvalid", err)
@@ -525,11 +514,7 @@ func testTokenExpires(t *testing.T, ts idem.TokenStore) {
 }
 
 func testTokenConcurrent(t *testing.T, ts idem.TokenStore) {
-	ctx := ctxT(t)
-	tok, err := idem.IssueToken(ctx, ts, "form", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, tok := ctxT(t), issue(t, ts, "form", time.Minute)
 	var ok atomic.Int32
 	var wg sync.WaitGroup
 	gate := make(chan struct{})
