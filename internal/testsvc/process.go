@@ -94,6 +94,41 @@ func (p *process) firstStart() error {
 	return p.startLocked()
 }
 
+// startOnFreePorts is the first start of a single server: a port that was
+// free a moment ago can be taken by the time the server binds it, so it
+// tries up to tries times, each with fresh free ports of 127.0.0.1 stored
+// in ports (reserved while the server may use them) and after prepare, if
+// not nil, has readied the try (written a configuration with the ports,
+// removed what a failed try left). t.Cleanup stops the server and gives the
+// ports back. It fails p.t when no try started the server.
+func (p *process) startOnFreePorts(tries int, prepare func(), ports ...*int) {
+	p.t.Helper()
+	release := func() {
+		for _, port := range ports {
+			releasePort(*port)
+		}
+	}
+	p.t.Cleanup(func() {
+		p.Stop()
+		release()
+	})
+	var lastErr error
+	for range tries {
+		for _, port := range ports {
+			*port = FreePort(p.t)
+			reservePort(*port)
+		}
+		if prepare != nil {
+			prepare()
+		}
+		if lastErr = p.firstStart(); lastErr == nil {
+			return
+		}
+		release()
+	}
+	p.t.Fatalf("testsvc: start %s: %v", p.name, lastErr)
+}
+
 func (p *process) runningLocked() bool {
 	if p.cmd == nil {
 		return false

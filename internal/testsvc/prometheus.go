@@ -68,21 +68,8 @@ func StartPrometheus(t testing.TB, config string, files map[string]string, args 
 			return resp.StatusCode == http.StatusOK
 		},
 	}
-	t.Cleanup(func() {
-		s.Stop()
-		releasePort(s.port)
-	})
-	var lastErr error
-	for range 5 {
-		s.port = FreePort(t)
-		reservePort(s.port)
-		if lastErr = s.firstStart(); lastErr == nil {
-			return s
-		}
-		releasePort(s.port)
-	}
-	t.Fatalf("testsvc: start prometheus: %v", lastErr)
-	return nil
+	s.startOnFreePorts(5, nil, &s.port)
+	return s
 }
 
 // Addr returns the server's address, 127.0.0.1:PORT.
