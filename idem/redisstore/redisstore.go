@@ -200,24 +200,14 @@ func newClaim(fingerprint string) string {
 }
 
 // boxedMillis returns ms(d) as a command argument. The boxing of an int64
-// allocates; the store keeps the last one, as a program uses one or two
-// durations.
-func (s *Store) boxedMillis(d time.Duration) any {
-	if p := s.lastMillis.Load(); p != nil && p.d == d {
+// allocates; last keeps the last one, as a program uses one or two
+// durations (the store keeps one for claims, one for Record's retention).
+func boxedMillis(last *atomic.Pointer[millis], d time.Duration) any {
+	if p := last.Load(); p != nil && p.d == d {
 		return p.v
 	}
 	m := &millis{d: d, v: ms(d)}
-	s.lastMillis.Store(m)
-	return m.v
-}
-
-// boxedRetention is boxedMillis for Record's retention.
-func (s *Store) boxedRetention(d time.Duration) any {
-	if p := s.lastRetain.Load(); p != nil && p.d == d {
-		return p.v
-	}
-	m := &millis{d: d, v: ms(d)}
-	s.lastRetain.Store(m)
+	last.Store(m)
 	return m.v
 }
 
@@ -260,7 +250,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, d time.Durat
 	claim := newClaim(fingerprint)
 	tok := claim[1:claimPrefixLen]
 	rk := s.RecordKey(key)
-	c, err := s.claim(ctx, rk, claim, s.boxedMillis(d))
+	c, err := s.claim(ctx, rk, claim, boxedMillis(&s.lastMillis, d))
 	if err != nil {
 		if ctx.Err() != nil {
 			s.abandon(key, tok)
@@ -365,7 +355,7 @@ func (s *Store) Record(ctx context.Context, key, token string, result []byte, re
 	if !ownerToken(token) {
 		return idem.ErrClaimLost
 	}
-	a := &scriptArgs{keys: [1]string{s.RecordKey(key)}, args: [3]any{claimPrefix(token), result, s.boxedRetention(retention)}}
+	a := &scriptArgs{keys: [1]string{s.RecordKey(key)}, args: [3]any{claimPrefix(token), result, boxedMillis(&s.lastRetain, retention)}}
 	n, err := s.exec.Run(ctx, nil, recordScript, a.keys[:], a.args[:]...).Int64()
 	if err != nil {
 		return err
