@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemhttp"
+	"github.com/latchkey-go/latchkey/idem/internal/teststores"
 	"github.com/latchkey-go/latchkey/idem/layered"
 	"github.com/latchkey-go/latchkey/idem/sqlstore"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
@@ -55,31 +55,16 @@ func (f *flakyFront) Release(ctx context.Context, key, token string) error {
 	return f.Store.Release(ctx, key, token)
 }
 
-// sqliteBack returns a sqlstore on a private SQLite file.
-func sqliteBack(t *testing.T) *sqlstore.Store {
-	t.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	s, err := sqlstore.New(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // backs are the back stores a layered store is tested on.
 var backs = []struct {
 	name string
 	open func(*testing.T) idem.Store
 }{
 	{"postgres", func(t *testing.T) idem.Store { s, _, _ := pgBack(t); return s }},
-	{"sqlite", func(t *testing.T) idem.Store { return sqliteBack(t) }},
+	{"sqlite", func(t *testing.T) idem.Store {
+		s, _ := teststores.SQL(t, "sqlite", filepath.Join(t.TempDir(), "ledger.db"), "layered")
+		return s
+	}},
 }
 
 // eachFlaky runs test, in parallel subtests, on a layered store over each
@@ -155,21 +140,9 @@ func TestFrontAndBackInProgressRefuse(t *testing.T) {
 	eachFlaky(t, func(t *testing.T, s *layered.Store, _ *flakyFront) {
 		ctx := context.Background()
 		var charges atomic.Int32
-		running, finish := make(chan struct{}), make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			if _, err := idem.Do(ctx, s, "order-2003", func(context.Context) (int32, error) {
-				close(running)
-				<-finish
-				return charges.Add(1), nil
-			}); err != nil {
-				t.Error(err)
-			}
-		})
-		<-running
+		finish := runHeld(t, s, "order-2003", &charges)
 		_, err := idem.Do(ctx, s, "order-2003", func(context.Context) (int32, error) { return charges.Add(1), nil })
-		close(finish)
-		wg.Wait()
+		finish()
 		if !errors.Is(err, idem.ErrInProgress) || charges.Load() != 1 {
 			t.Fatalf("copy during the first run = %v with %d charges; want ErrInProgress and 1 charge", err, charges.Load())
 		}

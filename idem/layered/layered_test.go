@@ -53,14 +53,7 @@ func redisFront(t *testing.T, addr string) (*redisstore.Store, *redis.Client, st
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 300 * time.Millisecond,
 		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond})
 	prefix := testsvc.KeyPrefix(t)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			c.Del(ctx, iter.Val())
-		}
-		_ = c.Close()
-	})
+	t.Cleanup(func() { teststores.CleanRedis(c, prefix) })
 	return redisstore.New(c, redisstore.WithPrefix(prefix)), c, prefix
 }
 
@@ -142,19 +135,7 @@ func TestFlushAllMidFlight(t *testing.T) {
 	s := layered.New(front, back)
 	ctx := context.Background()
 	var charges atomic.Int32
-	running, finish := make(chan struct{}), make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		_, err := idem.Do(ctx, s, "order-1002", func(context.Context) (int32, error) {
-			close(running)
-			<-finish
-			return charges.Add(1), nil
-		})
-		if err != nil {
-			t.Error(err)
-		}
-	})
-	<-running
+	finish := runHeld(t, s, "order-1002", &charges)
 	if err := c.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -162,12 +143,30 @@ func TestFlushAllMidFlight(t *testing.T) {
 	if !errors.Is(err, idem.ErrInProgress) {
 		t.Fatalf("copy during the first run after FLUSHALL = %v, want ErrInProgress", err)
 	}
-	close(finish)
-	wg.Wait()
+	finish()
 	v, err := idem.Do(ctx, s, "order-1002", func(context.Context) (int32, error) { return charges.Add(1), nil })
 	if err != nil || v != 1 || charges.Load() != 1 {
 		t.Fatalf("copy after the run = %d, %v with %d charges; want the replay of 1", v, err, charges.Load())
 	}
+}
+
+// runHeld starts a Do of key on s whose operation adds a charge, and
+// returns once the operation runs. The operation returns when finish is
+// called, which waits for the Do to end.
+func runHeld(t *testing.T, s idem.Store, key string, charges *atomic.Int32) (finish func()) {
+	running, release := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, err := idem.Do(context.Background(), s, key, func(context.Context) (int32, error) {
+			close(running)
+			<-release
+			return charges.Add(1), nil
+		}); err != nil {
+			t.Error(err)
+		}
+	})
+	<-running
+	return func() { close(release); wg.Wait() }
 }
 
 // Redis down: the database alone still lets one copy through and replays it.
