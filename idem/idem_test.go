@@ -83,12 +83,20 @@ func TestBeginRejectsBadArguments(t *testing.T) {
 	}
 }
 
+// begin claims the key "k" on s, which must be free, and returns its run.
+func begin(t *testing.T, s idem.Store, opts ...idem.Option) *idem.Run {
+	t.Helper()
+	run, _, err := idem.Begin(context.Background(), s, "k", "", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
 func TestInProgressErrorCarriesRetryAfter(t *testing.T) {
 	t.Parallel()
 	ctx, s := context.Background(), memstore.New()
-	if _, _, err := idem.Begin(ctx, s, "k", "", idem.WithInProgress(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
+	begin(t, s, idem.WithInProgress(time.Minute))
 	_, _, err := idem.Begin(ctx, s, "k", "")
 	var ip *idem.InProgressError
 	if !errors.As(err, &ip) || !errors.Is(err, idem.ErrInProgress) {
@@ -102,10 +110,7 @@ func TestInProgressErrorCarriesRetryAfter(t *testing.T) {
 func TestRunFinishesOnce(t *testing.T) {
 	t.Parallel()
 	ctx, s := context.Background(), memstore.New()
-	run, _, err := idem.Begin(ctx, s, "k", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := begin(t, s)
 	if err := run.Record(ctx, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
@@ -122,10 +127,7 @@ func TestRunContextEndsAtDeadline(t *testing.T) {
 	t.Parallel()
 	ctx, s := context.Background(), memstore.New()
 	before := time.Now()
-	run, _, err := idem.Begin(ctx, s, "k", "", idem.WithInProgress(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := begin(t, s, idem.WithInProgress(time.Hour))
 	rctx, cancel := run.Context(ctx)
 	defer cancel()
 	dl, ok := rctx.Deadline()
@@ -202,10 +204,7 @@ func TestDoRecordsDespiteCanceledCaller(t *testing.T) {
 func TestWaitRunsWhenHolderReleases(t *testing.T) {
 	t.Parallel()
 	ctx, s := context.Background(), memstore.New()
-	run, _, err := idem.Begin(ctx, s, "k", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := begin(t, s)
 	go func() {
 		time.Sleep(30 * time.Millisecond)
 		_ = run.Release(ctx)
@@ -219,9 +218,7 @@ func TestWaitRunsWhenHolderReleases(t *testing.T) {
 func TestWaitGivesUp(t *testing.T) {
 	t.Parallel()
 	ctx, s := context.Background(), memstore.New()
-	if _, _, err := idem.Begin(ctx, s, "k", ""); err != nil {
-		t.Fatal(err)
-	}
+	begin(t, s)
 	start := time.Now()
 	_, _, err := idem.Begin(ctx, s, "k", "", idem.WithWait(50*time.Millisecond))
 	if !errors.Is(err, idem.ErrInProgress) || time.Since(start) < 50*time.Millisecond {
