@@ -273,31 +273,39 @@ func testConcurrentClaims(t *testing.T, s idem.Store) {
 	ctx, key := ctxT(t), UniqueKey(t)
 	const n = 50
 	var claimed, inProgress atomic.Int32
+	atOnce(n, func() {
+		c, err := s.Claim(ctx, key, "fp", long)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		switch c.State {
+		case idem.Claimed:
+			claimed.Add(1)
+		case idem.InProgress:
+			inProgress.Add(1)
+		default:
+			t.Errorf("state %v", c.State)
+		}
+	})
+	if claimed.Load() != 1 || inProgress.Load() != n-1 {
+		t.Fatalf("%d claimed, %d in progress; want 1 and %d", claimed.Load(), inProgress.Load(), n-1)
+	}
+}
+
+// atOnce runs fn in n goroutines released at the same instant, and waits
+// for them.
+func atOnce(n int, fn func()) {
 	var wg sync.WaitGroup
 	gate := make(chan struct{})
 	for range n {
 		wg.Go(func() {
 			<-gate
-			c, err := s.Claim(ctx, key, "fp", long)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			switch c.State {
-			case idem.Claimed:
-				claimed.Add(1)
-			case idem.InProgress:
-				inProgress.Add(1)
-			default:
-				t.Errorf("state %v", c.State)
-			}
+			fn()
 		})
 	}
 	close(gate)
 	wg.Wait()
-	if claimed.Load() != 1 || inProgress.Load() != n-1 {
-		t.Fatalf("%d claimed, %d in progress; want 1 and %d", claimed.Load(), inProgress.Load(), n-1)
-	}
 }
 
 func testKeysDoNotCollide(t *testing.T, s idem.Store) {
@@ -410,22 +418,15 @@ func testNaiveLostRequest(t *testing.T, s idem.Store) {
 func testNaiveCheckThenSet(t *testing.T, s idem.Store) {
 	ctx, key := ctxT(t), UniqueKey(t)
 	var charged atomic.Int32
-	gate := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 20 {
-		wg.Go(func() {
-			<-gate
-			_, err := idem.Do(ctx, s, key, func(context.Context) (int32, error) {
-				time.Sleep(20 * time.Millisecond) // the window check-then-set leaves open
-				return charged.Add(1), nil
-			})
-			if err != nil && !errors.Is(err, idem.ErrInProgress) {
-				t.Error(err)
-			}
+	atOnce(20, func() {
+		_, err := idem.Do(ctx, s, key, func(context.Context) (int32, error) {
+			time.Sleep(20 * time.Millisecond) // the window check-then-set leaves open
+			return charged.Add(1), nil
 		})
-	}
-	close(gate)
-	wg.Wait()
+		if err != nil && !errors.Is(err, idem.ErrInProgress) {
+			t.Error(err)
+		}
+	})
 	if charged.Load() != 1 {
 		t.Fatalf("charged %d times, want 1", charged.Load())
 	}
@@ -516,21 +517,14 @@ func testTokenExpires(t *testing.T, ts idem.TokenStore) {
 func testTokenConcurrent(t *testing.T, ts idem.TokenStore) {
 	ctx, tok := ctxT(t), issue(t, ts, "form", time.Minute)
 	var ok atomic.Int32
-	var wg sync.WaitGroup
-	gate := make(chan struct{})
-	for range 50 {
-		wg.Go(func() {
-			<-gate
-			switch err := idem.ConsumeToken(ctx, ts, tok, "form"); {
-			case err == nil:
-				ok.Add(1)
-			case !errors.Is(err, idem.ErrTokenInvalid):
-				t.Error(err)
-			}
-		})
-	}
-	close(gate)
-	wg.Wait()
+	atOnce(50, func() {
+		switch err := idem.ConsumeToken(ctx, ts, tok, "form"); {
+		case err == nil:
+			ok.Add(1)
+		case !errors.Is(err, idem.ErrTokenInvalid):
+			t.Error(err)
+		}
+	})
 	if ok.Load() != 1 {
 		t.Fatalf("%d of 50 submits accepted, want 1", ok.Load())
 	}
