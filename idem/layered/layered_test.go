@@ -16,6 +16,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemtest"
+	"github.com/latchkey-go/latchkey/idem/internal/flakystore"
 	"github.com/latchkey-go/latchkey/idem/internal/teststores"
 	"github.com/latchkey-go/latchkey/idem/layered"
 	"github.com/latchkey-go/latchkey/idem/redisstore"
@@ -81,17 +82,6 @@ func TestCrashedHandlerTakenOverAfterDeadline(t *testing.T) {
 		envRedis+"="+addr, envPrefix+"="+prefix, envPG+"="+url, envTable+"="+table)
 }
 
-// countingStore counts the calls that reach a real store; it only observes.
-type countingStore struct {
-	idem.Store
-	claims atomic.Int32
-}
-
-func (c *countingStore) Claim(ctx context.Context, key, fp string, d time.Duration) (idem.Claim, error) {
-	c.claims.Add(1)
-	return c.Store.Claim(ctx, key, fp, d)
-}
-
 // Redis flushed between two copies of a payment: the second copy is replayed
 // from the database, not run.
 func TestFlushAllBetweenCopies(t *testing.T) {
@@ -117,10 +107,10 @@ func TestFlushAllBetweenCopies(t *testing.T) {
 		t.Fatalf("charged %d times, want 1", charges.Load())
 	}
 	// The outcome was copied back to the front: the next copy needs only it.
-	counted := &countingStore{Store: back}
+	counted := flakystore.New(back, nil) // counts the claims that reach the back
 	s2 := layered.New(front, counted)
-	if v, err := idem.Do(ctx, s2, "order-1001", pay); err != nil || v != 1 || counted.claims.Load() != 0 {
-		t.Fatalf("third copy = %d, %v with %d back claims; want a front-only replay", v, err, counted.claims.Load())
+	if v, err := idem.Do(ctx, s2, "order-1001", pay); err != nil || v != 1 || counted.Claims.Load() != 0 {
+		t.Fatalf("third copy = %d, %v with %d back claims; want a front-only replay", v, err, counted.Claims.Load())
 	}
 }
 
