@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/lock"
-	"github.com/latchkey-go/latchkey/lock/lockurl"
 )
 
 func runLock(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -29,11 +28,7 @@ func runLock(t *testing.T, args ...string) (code int, stdout, stderr string) {
 func TestLockCommands(t *testing.T) {
 	url := "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "locks.db"))
 	ctx := t.Context()
-	l, err := lockurl.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openLocker(t, url)
 	stuck, err := l.Acquire(ctx, "payments:queue:eu", lock.WithTTL(3*time.Second), lock.WithHolder("worker-7 pid 4242"))
 	if err != nil {
 		t.Fatal(err)
@@ -184,11 +179,7 @@ func TestQuietClients(t *testing.T) {
 func TestBreakWithoutUser(t *testing.T) {
 	t.Setenv("USER", "")
 	url := "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "locks.db"))
-	l, err := lockurl.Open(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openLocker(t, url)
 	stuck, err := l.Acquire(t.Context(), "nightly", lock.WithTTL(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -214,11 +205,7 @@ func TestBreakWithoutUser(t *testing.T) {
 // flags after the name; flags now stand before or after names.
 func TestFlagsAfterNames(t *testing.T) {
 	url := "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "locks.db"))
-	l, err := lockurl.Open(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openLocker(t, url)
 	if _, err := l.Acquire(t.Context(), "k", lock.WithTTL(3*time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -247,11 +234,7 @@ func TestFlagsAfterNames(t *testing.T) {
 func TestBreakPrintsTheStateAfter(t *testing.T) {
 	t.Parallel()
 	url := "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "locks.db"))
-	l, err := lockurl.Open(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openLocker(t, url)
 	stuck, err := l.Acquire(t.Context(), "nightly", lock.WithTTL(30*time.Second), lock.WithHolder("stuck-host"))
 	if err != nil {
 		t.Fatal(err)

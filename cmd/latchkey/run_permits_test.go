@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
@@ -19,10 +18,7 @@ import (
 // file each) on entering and records the count: it must never pass 2.
 func TestRunPermitsAtMostN(t *testing.T) {
 	t.Parallel()
-	for name, url := range map[string]func(dir string) string{
-		"sqlite": sqliteURL,
-		"redis":  func(string) string { return "redis://" + testsvc.RedisAddr(t) },
-	} {
+	for name, url := range faultBackends(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
@@ -32,18 +28,7 @@ func TestRunPermitsAtMostN(t *testing.T) {
 			const script = `touch inside/$$; ls inside | wc -l >> counts; sleep 0.1; rm inside/$$`
 			key := testsvc.KeyPrefix(t) + "report"
 			const n = 8
-			var wg sync.WaitGroup
-			for i := range n {
-				cmd, out := runProc(t, dir, "--permits", "2", "--key", key, "--backend", url(dir), "--", "sh", "-c", script)
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if code := exitCode(t, cmd); code != 0 {
-						t.Errorf("run %d: exit %d: %s", i, code, out)
-					}
-				}()
-			}
-			wg.Wait()
+			runAll(t, dir, slices.Repeat([][]string{{"--permits", "2", "--key", key, "--backend", url(dir), "--", "sh", "-c", script}}, n)...)
 			b, _ := os.ReadFile(filepath.Join(dir, "counts"))
 			counts := strings.Fields(string(b))
 			if len(counts) != n {
@@ -65,22 +50,8 @@ func TestRunPermitsExitStatus(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	url := sqliteURL(dir)
-	holder, out := runProc(t, dir, "--permits", "1", "--key", "busy", "--backend", url, "--", "sh", "-c", "touch started; sleep 30")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the holder never started: %s", out)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	for _, tc := range []struct {
-		name string
-		args []string
-		want int
-	}{
+	holder, out := runHolder(t, dir, "--permits", "1", "--key", "busy", "--backend", url)
+	checkExits(t, dir, []exitCase{
 		{"all permits held", []string{"--permits", "1", "--key", "busy", "--wait", "0", "--backend", url, "--", "true"}, exitNotAcquired},
 		{"another N", []string{"--permits", "2", "--key", "busy", "--wait", "0", "--backend", url, "--", "true"}, exitUsage},
 		{"zero permits", []string{"--permits", "0", "--key", "k", "--backend", url, "--", "true"}, exitUsage},
@@ -89,14 +60,7 @@ func TestRunPermitsExitStatus(t *testing.T) {
 		{"token and key in the environment", []string{"--permits", "3", "--key", "k", "--backend", url, "--",
 			"sh", "-c", `[ "$LATCHKEY_LOCK_KEY" = k ] && [ "$LATCHKEY_FENCING_TOKEN" -gt 0 ]`}, 0},
 		{"redlock has no semaphores", []string{"--permits", "2", "--key", "k", "--backend", "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "--", "true"}, exitUsage},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cmd, out := runProc(t, dir, tc.args...)
-			if got := exitCode(t, cmd); got != tc.want {
-				t.Fatalf("exit %d, want %d: %s", got, tc.want, out)
-			}
-		})
-	}
+	})
 	_ = holder.Process.Signal(syscall.SIGTERM)
 	if code := exitCode(t, holder); code != 128+int(syscall.SIGTERM) {
 		t.Fatalf("holder exit %d after SIGTERM: %s", code, out)
@@ -109,17 +73,7 @@ func TestSemaphoreShow(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	url := sqliteURL(dir)
-	holder, out := runProc(t, dir, "--permits", "3", "--key", "jobs", "--backend", url, "--", "sh", "-c", "touch started; sleep 30")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the holder never started: %s", out)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	holder, _ := runHolder(t, dir, "--permits", "3", "--key", "jobs", "--backend", url)
 	var stdout, stderr bytes.Buffer
 	if code := run(t.Context(), []string{"semaphore", "show", "--backend", url, "jobs"}, &stdout, &stderr); code != exitOK {
 		t.Fatalf("semaphore show: exit %d: %s", code, stderr.String())
