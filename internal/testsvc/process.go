@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -200,12 +202,24 @@ func (p *process) stopLocked() {
 	}
 }
 
-// startTogether starts procs at once, as a cluster needs (no member is ready
-// before a quorum runs), trying up to three times: before each try, prepare
-// picks fresh ports and writes the configuration; after a failed one, every
-// process is stopped and reset undoes what the try left (data, reserved
-// ports). label names process i in the error.
-func startTogether(procs []*process, label func(i int) string, prepare, reset func()) error {
+// startTogether starts procs, the members of a cluster named what, at once,
+// as a cluster needs (no member is ready before a quorum runs), trying up to
+// three times: before each try, prepare picks fresh ports and writes the
+// configuration; after a failed one, every process is stopped, its data
+// (data in its directory) removed and release gives back the try's ports.
+// t.Cleanup kills every member and calls release: the data is thrown away,
+// so no member waits for a graceful shutdown, which in a cluster waits on
+// the others. label names process i in the error that fails t when no try
+// started them all.
+func startTogether(t testing.TB, what string, procs []*process, label func(i int) string, prepare, release func()) {
+	t.Helper()
+	t.Cleanup(func() {
+		for _, p := range procs {
+			_ = p.Signal(syscall.SIGKILL)
+			p.Stop()
+		}
+		release()
+	})
 	var lastErr error
 	for range 3 {
 		prepare()
@@ -223,12 +237,13 @@ func startTogether(procs []*process, label func(i int) string, prepare, reset fu
 			}
 		}
 		if lastErr == nil {
-			return nil
+			return
 		}
 		for _, p := range procs {
 			p.Stop()
+			_ = os.RemoveAll(filepath.Join(p.dir, "data"))
 		}
-		reset()
+		release()
 	}
-	return lastErr
+	t.Fatalf("testsvc: start %s: %v", what, lastErr)
 }
