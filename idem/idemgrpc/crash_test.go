@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/latchkey-go/latchkey/idem/idemgrpc"
-	"github.com/latchkey-go/latchkey/idem/internal/teststores"
 	"github.com/latchkey-go/latchkey/idem/redisstore"
 	"github.com/latchkey-go/latchkey/internal/suitekit"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
@@ -91,10 +90,8 @@ func expect(t *testing.T, p *suitekit.Child, prefix string) string {
 // refuses the retries while the dead claim lasts, then runs the handler
 // exactly once and replays its answer to every other retry.
 func TestCrashedServerIsTakenOverOnce(t *testing.T) {
-	redisAddr := testsvc.RedisAddr(t)
-	prefix := testsvc.KeyPrefix(t)
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-	t.Cleanup(func() { teststores.CleanRedis(rdb, prefix) })
+	rdb, prefix := testsvc.RedisClient(t)
+	redisAddr := rdb.Options().Addr
 
 	first, addr := startServerProcess(t, redisAddr, prefix, true)
 	lost := make(chan call, 1)

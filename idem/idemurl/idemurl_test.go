@@ -94,12 +94,8 @@ func TestRedisPrefix(t *testing.T) {
 	if cl, err := other.Claim(t.Context(), key, "fp", time.Minute); err != nil || cl.State != idem.Claimed {
 		t.Fatalf("another prefix saw the claim: %+v %v", cl, err)
 	}
-	for _, p := range []string{prefix, otherPrefix} {
-		keys, _ := c.Keys(context.Background(), p+"*").Result()
-		if len(keys) > 0 {
-			c.Del(context.Background(), keys...)
-		}
-	}
+	testsvc.DeleteKeys(c, prefix)
+	testsvc.DeleteKeys(c, otherPrefix)
 }
 
 func TestMem(t *testing.T) {

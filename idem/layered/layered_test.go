@@ -54,7 +54,7 @@ func redisFront(t *testing.T, addr string) (*redisstore.Store, *redis.Client, st
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 300 * time.Millisecond,
 		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond})
 	prefix := testsvc.KeyPrefix(t)
-	t.Cleanup(func() { teststores.CleanRedis(c, prefix) })
+	t.Cleanup(func() { testsvc.DeleteKeys(c, prefix); _ = c.Close() })
 	return redisstore.New(c, redisstore.WithPrefix(prefix)), c, prefix
 }
 
