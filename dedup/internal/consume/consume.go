@@ -38,6 +38,14 @@ func (c *Config) Fail(format string, args ...any) {
 	}
 }
 
+// Check reports ok and, when it is false, notes a bad option as Fail does.
+func (c *Config) Check(ok bool, format string, args ...any) bool {
+	if !ok {
+		c.Fail(format, args...)
+	}
+	return ok
+}
+
 // Report tells the error handler, if there is one, of err.
 func (c *Config) Report(ctx context.Context, err error) {
 	if c.OnError != nil {
