@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 )
 
 // Short deadlines keep the suite fast; they are far above a loopback round
@@ -39,52 +40,32 @@ func UniqueKey(t testing.TB) string {
 // time (keys are unique per subtest).
 func Run(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	t.Helper()
-	for _, tc := range []struct {
-		name string
-		fn   func(*testing.T, idem.Store)
-	}{
-		{"ClaimFresh", testClaimFresh},
-		{"SecondClaimInProgress", testSecondClaimInProgress},
-		{"RecordThenReplay", testRecordThenReplay},
-		{"EmptyResult", testEmptyResult},
-		{"LargeBinaryResult", testLargeBinaryResult},
-		{"ReleaseLetsRetryRun", testReleaseLetsRetryRun},
-		{"WrongTokenRefused", testWrongTokenRefused},
-		{"FinishTwiceRefused", testFinishTwiceRefused},
-		{"TakeoverOnlyAfterDeadline", testTakeoverOnlyAfterDeadline},
-		{"RetentionEnds", testRetentionEnds},
-		{"ConcurrentClaimsOneWinner", testConcurrentClaims},
-		{"KeysDoNotCollide", testKeysDoNotCollide},
-		{"CanceledContext", testCanceledContext},
-		{"DoExactlyOnce", testDoExactlyOnce},
-		{"DoFailureReleases", testDoFailureReleases},
-		{"NaiveLostRequest", testNaiveLostRequest},
-		{"NaiveCheckThenSet", testNaiveCheckThenSet},
-		{"FingerprintMismatch", testFingerprintMismatch},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, newStore(t))
-		})
+	on := func(fn func(*testing.T, idem.Store)) func(*testing.T) {
+		return func(t *testing.T) { fn(t, newStore(t)) }
 	}
-	for _, tc := range inspectTests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := newStore(t)
-			in, ok := s.(idem.Inspector)
-			if !ok {
-				t.Skipf("%T does not implement idem.Inspector", s)
-			}
-			tc.fn(t, in, s)
-		})
-	}
+	append(suitekit.Cases{
+		{"ClaimFresh", on(testClaimFresh)},
+		{"SecondClaimInProgress", on(testSecondClaimInProgress)},
+		{"RecordThenReplay", on(testRecordThenReplay)},
+		{"EmptyResult", on(testEmptyResult)},
+		{"LargeBinaryResult", on(testLargeBinaryResult)},
+		{"ReleaseLetsRetryRun", on(testReleaseLetsRetryRun)},
+		{"WrongTokenRefused", on(testWrongTokenRefused)},
+		{"FinishTwiceRefused", on(testFinishTwiceRefused)},
+		{"TakeoverOnlyAfterDeadline", on(testTakeoverOnlyAfterDeadline)},
+		{"RetentionEnds", on(testRetentionEnds)},
+		{"ConcurrentClaimsOneWinner", on(testConcurrentClaims)},
+		{"KeysDoNotCollide", on(testKeysDoNotCollide)},
+		{"CanceledContext", on(testCanceledContext)},
+		{"DoExactlyOnce", on(testDoExactlyOnce)},
+		{"DoFailureReleases", on(testDoFailureReleases)},
+		{"NaiveLostRequest", on(testNaiveLostRequest)},
+		{"NaiveCheckThenSet", on(testNaiveCheckThenSet)},
+		{"FingerprintMismatch", on(testFingerprintMismatch)},
+	}, inspectCases(newStore)...).RunParallel(t)
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return suitekit.Context(t, 20*time.Second) }
 
 func mustClaim(t *testing.T, s idem.Store, key, fp string, d time.Duration, want idem.State) idem.Claim {
 	t.Helper()
@@ -450,21 +431,16 @@ func testFingerprintMismatch(t *testing.T, s idem.Store) {
 // RunTokens checks the idem.TokenStore contract.
 func RunTokens(t *testing.T, newStore func(t *testing.T) idem.TokenStore) {
 	t.Helper()
-	for _, tc := range []struct {
-		name string
-		fn   func(*testing.T, idem.TokenStore)
-	}{
-		{"ConsumeOnce", testTokenConsumeOnce},
-		{"UnknownRefused", testTokenUnknown},
-		{"WrongBindingRefusedAndSpent", testTokenWrongBinding},
-		{"Expires", testTokenExpires},
-		{"ConcurrentSubmitsOneWins", testTokenConcurrent},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, newStore(t))
-		})
+	on := func(fn func(*testing.T, idem.TokenStore)) func(*testing.T) {
+		return func(t *testing.T) { fn(t, newStore(t)) }
 	}
+	suitekit.Cases{
+		{"ConsumeOnce", on(testTokenConsumeOnce)},
+		{"UnknownRefused", on(testTokenUnknown)},
+		{"WrongBindingRefusedAndSpent", on(testTokenWrongBinding)},
+		{"Expires", on(testTokenExpires)},
+		{"ConcurrentSubmitsOneWins", on(testTokenConcurrent)},
+	}.RunParallel(t)
 }
 
 // issue issues a token bound to bind for d.
