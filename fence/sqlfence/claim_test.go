@@ -34,9 +34,10 @@ func holders(t *testing.T, d database) (stale, fresh *sql.DB, table string) {
 	return stale, fresh, table
 }
 
-func guardOn(t *testing.T, db *sql.DB, table string) *sqlfence.Guard {
+// guardOn is sqlfence.New, failing t on an error.
+func guardOn(t *testing.T, db *sql.DB, table string, opts ...sqlfence.Option) *sqlfence.Guard {
 	t.Helper()
-	g, err := sqlfence.New(db, table)
+	g, err := sqlfence.New(db, table, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

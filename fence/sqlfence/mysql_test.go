@@ -31,11 +31,7 @@ func twoAccounts(t *testing.T, db *sql.DB) (*sqlfence.Guard, string) {
 	if _, err := db.Exec(fmt.Sprintf("INSERT INTO %s (id, qty) VALUES ('a', 1000), ('b', 1000)", table)); err != nil {
 		t.Fatal(err)
 	}
-	g, err := sqlfence.New(db, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g, table
+	return guardOn(t, db, table), table
 }
 
 // TestMySQLDeadlockIsRetry: two transfers lock two accounts in opposite
@@ -116,10 +112,7 @@ func TestMySQLLockWaitTimeoutIsRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	impatientDSN.Params = map[string]string{"innodb_lock_wait_timeout": "1"}
-	impatient, err := sqlfence.New(openMySQL(t, impatientDSN.FormatDSN()), table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	impatient := guardOn(t, openMySQL(t, impatientDSN.FormatDSN()), table)
 	err = impatient.Update(ctx, fence.Token(3), "a", sqlfence.Values{"qty": 1})
 	if !errors.Is(err, sqlfence.ErrRetry) {
 		t.Fatalf("write behind a held row lock = %v, want ErrRetry", err)
@@ -212,11 +205,8 @@ func TestMySQLUpsertOnAnotherUniqueKey(t *testing.T) {
 	if _, err := db.Exec(`INSERT INTO orders (id, order_no, qty) VALUES ('o1', 'N-1', 5)`); err != nil {
 		t.Fatal(err)
 	}
-	g, err := sqlfence.New(db, "orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = g.Upsert(t.Context(), fence.Token(7), "o2", sqlfence.Values{"order_no": "N-1", "qty": 99})
+	g := guardOn(t, db, "orders")
+	err := g.Upsert(t.Context(), fence.Token(7), "o2", sqlfence.Values{"order_no": "N-1", "qty": 99})
 	if !errors.Is(err, fence.ErrInvalid) {
 		t.Fatalf("upsert colliding on uk_order_no = %v, want ErrInvalid", err)
 	}

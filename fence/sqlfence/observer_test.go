@@ -49,10 +49,7 @@ func TestRefusalsReported(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 	db.SetMaxOpenConns(1)
 	table := inventoryTable(t, db)
-	g, err := sqlfence.New(db, table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := guardOn(t, db, table)
 	ctx, refusals := watchRefusals(t, t.Context(), t.Name())
 	if err := g.Upsert(ctx, fence.Token(7), "a", sqlfence.Values{"qty": 1}); err != nil {
 		t.Fatal(err)

@@ -110,10 +110,7 @@ func row(t *testing.T, db *sql.DB, g *sqlfence.Guard, table, id string) (qty int
 func TestUpdate(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
 		ctx := t.Context()
-		g, err := sqlfence.New(db, table)
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := guardOn(t, db, table)
 		if _, err := db.Exec(fmt.Sprintf("INSERT INTO %s (id, qty) VALUES ('a', 10)", table)); err != nil {
 			t.Fatal(err)
 		}
@@ -158,10 +155,7 @@ func TestUpdate(t *testing.T) {
 func TestUpsert(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
 		ctx := t.Context()
-		g, err := sqlfence.New(db, table, sqlfence.WithKeyColumn("id"), sqlfence.WithTokenColumn("fence_token"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := guardOn(t, db, table, sqlfence.WithKeyColumn("id"), sqlfence.WithTokenColumn("fence_token"))
 		for _, s := range []struct {
 			token uint64
 			qty   int64
@@ -185,10 +179,7 @@ func TestUpsert(t *testing.T) {
 func TestConcurrentWriters(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
 		ctx := t.Context()
-		g, err := sqlfence.New(db, table)
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := guardOn(t, db, table)
 		const writers, perWriter = 8, 25
 		var wg sync.WaitGroup
 		errs := make(chan error, writers*perWriter)
@@ -252,10 +243,7 @@ func lockInOppositeOrders(step func(tok uint64, first, second string, locked cha
 func TestInTransaction(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
 		ctx := t.Context()
-		g, err := sqlfence.New(db, table)
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := guardOn(t, db, table)
 		if err := g.Upsert(ctx, fence.Token(5), "d", sqlfence.Values{"qty": 1}); err != nil {
 			t.Fatal(err)
 		}
@@ -303,10 +291,7 @@ func TestBadInput(t *testing.T) {
 	if _, err := sqlfence.New(nil, "t"); !errors.Is(err, fence.ErrInvalid) {
 		t.Errorf("New(nil): %v", err)
 	}
-	g, err := sqlfence.New(db, "no_such_table")
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := guardOn(t, db, "no_such_table")
 	ctx := t.Context()
 	for name, err := range map[string]error{
 		"nil holder":  g.Update(ctx, nil, "k", sqlfence.Values{"a": 1}),
