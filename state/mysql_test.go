@@ -25,10 +25,7 @@ func ordersOn(t *testing.T, dsn string) (*sql.DB, *state.Machine) {
 	if _, err := db.Exec(`INSERT INTO orders (id, status) VALUES ('o1', 'UNPAID'), ('o2', 'UNPAID')`); err != nil {
 		t.Fatal(err)
 	}
-	m, err := state.NewMachine(db, "orders", orderFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newMachine(t, db, "orders", orderFlow)
 	return db, m
 }
 
@@ -138,10 +135,7 @@ func TestMySQLLockWaitTimeoutIsRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer impatient.Close()
-	im, err := state.NewMachine(impatient, "orders", orderFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
+	im := newMachine(t, impatient, "orders", orderFlow)
 	if _, err := im.Move(ctx, "o1", "CANCELLED", nil); !errors.Is(err, state.ErrRetry) {
 		t.Fatalf("move behind a held row lock = %v, want ErrRetry", err)
 	}

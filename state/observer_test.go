@@ -46,10 +46,7 @@ func TestRefusalsReported(t *testing.T) {
 	t.Cleanup(func() { state.SetObserver(nil) })
 	ctx := context.WithValue(t.Context(), refusalMark{}, t.Name())
 
-	m, err := state.NewMachine(db, table, orderFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newMachine(t, db, table, orderFlow)
 	if _, err := m.Move(ctx, "o1", "PAID", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -59,10 +56,7 @@ func TestRefusalsReported(t *testing.T) {
 	if _, err := m.Move(ctx, "o1", "CANCELLED", nil); !errors.Is(err, state.ErrIllegal) {
 		t.Fatalf("PAID -> CANCELLED: %v", err)
 	}
-	o, err := state.NewOptimistic(db, table, state.WithAttempts(2))
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := newOptimistic(t, db, table, state.WithAttempts(2))
 	err = o.Update(ctx, "o1", nil, func() (state.Values, error) {
 		_, err := db.Exec(fmt.Sprintf("UPDATE %s SET version = version + 1 WHERE id = 'o1'", table))
 		return state.Values{"amount": 1}, err

@@ -59,21 +59,37 @@ const pgxName = "pgx"
 var pools sync.Map // *sql.DB -> *pgxpool.Pool
 
 // newMachine is state.NewMachine, or pgxstate.NewMachine on db's pool in
-// the pgx entry.
-func newMachine(db *sql.DB, table string, flow []state.Transition, opts ...state.Option) (*state.Machine, error) {
+// the pgx entry; it fails t on an error.
+func newMachine(t *testing.T, db *sql.DB, table string, flow []state.Transition, opts ...state.Option) *state.Machine {
+	t.Helper()
+	var m *state.Machine
+	var err error
 	if p, ok := pools.Load(db); ok {
-		return pgxstate.NewMachine(p.(*pgxpool.Pool), table, flow, opts...)
+		m, err = pgxstate.NewMachine(p.(*pgxpool.Pool), table, flow, opts...)
+	} else {
+		m, err = state.NewMachine(db, table, flow, opts...)
 	}
-	return state.NewMachine(db, table, flow, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // newOptimistic is state.NewOptimistic, or pgxstate.NewOptimistic on db's
-// pool in the pgx entry.
-func newOptimistic(db *sql.DB, table string, opts ...state.Option) (*state.Optimistic, error) {
+// pool in the pgx entry; it fails t on an error.
+func newOptimistic(t *testing.T, db *sql.DB, table string, opts ...state.Option) *state.Optimistic {
+	t.Helper()
+	var o *state.Optimistic
+	var err error
 	if p, ok := pools.Load(db); ok {
-		return pgxstate.NewOptimistic(p.(*pgxpool.Pool), table, opts...)
+		o, err = pgxstate.NewOptimistic(p.(*pgxpool.Pool), table, opts...)
+	} else {
+		o, err = state.NewOptimistic(db, table, opts...)
 	}
-	return state.NewOptimistic(db, table, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
 
 // forEachDB runs f on each database with a fresh orders table, unique to the
@@ -133,10 +149,7 @@ var orderFlow = []state.Transition{
 func TestMove(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
 		ctx := t.Context()
-		m, err := newMachine(db, table, orderFlow)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := newMachine(t, db, table, orderFlow)
 		insert(t, db, table, "o1", "UNPAID", 100)
 		checkPaidOnce(t, m, db, table)
 		checkIllegalMovesRefused(t, m)
@@ -193,10 +206,7 @@ func checkIllegalMovesRefused(t *testing.T, m *state.Machine) {
 // delivered many times): exactly one is told Applied, the rest Duplicate.
 func TestMoveRace(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
-		m, err := newMachine(db, table, orderFlow)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := newMachine(t, db, table, orderFlow)
 		insert(t, db, table, "o", "UNPAID", 100)
 		var applied, dup atomic.Int32
 		var wg sync.WaitGroup
@@ -223,10 +233,7 @@ func TestMoveRace(t *testing.T) {
 // nothing, and each reported success is in the total.
 func TestOptimisticNoLostUpdates(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
-		o, err := newOptimistic(db, table, state.WithAttempts(1000), state.WithBackoff(0, 0))
-		if err != nil {
-			t.Fatal(err)
-		}
+		o := newOptimistic(t, db, table, state.WithAttempts(1000), state.WithBackoff(0, 0))
 		insert(t, db, table, "acct", "OPEN", 0)
 		const workers, each = 6, 15
 		var calls atomic.Int32
@@ -263,14 +270,11 @@ func TestOptimisticNoLostUpdates(t *testing.T) {
 // catches it.
 func TestOptimisticRerunsOnFreshRead(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
-		o, err := newOptimistic(db, table)
-		if err != nil {
-			t.Fatal(err)
-		}
+		o := newOptimistic(t, db, table)
 		insert(t, db, table, "a", "OPEN", 10)
 		var amount int64
 		var seen []int64
-		err = o.Update(t.Context(), "a", state.Into{"amount": &amount}, func() (state.Values, error) {
+		err := o.Update(t.Context(), "a", state.Into{"amount": &amount}, func() (state.Values, error) {
 			seen = append(seen, amount)
 			switch len(seen) {
 			case 1: // someone else: 10 -> 50
@@ -304,13 +308,10 @@ func TestOptimisticRerunsOnFreshRead(t *testing.T) {
 // exactly the configured attempts with ErrConflict and writes nothing.
 func TestOptimisticBounded(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
-		o, err := newOptimistic(db, table, state.WithAttempts(3))
-		if err != nil {
-			t.Fatal(err)
-		}
+		o := newOptimistic(t, db, table, state.WithAttempts(3))
 		insert(t, db, table, "b", "OPEN", 1)
 		runs := 0
-		err = o.Update(t.Context(), "b", nil, func() (state.Values, error) {
+		err := o.Update(t.Context(), "b", nil, func() (state.Values, error) {
 			runs++
 			_, err := db.Exec(fmt.Sprintf("UPDATE %s SET version = version + 1 WHERE id = 'b'", table))
 			return state.Values{"amount": 999}, err
