@@ -47,38 +47,23 @@ func NewLock(opts ...Option) (*Lock, error) {
 		return nil, err
 	}
 	l := &Lock{
-		acquire: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: Namespace, Subsystem: "lock", Name: "acquire_duration_seconds",
-			Help:    "Duration of lock Acquire calls, by outcome.",
-			Buckets: c.buckets, ConstLabels: c.constLabels,
-		}, []string{"backend", "outcome"}),
-		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: Namespace, Subsystem: "lock", Name: "acquire_wait_seconds",
-			Help:    "Time Acquire calls spent waiting for another holder (0 when the first attempt decided), by outcome.",
-			Buckets: c.buckets, ConstLabels: c.constLabels,
-		}, []string{"backend", "outcome"}),
+		acquire: c.histogram("lock", "acquire_duration_seconds",
+			"Duration of lock Acquire calls, by outcome.", c.buckets, "backend", "outcome"),
+		wait: c.histogram("lock", "acquire_wait_seconds",
+			"Time Acquire calls spent waiting for another holder (0 when the first attempt decided), by outcome.", c.buckets, "backend", "outcome"),
 		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: Namespace, Subsystem: "lock", Name: "leases_held",
 			Help: "Leases held now.", ConstLabels: c.constLabels,
 		}, []string{"backend"}),
-		renew: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "lock", Name: "renewals_total",
-			Help: "Lease renewals, by result: ok, failed (retried until the lease's deadline) or refused (the lease is lost).", ConstLabels: c.constLabels,
-		}, []string{"backend", "result"}),
-		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "lock", Name: "leases_lost_total",
-			Help: "Leases lost before Release, by reason.", ConstLabels: c.constLabels,
-		}, []string{"backend", "reason"}),
-		release: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "lock", Name: "releases_total",
-			Help: "Release calls that ended a held lease, by result.", ConstLabels: c.constLabels,
-		}, []string{"backend", "result"}),
+		renew: c.counter("lock", "renewals_total",
+			"Lease renewals, by result: ok, failed (retried until the lease's deadline) or refused (the lease is lost).", "backend", "result"),
+		lost: c.counter("lock", "leases_lost_total",
+			"Leases lost before Release, by reason.", "backend", "reason"),
+		release: c.counter("lock", "releases_total",
+			"Release calls that ended a held lease, by result.", "backend", "result"),
 	}
-	l.hold = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: Namespace, Subsystem: "lock", Name: "hold_seconds",
-		Help:    "How long leases were held, from acquisition to Release (end=released) or loss (end=lost).",
-		Buckets: c.buckets, ConstLabels: c.constLabels,
-	}, []string{"backend", "end"})
+	l.hold = c.histogram("lock", "hold_seconds",
+		"How long leases were held, from acquisition to Release (end=released) or loss (end=lost).", c.buckets, "backend", "end")
 	l.vecs = vecs{l.acquire, l.wait, l.held, l.renew, l.lost, l.release, l.hold}
 	return l, nil
 }

@@ -67,6 +67,24 @@ func WithConstLabels(l prometheus.Labels) Option {
 	return func(c *config) { c.constLabels = l }
 }
 
+// counter returns the counter vector latchkey_<subsystem>_<name>, with the
+// collector's constant labels and the variable labels labels.
+func (c config) counter(subsystem, name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help, ConstLabels: c.constLabels,
+	}, labels)
+}
+
+// histogram returns the histogram vector latchkey_<subsystem>_<name> with
+// bucket upper bounds buckets, the collector's constant labels and the
+// variable labels labels.
+func (c config) histogram(subsystem, name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help,
+		Buckets: buckets, ConstLabels: c.constLabels,
+	}, labels)
+}
+
 // vecs is a set of metric vectors that together make one collector.
 type vecs []prometheus.Collector
 
