@@ -125,13 +125,7 @@ func openEtcdRW(ctx context.Context, _ string, u *url.URL) (*RWLocker, error) {
 }
 
 func openZKRW(ctx context.Context, _ string, u *url.URL) (*RWLocker, error) {
-	servers, opts, err := zkConfig(u)
-	if err != nil {
-		return nil, err
-	}
-	dctx, cancel := context.WithTimeout(ctx, zkDialTimeout)
-	defer cancel()
-	l, err := zklock.NewRW(dctx, servers, opts...)
+	l, err := zkDial(ctx, u, zklock.NewRW)
 	if err != nil {
 		return nil, err
 	}

@@ -111,13 +111,7 @@ func openEtcdSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphores,
 }
 
 func openZKSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphores, error) {
-	servers, opts, err := zkConfig(u)
-	if err != nil {
-		return nil, err
-	}
-	dctx, cancel := context.WithTimeout(ctx, zkDialTimeout)
-	defer cancel()
-	s, err := zklock.NewSemaphores(dctx, servers, opts...)
+	s, err := zkDial(ctx, u, zklock.NewSemaphores)
 	if err != nil {
 		return nil, err
 	}

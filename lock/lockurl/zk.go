@@ -24,17 +24,25 @@ const zkDialTimeout = 5 * time.Second
 // (zklock.WithTickTime: give it when it is longer than 2 s); names=kazoo writes kazoo's node names
 // instead of Curator's (see zklock).
 func openZK(ctx context.Context, _ string, u *url.URL) (Locker, error) {
-	servers, opts, err := zkConfig(u)
-	if err != nil {
-		return nil, err
-	}
-	dctx, cancel := context.WithTimeout(ctx, zkDialTimeout)
-	defer cancel()
-	l, err := zklock.New(dctx, servers, opts...)
+	l, err := zkDial(ctx, u, zklock.New)
 	if err != nil {
 		return nil, err
 	}
 	return l, nil
+}
+
+// zkDial makes what newFn makes (a Locker, a read-write Locker, a semaphore
+// Client) on the servers and with the options a zk URL names, waiting at
+// most zkDialTimeout for the session.
+func zkDial[T any](ctx context.Context, u *url.URL, newFn func(context.Context, []string, ...zklock.Option) (T, error)) (T, error) {
+	servers, opts, err := zkConfig(u)
+	if err != nil {
+		var none T
+		return none, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, zkDialTimeout)
+	defer cancel()
+	return newFn(dctx, servers, opts...)
 }
 
 // zkConfig reads a zk URL: the servers and the options it asks for.
