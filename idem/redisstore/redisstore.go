@@ -352,18 +352,7 @@ func (s *Store) Record(ctx context.Context, key, token string, result []byte, re
 	if err := s.check(); err != nil {
 		return err
 	}
-	if !ownerToken(token) {
-		return idem.ErrClaimLost
-	}
-	a := &scriptArgs{keys: [1]string{s.RecordKey(key)}, args: [3]any{claimPrefix(token), result, boxedMillis(&s.lastRetain, retention)}}
-	n, err := s.exec.Run(ctx, nil, recordScript, a.keys[:], a.args[:]...).Int64()
-	if err != nil {
-		return err
-	}
-	if n != 1 {
-		return idem.ErrClaimLost
-	}
-	return nil
+	return s.finish(ctx, recordScript, key, token, result, boxedMillis(&s.lastRetain, retention))
 }
 
 // Release implements idem.Store in one round trip.
@@ -371,17 +360,23 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
+	return s.finish(ctx, releaseScript, key, token)
+}
+
+// finish runs script, Record's or Release's, on key's record with the claim
+// of token and the script's further arguments (two at most), and returns
+// idem.ErrClaimLost unless token owned the claim.
+func (s *Store) finish(ctx context.Context, script *redis.Script, key, token string, args ...any) error {
 	if !ownerToken(token) {
 		return idem.ErrClaimLost
 	}
-	n, err := s.exec.Run(ctx, nil, releaseScript, []string{s.RecordKey(key)}, claimPrefix(token)).Int64()
-	if err != nil {
-		return err
-	}
-	if n != 1 {
+	a := &scriptArgs{keys: [1]string{s.RecordKey(key)}, args: [3]any{claimPrefix(token)}}
+	n := 1 + copy(a.args[1:], args)
+	owned, err := s.exec.Run(ctx, nil, script, a.keys[:], a.args[:n]...).Int64()
+	if err == nil && owned != 1 {
 		return idem.ErrClaimLost
 	}
-	return nil
+	return err
 }
 
 // PutToken implements idem.TokenStore.
