@@ -50,6 +50,18 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
+// sharedRedis returns the address of the shared Redis, a key prefix of the
+// test's own and an admin client; t's cleanup deletes the keys under the
+// prefix.
+func sharedRedis(t *testing.T) (addr, prefix string, admin *redis.Client) {
+	t.Helper()
+	addr = testsvc.RedisAddr(t)
+	prefix = testsvc.KeyPrefix(t)
+	admin = newClient(t, addr)
+	t.Cleanup(func() { deletePrefix(t, admin, prefix) })
+	return addr, prefix, admin
+}
+
 // deletePrefix deletes every key under prefix: what a restart without
 // persistence does to this Locker's data.
 func deletePrefix(t testing.TB, c *redis.Client, prefix string) {
@@ -78,10 +90,7 @@ func TestConformanceNoBatching(t *testing.T) { runSharedConformance(t, WithBatch
 // runSharedConformance runs locktest against the shared Redis, with Lockers
 // made with opts under the test's own prefix.
 func runSharedConformance(t *testing.T, opts ...Option) {
-	addr := testsvc.RedisAddr(t)
-	prefix := testsvc.KeyPrefix(t)
-	admin := newClient(t, addr)
-	t.Cleanup(func() { deletePrefix(t, admin, prefix) })
+	addr, prefix, admin := sharedRedis(t)
 	var cuts locktest.Cuts
 	locktest.Run(t, locktest.Harness{
 		New: func(t *testing.T) lock.Locker {
