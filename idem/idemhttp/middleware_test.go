@@ -18,10 +18,15 @@ import (
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemhttp"
 	"github.com/latchkey-go/latchkey/idem/idemhttp/idemhttptest"
+	"github.com/latchkey-go/latchkey/idem/internal/teststores"
 	"github.com/latchkey-go/latchkey/idem/memstore"
 	"github.com/latchkey-go/latchkey/idem/redisstore"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
+
+// realStores are the backends the must-have tests run on; each opens a fresh,
+// test-private namespace and removes it at the end.
+var realStores = teststores.Stores("idemhttp", "memory", "redis", "postgres", "sqlite")
 
 // payHandler charges once per call and counts the calls.
 type payHandler struct {
@@ -86,14 +91,14 @@ func problemCode(t *testing.T, r resp) string {
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	for _, st := range realStores {
-		t.Run(st.name, func(t *testing.T) {
+		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
-			store := st.open(t)
+			store := st.Open(t)
 			up := idemhttptest.NewUpstream()
 			a := httptest.NewServer(idemhttp.Middleware(store)(up))
 			t.Cleanup(a.Close)
 			idemhttptest.Run(t, idemhttptest.Target{URLs: []string{a.URL}, Upstream: up})
-			if st.name == "memory" {
+			if st.Name == "memory" {
 				return // one process: nothing to share
 			}
 			t.Run("two instances", func(t *testing.T) {
@@ -115,9 +120,9 @@ func TestFiftyConcurrentCopies(t *testing.T) {
 	t.Parallel()
 	for _, st := range realStores {
 		for _, wait := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/wait=%v", st.name, wait), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/wait=%v", st.Name, wait), func(t *testing.T) {
 				t.Parallel()
-				fiftyCopies(t, st.open(t), wait)
+				fiftyCopies(t, st.Open(t), wait)
 			})
 		}
 	}

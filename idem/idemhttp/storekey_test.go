@@ -22,9 +22,9 @@ import (
 func TestStoreKeyFindsTheMiddlewaresRecord(t *testing.T) {
 	t.Parallel()
 	for _, st := range realStores {
-		t.Run(st.name, func(t *testing.T) {
+		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
-			p := newPayments(t, st.open(t))
+			p := newPayments(t, st.Open(t))
 			p.forgetDone()
 			p.forgetRunning()
 		})

@@ -18,9 +18,9 @@ import (
 func TestRequireToken(t *testing.T) {
 	t.Parallel()
 	for _, st := range realStores {
-		t.Run(st.name, func(t *testing.T) {
+		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
-			ts, ok := st.open(t).(idem.TokenStore)
+			ts, ok := st.Open(t).(idem.TokenStore)
 			if !ok {
 				t.Skip("store keeps no tokens")
 			}
