@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -29,16 +28,7 @@ import (
 var errDial = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 
 // backs are the back stores a layered store is tested on.
-var backs = []struct {
-	name string
-	open func(*testing.T) idem.Store
-}{
-	{"postgres", func(t *testing.T) idem.Store { s, _, _ := pgBack(t); return s }},
-	{"sqlite", func(t *testing.T) idem.Store {
-		s, _ := teststores.SQL(t, "sqlite", filepath.Join(t.TempDir(), "ledger.db"), "layered")
-		return s
-	}},
-}
+var backs = teststores.Stores("layered", "postgres", "sqlite")
 
 // eachFlaky runs test, in parallel subtests, on a layered store over each
 // back and a real Redis front whose next write can be made to fail. Redis
@@ -49,11 +39,11 @@ var backs = []struct {
 func eachFlaky(t *testing.T, test func(t *testing.T, s *layered.Store, front *flakystore.Store)) {
 	t.Parallel()
 	for _, b := range backs {
-		t.Run(b.name, func(t *testing.T) {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			rs, _, _ := redisFront(t, testsvc.RedisAddr(t))
 			front := flakystore.New(rs, errDial)
-			test(t, layered.New(front, b.open(t)), front)
+			test(t, layered.New(front, b.Open(t)), front)
 		})
 	}
 }
