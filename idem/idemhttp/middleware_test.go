@@ -28,6 +28,17 @@ import (
 // test-private namespace and removes it at the end.
 var realStores = teststores.Stores("idemhttp", "memory", "redis", "postgres", "sqlite")
 
+// eachStore runs test on each of realStores, in parallel subtests.
+func eachStore(t *testing.T, test func(t *testing.T, name string, store idem.Store)) {
+	t.Parallel()
+	for _, st := range realStores {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			test(t, st.Name, st.Open(t))
+		})
+	}
+}
+
 // payHandler charges once per call and counts the calls.
 type payHandler struct {
 	calls atomic.Int32
@@ -89,29 +100,24 @@ func problemCode(t *testing.T, r resp) string {
 // servers on every store: one instance, and two instances sharing the store
 // with requests alternating between them.
 func TestConformance(t *testing.T) {
-	t.Parallel()
-	for _, st := range realStores {
-		t.Run(st.Name, func(t *testing.T) {
+	eachStore(t, func(t *testing.T, name string, store idem.Store) {
+		up := idemhttptest.NewUpstream()
+		a := httptest.NewServer(idemhttp.Middleware(store)(up))
+		t.Cleanup(a.Close)
+		idemhttptest.Run(t, idemhttptest.Target{URLs: []string{a.URL}, Upstream: up})
+		if name == "memory" {
+			return // one process: nothing to share
+		}
+		t.Run("two instances", func(t *testing.T) {
 			t.Parallel()
-			store := st.Open(t)
 			up := idemhttptest.NewUpstream()
 			a := httptest.NewServer(idemhttp.Middleware(store)(up))
 			t.Cleanup(a.Close)
-			idemhttptest.Run(t, idemhttptest.Target{URLs: []string{a.URL}, Upstream: up})
-			if st.Name == "memory" {
-				return // one process: nothing to share
-			}
-			t.Run("two instances", func(t *testing.T) {
-				t.Parallel()
-				up := idemhttptest.NewUpstream()
-				a := httptest.NewServer(idemhttp.Middleware(store)(up))
-				t.Cleanup(a.Close)
-				b := httptest.NewServer(idemhttp.Middleware(store)(up))
-				t.Cleanup(b.Close)
-				idemhttptest.Run(t, idemhttptest.Target{URLs: []string{a.URL, b.URL}, Upstream: up})
-			})
+			b := httptest.NewServer(idemhttp.Middleware(store)(up))
+			t.Cleanup(b.Close)
+			idemhttptest.Run(t, idemhttptest.Target{URLs: []string{a.URL, b.URL}, Upstream: up})
 		})
-	}
+	})
 }
 
 // A double click seen fifty times: 50 copies of one request at once run the
