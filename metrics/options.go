@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/latchkey-go/latchkey/internal/options"
 )
 
 // ErrInvalid is wrapped by the error of a constructor given an invalid option.
@@ -34,11 +36,7 @@ type config struct {
 
 func newConfig(opts []Option) (config, error) {
 	c := config{buckets: DefaultBuckets}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
+	options.Apply(&c, opts)
 	return c, c.invalid
 }
 
