@@ -24,11 +24,7 @@ const faultTTL = time.Second
 
 func waitDone(t *testing.T, lease *lock.Lease, within time.Duration) {
 	t.Helper()
-	select {
-	case <-lease.Done():
-	case <-time.After(within):
-		t.Fatalf("Done not closed within %v", within)
-	}
+	suitekit.WaitDone(t, lease, within)
 	if !errors.Is(lease.Err(), lock.ErrLeaseLost) {
 		t.Fatalf("Err = %v, want ErrLeaseLost", lease.Err())
 	}
