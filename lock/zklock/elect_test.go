@@ -1,6 +1,7 @@
 package zklock_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -22,6 +23,22 @@ func TestElection(t *testing.T) {
 		TTL:    time.Second, // a loaded JVM can take 100s of ms to answer
 		Queued: true,
 	})
+}
+
+// campaigned is the outcome of a Campaign run in the background.
+type campaigned struct {
+	term *elect.Term
+	err  error
+}
+
+// campaignAsync runs a waiting Campaign for value in the background.
+func campaignAsync(ctx context.Context, e *elect.Election, value string) <-chan campaigned {
+	ch := make(chan campaigned, 1)
+	go func() {
+		term, err := e.Campaign(ctx, value)
+		ch <- campaigned{term, err}
+	}()
+	return ch
 }
 
 // kazooElection drives a kazoo Election, one command per line on stdin:
@@ -80,15 +97,7 @@ func TestKazooElection(t *testing.T) {
 	if _, err := ours.Campaign(ctx, "ours", elect.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("try-once Campaign while kazoo leads: %v", err)
 	}
-	type result struct {
-		term *elect.Term
-		err  error
-	}
-	got := make(chan result, 1)
-	go func() {
-		term, err := ours.Campaign(ctx, "ours")
-		got <- result{term, err}
-	}()
+	got := campaignAsync(ctx, ours, "ours")
 	waitContenders := func(want string) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
@@ -175,15 +184,7 @@ func TestCuratorElection(t *testing.T) {
 	if _, err := ours.Campaign(ctx, "ours", elect.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("try-once Campaign while Curator leads: %v", err)
 	}
-	type result struct {
-		term *elect.Term
-		err  error
-	}
-	got := make(chan result, 1)
-	go func() {
-		term, err := ours.Campaign(ctx, "ours")
-		got <- result{term, err}
-	}()
+	got := campaignAsync(ctx, ours, "ours")
 	participants("curator-leader,ours")
 	cur.send("resign")
 	cur.expect("resigned")
@@ -240,16 +241,12 @@ func TestElectionSessionExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		term *elect.Term
-		err  error
-	}
-	got := make(chan result, 1)
+	got := make(chan campaigned, 1)
 	go func() {
 		for {
 			tb, err := b.Campaign(ctx, "b")
 			if err == nil || ctx.Err() != nil {
-				got <- result{tb, err}
+				got <- campaigned{tb, err}
 				return
 			}
 			time.Sleep(100 * time.Millisecond) // no session while the server is down
