@@ -15,6 +15,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemtest"
+	"github.com/latchkey-go/latchkey/idem/internal/teststores"
 	"github.com/latchkey-go/latchkey/idem/redisstore"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
@@ -32,34 +33,29 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// newClient connects to the shared Redis and deletes the test's keys when it
-// ends.
-func newClient(t *testing.T) (*redis.Client, string) { return testsvc.RedisClient(t) }
-
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	c, prefix := newClient(t)
+	c, prefix := testsvc.RedisClient(t)
 	idemtest.Run(t, func(*testing.T) idem.Store { return redisstore.New(c, redisstore.WithPrefix(prefix)) })
 }
 
 func TestTokens(t *testing.T) {
 	t.Parallel()
-	c, prefix := newClient(t)
+	c, prefix := testsvc.RedisClient(t)
 	idemtest.RunTokens(t, func(*testing.T) idem.TokenStore { return redisstore.New(c, redisstore.WithPrefix(prefix)) })
 }
 
 func TestCrashedHandlerTakenOverAfterDeadline(t *testing.T) {
 	t.Parallel()
-	c, prefix := newClient(t)
+	c, prefix := testsvc.RedisClient(t)
 	idemtest.Crash(t, redisstore.New(c, redisstore.WithPrefix(prefix)),
 		envAddr+"="+c.Options().Addr, envPrefix+"="+prefix)
 }
 
 func TestOneRoundTripToClaimAndToReplay(t *testing.T) {
 	t.Parallel()
-	c, prefix := newClient(t)
+	s, c, _ := teststores.Redis(t)
 	sent := testsvc.CountCommands(c)
-	s := redisstore.New(c, redisstore.WithPrefix(prefix))
 	ctx := context.Background()
 	// Warm the script cache: the first EVALSHA of a script may need an EVAL.
 	warm, err := s.Claim(ctx, "warm", "", time.Minute)
@@ -159,8 +155,7 @@ func TestServerDownFailsClosed(t *testing.T) {
 // in-progress deadline.
 func TestCancelledClaimsLeaveNoClaim(t *testing.T) {
 	t.Parallel()
-	c, prefix := newClient(t)
-	s := redisstore.New(c, redisstore.WithPrefix(prefix))
+	s, _, _ := teststores.Redis(t)
 	const goroutines, rounds = 32, 20
 	var (
 		wg        sync.WaitGroup
@@ -228,7 +223,7 @@ func claimWithRandomDeadlines(t *testing.T, s *redisstore.Store, g, rounds int) 
 // servers before Redis 7.0 get instead of SET NX GET.
 func TestConformanceClaimScript(t *testing.T) {
 	t.Parallel()
-	c, prefix := newClient(t)
+	c, prefix := testsvc.RedisClient(t)
 	idemtest.Run(t, func(*testing.T) idem.Store {
 		s := redisstore.New(c, redisstore.WithPrefix(prefix))
 		redisstore.UseClaimScript(s)
@@ -242,8 +237,7 @@ func TestConformanceClaimScript(t *testing.T) {
 // meanwhile is claimed in today's layout, which Record then finds.
 func TestRecordsOfEarlierVersions(t *testing.T) {
 	t.Parallel()
-	c, prefix := newClient(t)
-	s := redisstore.New(c, redisstore.WithPrefix(prefix))
+	s, c, _ := teststores.Redis(t)
 	ctx := t.Context()
 
 	done := s.RecordKey("done")
@@ -309,8 +303,7 @@ return {1}`)
 // the claim, which its owner then still can record.
 func TestForeignTokenOwnsNothing(t *testing.T) {
 	t.Parallel()
-	c, prefix := newClient(t)
-	s := redisstore.New(c, redisstore.WithPrefix(prefix))
+	s, _, _ := teststores.Redis(t)
 	ctx := t.Context()
 	cl, err := s.Claim(ctx, "k", "fp", time.Minute)
 	if err != nil || cl.State != idem.Claimed {
