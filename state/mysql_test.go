@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/state"
 )
@@ -83,14 +84,7 @@ func TestMySQLDeadlockIsRetry(t *testing.T) {
 		}
 		return tx.Commit()
 	}
-	l1, l2, both := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	errs := make(chan error, 2)
-	go func() { errs <- run("o1", "o2", l1, both) }()
-	go func() { errs <- run("o2", "o1", l2, both) }()
-	<-l1
-	<-l2
-	close(both)
-	e1, e2 := <-errs, <-errs
+	e1, e2 := suitekit.InOppositeOrders(run, "o1", "o2")
 	victim := e1
 	if e1 == nil {
 		victim = e2

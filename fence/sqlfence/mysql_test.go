@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/fence"
 	"github.com/latchkey-go/latchkey/fence/sqlfence"
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
 
@@ -44,10 +45,11 @@ func TestMySQLDeadlockIsRetry(t *testing.T) {
 			db := openMySQL(t, testsvc.MySQL(t, testsvc.MySQLIsolation(t, level)...))
 			g, table := twoAccounts(t, db)
 			ctx := t.Context()
-			transfer := func(tok uint64, first, second string, locked chan<- struct{}, proceed <-chan struct{}) error {
+			transfer := func(first, second string, locked chan<- struct{}, proceed <-chan struct{}) error {
+				tok := map[string]uint64{"a": 1, "b": 2}[first] // a to b with token 1, b to a with 2
 				return transferInTx(ctx, db, g, tok, first, second, locked, proceed)
 			}
-			e1, e2 := lockInOppositeOrders(transfer, "a", "b", 1, 2)
+			e1, e2 := suitekit.InOppositeOrders(transfer, "a", "b")
 			var victim error
 			switch {
 			case e1 == nil && e2 != nil:

@@ -224,22 +224,6 @@ func writeAndCheck(ctx context.Context, db *sql.DB, g *sqlfence.Guard, table str
 	}
 }
 
-// lockInOppositeOrders runs two holders at once: one locks a then b with
-// token ta, the other b then a with token tb, each by step, which takes
-// its second lock only once proceed is closed. proceed is closed once
-// both hold their first lock, so one of them must be a deadlock victim.
-// It returns both holders' errors.
-func lockInOppositeOrders(step func(tok uint64, first, second string, locked chan<- struct{}, proceed <-chan struct{}) error, a, b string, ta, tb uint64) (e1, e2 error) {
-	lockedA, lockedB, both := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	errs := make(chan error, 2)
-	go func() { errs <- step(ta, a, b, lockedA, both) }()
-	go func() { errs <- step(tb, b, a, lockedB, both) }()
-	<-lockedA
-	<-lockedB
-	close(both)
-	return <-errs, <-errs
-}
-
 func TestInTransaction(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
 		ctx := t.Context()

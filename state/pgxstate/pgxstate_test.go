@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/state"
 	"github.com/latchkey-go/latchkey/state/pgxstate"
@@ -106,14 +107,7 @@ func TestDeadlockIsRetry(t *testing.T) {
 			return err
 		})
 	}
-	m1, m2, both := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	errs := make(chan error, 2)
-	go func() { errs <- run("o1", "o2", m1, both) }()
-	go func() { errs <- run("o2", "o1", m2, both) }()
-	<-m1
-	<-m2
-	close(both)
-	e1, e2 := <-errs, <-errs
+	e1, e2 := suitekit.InOppositeOrders(run, "o1", "o2")
 	if (e1 == nil) == (e2 == nil) {
 		t.Fatalf("transactions ended %v and %v, want one through and one deadlock victim", e1, e2)
 	}
