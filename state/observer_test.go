@@ -1,19 +1,16 @@
 package state_test
 
 import (
-	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 
+	"github.com/latchkey-go/latchkey/internal/refusaltest"
 	"github.com/latchkey-go/latchkey/state"
 )
-
-type refusalMark struct{}
 
 // TestRefusalsReported checks that illegal and repeated moves and
 // optimistic updates that lose every race are reported to the state
@@ -32,19 +29,7 @@ func TestRefusalsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	insert(t, db, table, "o1", "UNPAID", 100)
-	var (
-		mu  sync.Mutex
-		got []state.Refusal
-	)
-	state.SetObserver(func(ctx context.Context, r state.Refusal) {
-		if ctx.Value(refusalMark{}) == t.Name() {
-			mu.Lock()
-			got = append(got, r)
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() { state.SetObserver(nil) })
-	ctx := context.WithValue(t.Context(), refusalMark{}, t.Name())
+	ctx, refusals := refusaltest.Watch(t, state.SetObserver, t.Context(), t.Name())
 
 	m := newMachine(t, db, table, orderFlow)
 	if _, err := m.Move(ctx, "o1", "PAID", nil); err != nil {
@@ -69,9 +54,7 @@ func TestRefusalsReported(t *testing.T) {
 		{Reason: state.RefusedIllegal, Table: table, To: "CANCELLED"},
 		{Reason: state.RefusedConflict, Table: table},
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(got, want) {
+	if got := refusals(); !slices.Equal(got, want) {
 		t.Fatalf("refusals %v, want %v", got, want)
 	}
 }

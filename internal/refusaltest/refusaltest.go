@@ -1,6 +1,7 @@
 // Package refusaltest makes one refusal of each kind that the fence and
 // state packages report to their observers, for the tests of the observers
-// that count and trace them.
+// that count and trace them, and records the refusals a test's calls are
+// reported, for the tests of the packages that report them.
 package refusaltest
 
 import (
@@ -8,6 +9,8 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 
 	_ "modernc.org/sqlite" // the refusals' database
@@ -52,5 +55,32 @@ func Provoke(ctx context.Context, t testing.TB, account, order string) {
 	}
 	if _, err := m.Move(ctx, order, "CANCELLED", nil); !errors.Is(err, state.ErrIllegal) {
 		t.Fatalf("illegal move: %v", err)
+	}
+}
+
+type mark struct{}
+
+// Watch makes an observer of refusals of type R, set with set (such as
+// fence.SetObserver), the process's observer until the test ends. It
+// records the refusals reported with contexts that carry name (so that
+// tests running at the same time do not count) and returns ctx carrying
+// name and a function that returns the record so far.
+func Watch[O ~func(context.Context, R), R any](t testing.TB, set func(O), ctx context.Context, name string) (context.Context, func() []R) {
+	var (
+		mu  sync.Mutex
+		got []R
+	)
+	set(func(ctx context.Context, r R) {
+		if ctx.Value(mark{}) == name {
+			mu.Lock()
+			got = append(got, r)
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() { set(nil) })
+	return context.WithValue(ctx, mark{}, name), func() []R {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
 	}
 }
