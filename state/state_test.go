@@ -2,9 +2,7 @@ package state_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -114,9 +112,7 @@ func forEachDB(t *testing.T, f func(t *testing.T, db *sql.DB, table string)) {
 				pools.Store(db, pool)
 				t.Cleanup(func() { pools.Delete(db); pool.Close() })
 			}
-			var b [6]byte
-			_, _ = rand.Read(b[:])
-			table := "state_orders_" + hex.EncodeToString(b[:])
+			table := testsvc.TableName("state_orders_")
 			if _, err := db.Exec(fmt.Sprintf(`CREATE TABLE %s (id %s PRIMARY KEY, status VARCHAR(32) NOT NULL,
 				amount BIGINT NOT NULL DEFAULT 0, paid_by TEXT, version BIGINT NOT NULL DEFAULT 0)`, table, keyType(d.driver))); err != nil {
 				t.Fatal(err)

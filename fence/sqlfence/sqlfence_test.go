@@ -2,9 +2,7 @@ package sqlfence_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -56,16 +54,10 @@ func sqliteDSN(path string) string {
 	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
 }
 
-func uniqueTable(prefix string) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
-}
-
 // inventoryTable creates a table unique to the test and drops it at cleanup.
 func inventoryTable(t *testing.T, db *sql.DB) string {
 	t.Helper()
-	table := uniqueTable("fence_inv_")
+	table := testsvc.TableName("fence_inv_")
 	_, err := db.Exec(fmt.Sprintf(`CREATE TABLE %s (id %s PRIMARY KEY, qty BIGINT, note TEXT, fence_token BIGINT DEFAULT 0)`, table, keyType(db)))
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,6 @@ package pgxstate_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"testing"
@@ -29,9 +27,7 @@ func orders(t *testing.T) (*pgxpool.Pool, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	table := "pgxstate_" + hex.EncodeToString(b[:])
+	table := testsvc.TableName("pgxstate_")
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, fmt.Sprintf(`CREATE TABLE %s (id TEXT PRIMARY KEY, status TEXT NOT NULL, version BIGINT NOT NULL DEFAULT 0)`, table)); err != nil {
 		t.Fatal(err)
