@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,32 +17,28 @@ import (
 // file each) on entering and records the count: it must never pass 2.
 func TestRunPermitsAtMostN(t *testing.T) {
 	t.Parallel()
-	for name, url := range faultBackends(t) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			if err := os.Mkdir(filepath.Join(dir, "inside"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			const script = `touch inside/$$; ls inside | wc -l >> counts; sleep 0.1; rm inside/$$`
-			key := testsvc.KeyPrefix(t) + "report"
-			const n = 8
-			runAll(t, dir, slices.Repeat([][]string{{"--permits", "2", "--key", key, "--backend", url(dir), "--", "sh", "-c", script}}, n)...)
-			b, _ := os.ReadFile(filepath.Join(dir, "counts"))
-			counts := strings.Fields(string(b))
-			if len(counts) != n {
-				t.Fatalf("%d commands ran, want %d", len(counts), n)
-			}
-			most := 0
-			for _, c := range counts {
-				k, _ := strconv.Atoi(c)
-				most = max(most, k)
-			}
-			if most > 2 {
-				t.Fatalf("%d commands ran at once under --permits 2 (counts %v)", most, counts)
-			}
-		})
-	}
+	onFaultBackends(t, func(t *testing.T, dir, url string) {
+		if err := os.Mkdir(filepath.Join(dir, "inside"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		const script = `touch inside/$$; ls inside | wc -l >> counts; sleep 0.1; rm inside/$$`
+		key := testsvc.KeyPrefix(t) + "report"
+		const n = 8
+		runAll(t, dir, slices.Repeat([][]string{{"--permits", "2", "--key", key, "--backend", url, "--", "sh", "-c", script}}, n)...)
+		b, _ := os.ReadFile(filepath.Join(dir, "counts"))
+		counts := strings.Fields(string(b))
+		if len(counts) != n {
+			t.Fatalf("%d commands ran, want %d", len(counts), n)
+		}
+		most := 0
+		for _, c := range counts {
+			k, _ := strconv.Atoi(c)
+			most = max(most, k)
+		}
+		if most > 2 {
+			t.Fatalf("%d commands ran at once under --permits 2 (counts %v)", most, counts)
+		}
+	})
 }
 
 func TestRunPermitsExitStatus(t *testing.T) {
@@ -74,27 +69,24 @@ func TestSemaphoreShow(t *testing.T) {
 	dir := t.TempDir()
 	url := sqliteURL(dir)
 	holder, _ := runHolder(t, dir, "--permits", "3", "--key", "jobs", "--backend", url)
-	var stdout, stderr bytes.Buffer
-	if code := run(t.Context(), []string{"semaphore", "show", "--backend", url, "jobs"}, &stdout, &stderr); code != exitOK {
-		t.Fatalf("semaphore show: exit %d: %s", code, stderr.String())
+	code, stdout, stderr := latchkey(t, "semaphore", "show", "--backend", url, "jobs")
+	if code != exitOK {
+		t.Fatalf("semaphore show: exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{`name:`, `"jobs"`, `3, 1 held by 1 holder(s)`, "HOLDER", "TOKEN"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Fatalf("semaphore show lacks %q:\n%s", want, stdout.String())
+		if !strings.Contains(stdout, want) {
+			t.Fatalf("semaphore show lacks %q:\n%s", want, stdout)
 		}
 	}
-	stdout.Reset()
-	if code := run(t.Context(), []string{"semaphore", "show", "--json", "--backend", url, "jobs"}, &stdout, &stderr); code != exitOK ||
-		!strings.Contains(stdout.String(), `"permits": 3`) {
-		t.Fatalf("semaphore show --json: exit %d: %s%s", code, stdout.String(), stderr.String())
+	if code, stdout, stderr := latchkey(t, "semaphore", "show", "--json", "--backend", url, "jobs"); code != exitOK || !strings.Contains(stdout, `"permits": 3`) {
+		t.Fatalf("semaphore show --json: exit %d: %s%s", code, stdout, stderr)
 	}
 	_ = holder.Process.Signal(syscall.SIGTERM)
 	exitCode(t, holder)
-	stdout.Reset()
-	if code := run(t.Context(), []string{"semaphore", "show", "--backend", url, "jobs"}, &stdout, &stderr); code != exitNotFound {
-		t.Fatalf("semaphore show of a free semaphore: exit %d, want %d: %s", code, exitNotFound, stdout.String())
+	if code, stdout, _ := latchkey(t, "semaphore", "show", "--backend", url, "jobs"); code != exitNotFound {
+		t.Fatalf("semaphore show of a free semaphore: exit %d, want %d: %s", code, exitNotFound, stdout)
 	}
-	if code := run(t.Context(), []string{"semaphore", "show", "--backend", url, ""}, &stdout, &stderr); code != exitUsage {
+	if code, _, _ := latchkey(t, "semaphore", "show", "--backend", url, ""); code != exitUsage {
 		t.Fatalf("semaphore show of an empty name: exit %d, want %d", code, exitUsage)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -73,11 +72,8 @@ func TestRunSharedExitStatus(t *testing.T) {
 	for i, tc := range cases {
 		cases[i].args = append(append([]string{"--key", "k", "--backend", url}, tc.args...), "--", "true")
 	}
+	cases = append(cases, exitCase{"--shared on MySQL", []string{"--key", "k", "--shared", "--backend", "mysql://root@127.0.0.1:3306/test", "--", "true"}, exitUsage})
 	checkExits(t, dir, cases)
-	cmd, out := runProc(t, dir, "--key", "k", "--shared", "--backend", "mysql://root@127.0.0.1:3306/test", "--", "true")
-	if got := exitCode(t, cmd); got != exitUsage {
-		t.Fatalf("--shared on MySQL: exit %d, want %d: %s", got, exitUsage, out)
-	}
 }
 
 // TestLockShowRW: "latchkey lock show --rw" shows the readers of a key, with
@@ -90,22 +86,20 @@ func TestLockShowRW(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out, errs bytes.Buffer
-	if code := lockCmd(t.Context(), []string{"show", "--rw", "--backend", url, "prices"}, &out, &errs); code != exitOK {
-		t.Fatalf("exit %d: %s%s", code, out.String(), errs.String())
+	code, out, errs := runLock(t, "show", "--rw", "--backend", url, "prices")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, out, errs)
 	}
 	for _, want := range []string{"shared by 1", `"report job", token ` + strconv.FormatUint(r.Token(), 10), "writers waiting"} {
-		if !strings.Contains(out.String(), want) {
-			t.Fatalf("show --rw says:\n%s\nwant %q in it", out.String(), want)
+		if !strings.Contains(out, want) {
+			t.Fatalf("show --rw says:\n%s\nwant %q in it", out, want)
 		}
 	}
-	out.Reset()
-	if code := lockCmd(t.Context(), []string{"show", "--rw", "--json", "--backend", url, "prices"}, &out, &errs); code != exitOK || !strings.Contains(out.String(), `"mode": "shared"`) {
-		t.Fatalf("show --rw --json: exit %d: %s", code, out.String())
+	if code, out, _ := runLock(t, "show", "--rw", "--json", "--backend", url, "prices"); code != exitOK || !strings.Contains(out, `"mode": "shared"`) {
+		t.Fatalf("show --rw --json: exit %d: %s", code, out)
 	}
 	_ = r.Release(t.Context())
-	out.Reset()
-	if code := lockCmd(t.Context(), []string{"show", "--rw", "--backend", url, "prices"}, &out, &errs); code != exitNotFound {
-		t.Fatalf("show --rw of a free key: exit %d, want %d: %s", code, exitNotFound, out.String())
+	if code, out, _ := runLock(t, "show", "--rw", "--backend", url, "prices"); code != exitNotFound {
+		t.Fatalf("show --rw of a free key: exit %d, want %d: %s", code, exitNotFound, out)
 	}
 }

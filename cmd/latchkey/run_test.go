@@ -271,18 +271,13 @@ func TestRunForwardsSignals(t *testing.T) {
 	_ = lease.Release(t.Context())
 }
 
+// waitFile waits up to 30 s for path to exist.
 func waitFile(t *testing.T, path string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", path)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, 30*time.Second, path+" to appear", func() bool {
+		_, err := os.Stat(path)
+		return err == nil
+	})
 }
 
 // TestRunWaitDefault: the help says how long run waits by default in words,
