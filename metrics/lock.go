@@ -1,12 +1,12 @@
 package metrics
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/latchkey-go/latchkey/internal/lockoutcome"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -36,9 +36,6 @@ type Lock struct {
 }
 
 var _ prometheus.Collector = (*Lock)(nil)
-
-// Acquire outcomes, the values of the outcome label.
-var lockOutcomes = [...]string{"acquired", "not_acquired", "canceled", "invalid", "error"}
 
 // NewLock returns a Lock collector. It fails with ErrInvalid on a bad option.
 func NewLock(opts ...Option) (*Lock, error) {
@@ -89,7 +86,7 @@ func (l *Lock) Observer(backend string) lock.Observer {
 		holdReleased: l.hold.WithLabelValues(backend, "released"),
 		holdLost:     l.hold.WithLabelValues(backend, "lost"),
 	}
-	for i, out := range lockOutcomes {
+	for i, out := range lockoutcome.Names {
 		o.acquire[i] = l.acquire.WithLabelValues(backend, out)
 		o.wait[i] = l.wait.WithLabelValues(backend, out)
 	}
@@ -98,7 +95,7 @@ func (l *Lock) Observer(backend string) lock.Observer {
 
 // lockObserver holds one backend's metrics, resolved once.
 type lockObserver struct {
-	acquire, wait                  [len(lockOutcomes)]prometheus.Observer
+	acquire, wait                  [len(lockoutcome.Names)]prometheus.Observer
 	held                           prometheus.Gauge
 	renewOK, renewFail, renewRefus prometheus.Counter
 	releaseOK, releaseErr          prometheus.Counter
@@ -111,7 +108,7 @@ type lockObserver struct {
 func (o *lockObserver) observe(e lock.Event) {
 	switch e.Kind {
 	case lock.EventAcquire:
-		i := acquireOutcome(e.Err)
+		i := lockoutcome.Of(e.Err)
 		o.acquire[i].Observe(e.Duration.Seconds())
 		o.wait[i].Observe(e.Waited.Seconds())
 		if e.Err == nil {
@@ -143,21 +140,6 @@ func (o *lockObserver) observe(e lock.Event) {
 			o.releaseErr.Inc()
 		}
 	}
-}
-
-// acquireOutcome returns the index in lockOutcomes of an Acquire error.
-func acquireOutcome(err error) int {
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, lock.ErrNotAcquired):
-		return 1
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return 2
-	case errors.Is(err, lock.ErrInvalid):
-		return 3
-	}
-	return 4
 }
 
 // Describe implements prometheus.Collector.
