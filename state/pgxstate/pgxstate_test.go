@@ -43,18 +43,26 @@ func orders(t *testing.T) (*pgxpool.Pool, string) {
 	return pool, table
 }
 
-// A move inside a pgx.Tx commits or rolls back with it: rolled back, the
-// order is UNPAID again and the next move applies.
-func TestMoveJoinsTheTransaction(t *testing.T) {
-	t.Parallel()
+// machine returns a pool, an orders table as orders makes it and a Machine
+// of flow on them.
+func machine(t *testing.T) (*pgxpool.Pool, string, *state.Machine) {
+	t.Helper()
 	pool, table := orders(t)
-	ctx := t.Context()
 	m, err := pgxstate.NewMachine(pool, table, flow)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pool, table, m
+}
+
+// A move inside a pgx.Tx commits or rolls back with it: rolled back, the
+// order is UNPAID again and the next move applies.
+func TestMoveJoinsTheTransaction(t *testing.T) {
+	t.Parallel()
+	pool, _, m := machine(t)
+	ctx := t.Context()
 	errAbandon := errors.New("abandoned")
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if r, err := m.On(pgxstate.Conn(tx)).Move(ctx, "o1", "PAID", nil); err != nil || r != state.Applied {
 			return fmt.Errorf("move in the transaction: %v, %v", r, err)
 		}
@@ -85,12 +93,8 @@ func TestMoveJoinsTheTransaction(t *testing.T) {
 // pgx's error inside, and its moves are rolled back.
 func TestDeadlockIsRetry(t *testing.T) {
 	t.Parallel()
-	pool, table := orders(t)
+	pool, table, m := machine(t)
 	ctx := t.Context()
-	m, err := pgxstate.NewMachine(pool, table, flow)
-	if err != nil {
-		t.Fatal(err)
-	}
 	run := func(first, second string, moved chan<- struct{}, proceed <-chan struct{}) error {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			in := m.On(pgxstate.Conn(tx))
@@ -184,12 +188,8 @@ func TestBadInput(t *testing.T) {
 // state.ErrRetry.
 func TestSerializationFailureIsRetry(t *testing.T) {
 	t.Parallel()
-	pool, table := orders(t)
+	pool, _, m := machine(t)
 	ctx := t.Context()
-	m, err := pgxstate.NewMachine(pool, table, flow)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	if err != nil {
 		t.Fatal(err)
