@@ -62,14 +62,7 @@ func StartBrowser(t testing.TB) *Browser {
 		command: func() *exec.Cmd {
 			return exec.Command(driver, "--port="+strconv.Itoa(b.port), "--allowed-ips=127.0.0.1")
 		},
-		ready: func() bool {
-			resp, err := ping.Get(b.url("/status"))
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		},
+		ready: func() bool { return answersOK(ping, b.url("/status")) },
 	}
 	b.startOnFreePorts(3, nil, &b.port)
 	// Run before the cleanup that stops chromedriver.
