@@ -31,16 +31,12 @@ func onFaultBackends(t *testing.T, test func(t *testing.T, dir, url string)) {
 // waitContents waits for dir/name to exist and returns its contents.
 func waitContents(t *testing.T, dir, name string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil && len(b) > 0 {
-			return strings.TrimSpace(string(b))
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", name)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var b []byte
+	waitFor(t, 30*time.Second, name+" to appear", func() bool {
+		b, _ = os.ReadFile(filepath.Join(dir, name))
+		return len(b) > 0
+	})
+	return strings.TrimSpace(string(b))
 }
 
 // signalHolder sends sig to a "latchkey run" process and to its command's
