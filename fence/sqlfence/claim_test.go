@@ -18,12 +18,8 @@ func holders(t *testing.T, d database) (stale, fresh *sql.DB, table string) {
 	t.Helper()
 	dsn := d.dsn(t)
 	open := func() *sql.DB {
-		db, err := sql.Open(d.driver, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
+		db := openDB(t, d.driver, dsn)
 		db.SetMaxOpenConns(1)
-		t.Cleanup(func() { db.Close() })
 		return db
 	}
 	stale, fresh = open(), open()
@@ -304,11 +300,7 @@ func checkMissingRowsNotClaimed(t *testing.T, db *sql.DB, g *sqlfence.Guard, tab
 // TestReadBadInput: bad input is refused before any statement runs (the
 // table does not exist).
 func TestReadBadInput(t *testing.T) {
-	db, err := sql.Open("sqlite", sqliteDSN(t.TempDir()+"/x.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t, "sqlite", sqliteDSN(t.TempDir()+"/x.db"))
 	g := guardOn(t, db, "no_such_table")
 	ctx := context.Background()
 	var n int64

@@ -1,7 +1,6 @@
 package sqlfence_test
 
 import (
-	"database/sql"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -16,12 +15,7 @@ import (
 // fence.ErrStale is reported once to the fence Observer, with the caller's
 // context, and that accepted calls are not.
 func TestRefusalsReported(t *testing.T) {
-	db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(t.TempDir(), "fence.db")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	db.SetMaxOpenConns(1)
+	db := openDB(t, "sqlite", sqliteDSN(filepath.Join(t.TempDir(), "fence.db")))
 	table := inventoryTable(t, db)
 	g := guardOn(t, db, table)
 	ctx, refusals := refusaltest.Watch(t, fence.SetObserver, t.Context(), t.Name())
