@@ -1,7 +1,6 @@
 package state_test
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -17,12 +16,7 @@ import (
 // Observer with the caller's context (marked, so that tests running at the
 // same time do not count), and that applied changes are not.
 func TestRefusalsReported(t *testing.T) {
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "state.db")+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	db.SetMaxOpenConns(1)
+	db := openDB(t, "sqlite", "file:"+filepath.Join(t.TempDir(), "state.db")+"?_pragma=busy_timeout(10000)")
 	const table = "orders"
 	if _, err := db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT NOT NULL, amount BIGINT NOT NULL DEFAULT 0,
 		paid_by TEXT, version BIGINT NOT NULL DEFAULT 0)`); err != nil {
@@ -42,7 +36,7 @@ func TestRefusalsReported(t *testing.T) {
 		t.Fatalf("PAID -> CANCELLED: %v", err)
 	}
 	o := newOptimistic(t, db, table, state.WithAttempts(2))
-	err = o.Update(ctx, "o1", nil, func() (state.Values, error) {
+	err := o.Update(ctx, "o1", nil, func() (state.Values, error) {
 		_, err := db.Exec(fmt.Sprintf("UPDATE %s SET version = version + 1 WHERE id = 'o1'", table))
 		return state.Values{"amount": 1}, err
 	})
