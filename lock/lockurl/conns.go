@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/latchkey-go/latchkey/internal/backendurl"
+	"github.com/latchkey-go/latchkey/lock"
 )
 
 // conns is what a Locker or Client of this package was opened on, closed
@@ -60,14 +61,4 @@ func closer(pool *pgxpool.Pool) func() error { return func() error { pool.Close(
 
 // mysqlDB opens the database a mysql:// URL names (see
 // backendurl.MySQLDSN for the parameters).
-func mysqlDB(u *url.URL) (*sql.DB, error) {
-	dsn, err := backendurl.MySQLDSN(u)
-	if err != nil {
-		return nil, invalidf("%w", err)
-	}
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		return nil, invalidf("%w", err)
-	}
-	return db, nil
-}
+func mysqlDB(u *url.URL) (*sql.DB, error) { return backendurl.MySQLDB(u, lock.ErrInvalid) }

@@ -9,7 +9,7 @@ import (
 	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
 
 	"github.com/latchkey-go/latchkey/internal/backendurl"
-
+	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/memlock"
 	"github.com/latchkey-go/latchkey/lock/sqllock"
 )
@@ -38,36 +38,10 @@ func openSQLite(ctx context.Context, _ string, u *url.URL) (Locker, error) {
 	return owning(l, err, db.Close, sqlLockerOn)
 }
 
-// sqliteDB opens the file a sqlite URL names.
+// sqliteDB opens the file a sqlite URL names, on one connection (see
+// backendurl.SQLiteDB).
 func sqliteDB(ctx context.Context, u *url.URL) (*sql.DB, error) {
-	path, err := sqlitePath(u)
-	if err != nil {
-		return nil, err
-	}
-	dsn := backendurl.SQLiteDSN(path)
-	if u.RawQuery != "" {
-		dsn += "&" + u.RawQuery
-	}
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, err
-	}
-	// One connection per process: SQLite's busy handler is not fair, and a
-	// process's own connections could starve its renewals (see sqllock).
-	db.SetMaxOpenConns(1)
-	if err := backendurl.SQLiteReady(ctx, db); err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	return db, nil
-}
-
-func sqlitePath(u *url.URL) (string, error) {
-	p, err := backendurl.SQLitePath(u)
-	if err != nil {
-		return "", invalidf("%w", err)
-	}
-	return p, nil
+	return backendurl.SQLiteDB(ctx, u, lock.ErrInvalid)
 }
 
 // postgres:// and postgresql://: everything in the URL is pgx's (pool size,
