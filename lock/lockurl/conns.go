@@ -39,10 +39,15 @@ func (c *conns) close(first func() error) error {
 func owning[V, T any](v V, err error, closeConn func() error, opened func(V, func() error) T) (T, error) {
 	if err != nil {
 		_ = closeConn()
-		var none T
-		return none, err
+		return none[T](err)
 	}
 	return opened(v, closeConn), nil
+}
+
+// none returns T's zero value and err, for an opener that failed.
+func none[T any](err error) (T, error) {
+	var zero T
+	return zero, err
 }
 
 // pgxPool opens the pool a postgres:// or postgresql:// URL names:
