@@ -12,31 +12,19 @@ import (
 )
 
 // redis://[user:password@]host:port[/db][?opts]: one Redis, options as
-// redis.ParseURL reads them, plus prefix=P.
-func openRedis(ctx context.Context, raw string, _ *url.URL) (Store, error) {
+// redis.ParseURL reads them, plus prefix=P. redis-cluster://host1:port1,
+// host2:port2[?opts]: a Redis Cluster reached through any of the listed
+// nodes.
+func openRedis(ctx context.Context, raw string, u *url.URL) (Store, error) {
 	raw, prefix, err := cutPrefix(raw)
 	if err != nil {
 		return nil, err
 	}
-	opt, err := backendurl.RedisOptions(raw)
-	if err != nil {
-		return nil, invalidf("%w", err)
-	}
-	return newRedisStore(ctx, redis.NewClient(opt), prefix)
-}
-
-// redis-cluster://host1:port1,host2:port2[?opts]: a Redis Cluster reached
-// through any of the listed nodes.
-func openRedisCluster(ctx context.Context, raw string, _ *url.URL) (Store, error) {
-	raw, prefix, err := cutPrefix(raw)
+	c, err := backendurl.RedisClient(raw, u.Scheme, idem.ErrInvalid, false)
 	if err != nil {
 		return nil, err
 	}
-	opt, err := backendurl.ClusterOptions(raw)
-	if err != nil {
-		return nil, invalidf("%w", err)
-	}
-	return newRedisStore(ctx, redis.NewClusterClient(opt), prefix)
+	return newRedisStore(ctx, c, prefix)
 }
 
 // cutPrefix removes the prefix parameter, which go-redis does not know, from

@@ -107,28 +107,14 @@ type closer struct {
 
 func (c closer) Close() error { return c.close() }
 
-type redisClient interface {
-	redis.UniversalClient
-}
-
 func openRedis(ctx context.Context, raw string, u *url.URL) (Store, error) {
 	raw, p, err := cutParams(raw, "prefix", "bloom", "capacity", "rate", "period")
 	if err != nil {
 		return nil, err
 	}
-	var c redisClient
-	if u.Scheme == "redis-cluster" {
-		opt, err := backendurl.ClusterOptions(raw)
-		if err != nil {
-			return nil, invalidf("%w", err)
-		}
-		c = redis.NewClusterClient(opt)
-	} else {
-		opt, err := backendurl.RedisOptions(raw)
-		if err != nil {
-			return nil, invalidf("%w", err)
-		}
-		c = redis.NewClient(opt)
+	c, err := backendurl.RedisClient(raw, u.Scheme, dedup.ErrInvalid, false)
+	if err != nil {
+		return nil, err
 	}
 	in, err := redisInspector(c, p)
 	if err == nil {
@@ -142,7 +128,7 @@ func openRedis(ctx context.Context, raw string, u *url.URL) (Store, error) {
 }
 
 // redisInspector is the dedup/redisstore store, or with bloom=NAME the filter.
-func redisInspector(c redisClient, p map[string]string) (dedup.Inspector, error) {
+func redisInspector(c redis.UniversalClient, p map[string]string) (dedup.Inspector, error) {
 	name, bloom := p["bloom"]
 	if !bloom {
 		for _, n := range []string{"capacity", "rate", "period"} {

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkey-go/latchkey/internal/backendurl"
+	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/redislock"
 )
 
@@ -39,21 +40,9 @@ type redisClient interface {
 // redis-cluster:// URL names, checked to answer, whose calls end at their
 // context's deadline (go-redis's ContextTimeoutEnabled).
 func redisConnect(ctx context.Context, raw string, u *url.URL) (redisClient, error) {
-	var c redisClient
-	if u.Scheme == "redis-cluster" {
-		opt, err := backendurl.ClusterOptions(raw)
-		if err != nil {
-			return nil, invalidf("%w", err)
-		}
-		opt.ContextTimeoutEnabled = true
-		c = redis.NewClusterClient(opt)
-	} else {
-		opt, err := backendurl.RedisOptions(raw)
-		if err != nil {
-			return nil, invalidf("%w", err)
-		}
-		opt.ContextTimeoutEnabled = true
-		c = redis.NewClient(opt)
+	c, err := backendurl.RedisClient(raw, u.Scheme, lock.ErrInvalid, true)
+	if err != nil {
+		return nil, err
 	}
 	if err := c.Ping(ctx).Err(); err != nil {
 		_ = c.Close()
