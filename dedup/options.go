@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/internal/finish"
+	"github.com/latchkey-go/latchkey/internal/options"
 )
 
 // Defaults and limits of the options.
@@ -38,11 +39,7 @@ type config struct {
 
 func newConfig(opts []Option) config {
 	c := config{ttl: DefaultProcessingTTL, retention: DefaultRetention}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
+	options.Apply(&c, opts)
 	return c
 }
 

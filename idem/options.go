@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/internal/finish"
+	"github.com/latchkey-go/latchkey/internal/options"
 )
 
 // Defaults and limits of the options.
@@ -40,11 +41,7 @@ type config struct {
 
 func newConfig(opts []Option) *config {
 	c := &config{inProgress: DefaultInProgress, retention: DefaultRetention}
-	for _, o := range opts {
-		if o != nil {
-			o(c)
-		}
-	}
+	options.Apply(c, opts)
 	return c
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/dedup/internal/consume"
+	"github.com/latchkey-go/latchkey/internal/options"
 )
 
 // Defaults of the options.
@@ -41,7 +42,7 @@ func newConfig(opts []Option) config {
 		maxRequeue:   DefaultMaxRequeueDelay,
 		failureDelay: DefaultFailureDelay,
 	}
-	consume.Apply(&c, opts)
+	options.Apply(&c, opts)
 	return c
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/dedup"
 	"github.com/latchkey-go/latchkey/dedup/internal/consume"
+	"github.com/latchkey-go/latchkey/internal/options"
 )
 
 // Defaults of the options.
@@ -45,7 +46,7 @@ func newConfig(opts []Option) config {
 		maxWait:  DefaultMaxWait,
 		nakDelay: DefaultNakDelay,
 	}
-	consume.Apply(&c, opts)
+	options.Apply(&c, opts)
 	return c
 }
 

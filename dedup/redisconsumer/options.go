@@ -6,6 +6,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/dedup"
 	"github.com/latchkey-go/latchkey/dedup/internal/consume"
+	"github.com/latchkey-go/latchkey/internal/options"
 )
 
 // Defaults of the options.
@@ -46,7 +47,7 @@ func newConfig(opts []Option) config {
 		block:     DefaultBlock,
 		minIdle:   DefaultMinIdle,
 	}
-	consume.Apply(&c, opts)
+	options.Apply(&c, opts)
 	if c.idField == c.bodyField {
 		c.Fail("id and body fields are both %q", c.idField)
 	}

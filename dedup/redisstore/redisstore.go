@@ -30,6 +30,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/dedup"
 	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/internal/options"
 )
 
 var (
@@ -90,11 +91,7 @@ func WithPrefix(p string) Option {
 // call fail with dedup.ErrInvalid.
 func New(c Client, opts ...Option) *Store {
 	s := &Store{c: c, prefix: DefaultPrefix}
-	for _, o := range opts {
-		if o != nil {
-			o(s)
-		}
-	}
+	options.Apply(s, opts)
 	return s
 }
 

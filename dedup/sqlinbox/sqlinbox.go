@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/internal/options"
 	"github.com/latchkey-go/latchkey/internal/sqlconn"
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
@@ -143,11 +144,7 @@ func New(db *sql.DB, opts ...Option) (*Inbox, error) {
 // newInbox is New on db, of dialect d.
 func newInbox(db sqlconn.DB, d sqldialect.Dialect, opts []Option) (inbox, error) {
 	in := inbox{db: db, dialect: d, table: DefaultTable, retention: dedup.DefaultRetention, timeout: dedup.DefaultProcessingTTL}
-	for _, o := range opts {
-		if o != nil {
-			o(&in)
-		}
-	}
+	options.Apply(&in, opts)
 	if err := sqldialect.Table(in.table, indexSuffix); err != nil {
 		return in, fmt.Errorf("%w: sqlinbox: %w", dedup.ErrInvalid, err)
 	}

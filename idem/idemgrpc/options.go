@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/internal/optcheck"
+	"github.com/latchkey-go/latchkey/internal/options"
 )
 
 // Defaults of the options.
@@ -54,11 +55,7 @@ func newConfig(opts []Option) *config {
 		maxRequest:  DefaultMaxRequestSize,
 		maxResponse: DefaultMaxResponseSize,
 	}
-	for _, o := range opts {
-		if o != nil {
-			o(c)
-		}
-	}
+	options.Apply(c, opts)
 	if c.methods == nil {
 		c.Invalid = append(c.Invalid, fmt.Errorf("%w: no method is guarded; name them with WithMethods or WithMethodFunc", idem.ErrInvalid))
 	}

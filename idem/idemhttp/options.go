@@ -15,6 +15,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/internal/optcheck"
+	"github.com/latchkey-go/latchkey/internal/options"
 )
 
 // Defaults of the options.
@@ -72,11 +73,7 @@ func newConfig(opts []Option) *config {
 		}
 		l.ErrorContext(r.Context(), "idemhttp", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	for _, o := range opts {
-		if o != nil {
-			o(c)
-		}
-	}
+	options.Apply(c, opts)
 	return c
 }
 

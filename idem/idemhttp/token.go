@@ -7,6 +7,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/internal/optcheck"
+	"github.com/latchkey-go/latchkey/internal/options"
 )
 
 // Defaults of RequireToken.
@@ -73,11 +74,7 @@ func WithTokenBind(f func(*http.Request) string) TokenOption {
 func RequireToken(ts idem.TokenStore, opts ...TokenOption) func(http.Handler) http.Handler {
 	c := &tokenConfig{header: DefaultTokenHeader, field: DefaultTokenField, bind: func(*http.Request) string { return "" }}
 	c.onError = func(r *http.Request, err error) { newConfig(nil).onError(r, err) }
-	for _, o := range opts {
-		if o != nil {
-			o(c)
-		}
-	}
+	options.Apply(c, opts)
 	if c.header == "" && c.field == "" {
 		c.Reject(`idemhttp.WithTokenHeader("") and idemhttp.WithTokenField("")`, fmt.Errorf("%w: no submit could carry a token", idem.ErrInvalid))
 	}

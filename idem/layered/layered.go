@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/internal/options"
 )
 
 var _ idem.Store = (*Store)(nil)
@@ -77,11 +78,7 @@ func New(front, back idem.Store, opts ...Option) *Store {
 		panic("layered.New: nil back store")
 	}
 	s := &Store{front: front, back: back, backfill: DefaultBackfill, onFront: func(error) {}}
-	for _, o := range opts {
-		if o != nil {
-			o(s)
-		}
-	}
+	options.Apply(s, opts)
 	return s
 }
 

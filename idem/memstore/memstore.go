@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/internal/options"
 )
 
 var (
@@ -58,11 +59,7 @@ func WithClock(now func() time.Time) Option {
 // New returns an empty store.
 func New(opts ...Option) *Store {
 	s := &Store{now: time.Now, recs: map[string]*record{}, tokens: map[string]token{}}
-	for _, o := range opts {
-		if o != nil {
-			o(s)
-		}
-	}
+	options.Apply(s, opts)
 	return s
 }
 

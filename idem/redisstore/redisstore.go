@@ -41,6 +41,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/internal/options"
 	"github.com/latchkey-go/latchkey/internal/redisbatch"
 )
 
@@ -140,11 +141,7 @@ func WithSendsInFlight(n int) Option {
 // fail with idem.ErrInvalid.
 func New(c Client, opts ...Option) *Store {
 	s := &Store{c: c, prefix: DefaultPrefix, batching: true}
-	for _, o := range opts {
-		if o != nil {
-			o(s)
-		}
-	}
+	options.Apply(s, opts)
 	if c != nil {
 		s.exec = redisbatch.NewRunner(c, s.batching, s.sends)
 	}

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/internal/options"
 	"github.com/latchkey-go/latchkey/internal/sqlconn"
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
@@ -95,11 +96,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 // WithDialect gave.
 func newStore(db sqlconn.DB, opts []Option, resolve func(Dialect) (Dialect, error)) (*Store, error) {
 	s := &Store{db: db, table: DefaultTable, tokens: DefaultTokenTable}
-	for _, o := range opts {
-		if o != nil {
-			o(s)
-		}
-	}
+	options.Apply(s, opts)
 	if err := errors.Join(sqldialect.Ident("table", s.table, indexSuffix), sqldialect.Ident("token table", s.tokens, indexSuffix)); err != nil {
 		return nil, fmt.Errorf("%w: sqlstore: %w", idem.ErrInvalid, err)
 	}

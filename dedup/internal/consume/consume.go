@@ -21,15 +21,6 @@ type Config struct {
 	Invalid error
 }
 
-// Apply runs the options that are not nil on c, in the order given.
-func Apply[C any, O ~func(*C)](c *C, opts []O) {
-	for _, o := range opts {
-		if o != nil {
-			o(c)
-		}
-	}
-}
-
 // Fail notes a bad option, wrapping dedup.ErrInvalid, unless one was noted
 // before.
 func (c *Config) Fail(format string, args ...any) {
