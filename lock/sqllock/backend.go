@@ -79,8 +79,11 @@ func (b *backend) tryAcquirePostgres(ctx context.Context, key, owner string, ttl
 		left   int64
 		queued bool
 	)
-	waits := b.waiting.waits(owner)
-	ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.acquire, key, owner, ttl.Milliseconds(), waits), &token, &left, &queued)
+	query, waits := b.q.acquire, b.waiting.waits(owner)
+	if waits {
+		query = b.q.acquireWaiting
+	}
+	ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, query, key, owner, ttl.Milliseconds()), &token, &left, &queued)
 	if err != nil {
 		return 0, 0, fmt.Errorf("sqllock: %w", err)
 	}

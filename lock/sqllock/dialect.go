@@ -42,7 +42,11 @@ const channelSuffix = "_released"
 // queries are the statements for one dialect and table.
 type queries struct {
 	migrate []string
-	acquire string // $1 key, $2 owner, $3 ttl ms -> token (NULL when held), holder's remaining ms (at least 1)
+	acquire string // $1 key, $2 owner, $3 ttl ms -> token (NULL when held), holder's remaining ms (at least 1); PostgreSQL: also false
+	// acquireWaiting is PostgreSQL's acquire for a waiting Acquire, which
+	// also joins or leaves the key's queue -> token, remaining ms, whether
+	// its Locker may now stand in the queue (queue.go).
+	acquireWaiting string
 	holder  string // $1 key -> remaining ms (SQLite; MySQL: see mysqlQueries; PostgreSQL's acquire says it)
 	mark    string // MySQL, SQLite: $1 key, $2 owner -> marks the row as waited for by owner's Locker
 	renew   string // $1 key, $2 owner, $3 ttl ms -> rows affected
@@ -142,13 +146,13 @@ WHERE key = $1 AND owner = $2 AND expires_at > {now}`
 		//
 		//
 		// A free row promised to another Locker's waiter (next_locker, until
-		// next_until) is not taken; an attempt of a waiting Acquire ($4)
-		// joins the key's queue of Lockers (e: unless its own Locker holds
+		// next_until) is not taken; an attempt of a waiting Acquire
+		// (acquireWaiting) joins the key's queue of Lockers (e: unless its own Locker holds
 		// the lock), renewing its place at most once per queueRenew, or
 		// leaves it when it takes the lock (queue.go). Like the mark, these
 		// write only when they change a row: an INSERT … ON CONFLICT DO
 		// UPDATE would lock the row, and flush a commit, every time.
-		q.acquire = fill(`WITH v AS (SELECT {now_us} AS us),
+		acquire := `WITH v AS (SELECT {now_us} AS us),
 t AS (
 	UPDATE {table} AS l SET owner = $2, expires_at = v.us / 1000 + $3, token = GREATEST(l.token + 1, v.us), next_locker = NULL
 	FROM v WHERE l.key = $1 AND (l.owner IS NULL OR l.expires_at <= v.us / 1000)
@@ -163,11 +167,21 @@ t AS (
 	UPDATE {table} AS l SET waited = v.us / 1000 + {mark}
 	FROM v WHERE l.key = $1 AND l.owner IS NOT NULL AND l.expires_at > v.us / 1000
 		AND l.waited < v.us / 1000 + {renew} AND left(l.owner, 16) <> left($2, 16)
-), d AS (
-	DELETE FROM {table}_queue AS q USING t WHERE $4 AND q.key = $1 AND q.locker = left($2, 16)
+){queue}
+SELECT token, 0::bigint, false FROM t
+UNION ALL
+SELECT token, 0, false FROM i
+UNION ALL
+SELECT NULL, GREATEST(CASE WHEN l.owner IS NOT NULL AND l.expires_at > v.us / 1000 THEN l.expires_at ELSE l.next_until END - v.us / 1000, 1),
+	{queued?}
+FROM {table} AS l, v
+WHERE l.key = $1 AND NOT EXISTS (SELECT 1 FROM t) AND NOT EXISTS (SELECT 1 FROM i)`
+		// The attempts of a waiting Acquire also join or leave the queue.
+		queue := `, d AS (
+	DELETE FROM {table}_queue AS q USING t WHERE q.key = $1 AND q.locker = left($2, 16)
 ), e AS (
 	SELECT v.us FROM {table} AS l, v
-	WHERE $4 AND l.key = $1 AND NOT EXISTS (SELECT 1 FROM t) AND NOT {own}
+	WHERE l.key = $1 AND NOT EXISTS (SELECT 1 FROM t) AND NOT {own}
 ), r AS (
 	UPDATE {table}_queue AS q SET expires_at = e.us / 1000 + {queued}
 	FROM e WHERE q.key = $1 AND q.locker = left($2, 16) AND q.expires_at < e.us / 1000 + {queued} - {requeue}
@@ -176,23 +190,17 @@ t AS (
 	SELECT $1, left($2, 16), e.us, e.us / 1000 + {queued} FROM e
 	WHERE NOT EXISTS (SELECT 1 FROM {table}_queue AS q WHERE q.key = $1 AND q.locker = left($2, 16))
 	ON CONFLICT (key, locker) DO NOTHING
-)
-SELECT token, 0::bigint, false FROM t
-UNION ALL
-SELECT token, 0, false FROM i
-UNION ALL
-SELECT NULL, GREATEST(CASE WHEN l.owner IS NOT NULL AND l.expires_at > v.us / 1000 THEN l.expires_at ELSE l.next_until END - v.us / 1000, 1),
-	$4 AND NOT {own}
-FROM {table} AS l, v
-WHERE l.key = $1 AND NOT EXISTS (SELECT 1 FROM t) AND NOT EXISTS (SELECT 1 FROM i)`)
-		q.acquire = strings.ReplaceAll(q.acquire, "{own}", own)
+)`
+		q.acquire = fill(strings.NewReplacer("{queue}", "", "{queued?}", "false").Replace(acquire))
+		q.acquireWaiting = fill(strings.NewReplacer("{queue}", queue, "{queued?}", "NOT {own}").Replace(acquire))
+		q.acquireWaiting = strings.ReplaceAll(q.acquireWaiting, "{own}", own)
 		// A release of a row that another Locker's waiter marked promises
 		// the lock to the Locker first in the key's queue, if any, and
 		// names it in the notification (queue.go).
-		q.release = fill(`WITH v AS (SELECT {now_ms} AS ms), r AS (
-	UPDATE {table} AS l SET owner = NULL, expires_at = 0, ` + promise + `
-	FROM v WHERE l.key = $1 AND l.owner = $2 AND l.expires_at > v.ms
-	RETURNING l.waited > v.ms AS w, l.next_locker AS nl
+		q.release = fill(`WITH r AS (
+	UPDATE {table} AS l SET owner = NULL, expires_at = 0, ` + strings.ReplaceAll(promise, "v.ms", "{now_ms}") + `
+	WHERE l.key = $1 AND l.owner = $2 AND l.expires_at > {now_ms}
+	RETURNING l.waited > {now_ms} AS w, l.next_locker AS nl
 ) SELECT 1 FROM r LEFT JOIN LATERAL (SELECT pg_notify('{channel}', $3 || COALESCE(' ' || r.nl, '')) WHERE r.w) AS n ON true`)
 		// One clock reading (the CTE, evaluated once) for every condition.
 		q.handover = fill("WITH v AS (SELECT {now_us} AS us, {now_us} / 1000 AS ms), h AS (\n" +
