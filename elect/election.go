@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/options"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -87,11 +88,7 @@ func New(l lock.Locker, name string, opts ...Option) (*Election, error) {
 		return nil, fmt.Errorf("elect: name: %w", err)
 	}
 	c := config{ttl: lock.DefaultTTL, poll: DefaultPollInterval}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
+	options.Apply(&c, opts)
 	if c.invalid != nil {
 		return nil, c.invalid
 	}
@@ -140,11 +137,7 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...CampaignO
 		return nil, err
 	}
 	var c campaign
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
+	options.Apply(&c, opts)
 	if c.invalid != nil {
 		return nil, c.invalid
 	}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/options"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -62,11 +63,7 @@ func OnTermEnd(f func(t *Term, err error)) RunOption {
 // option, nil fn) are returned at once.
 func (e *Election) Run(ctx context.Context, value string, fn func(ctx context.Context, t *Term) error, opts ...RunOption) error {
 	c := runConfig{min: 100 * time.Millisecond, max: 10 * time.Second}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
+	options.Apply(&c, opts)
 	switch {
 	case fn == nil:
 		return fmt.Errorf("%w: elect: nil function", ErrInvalid)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/idem/internal/flakystore"
 	"github.com/latchkey-go/latchkey/idem/memstore"
 )
 
@@ -83,12 +84,20 @@ func TestBeginRejectsBadArguments(t *testing.T) {
 	}
 }
 
+// begin claims the key "k" on s, which must be free, and returns its run.
+func begin(t *testing.T, s idem.Store, opts ...idem.Option) *idem.Run {
+	t.Helper()
+	run, _, err := idem.Begin(context.Background(), s, "k", "", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
 func TestInProgressErrorCarriesRetryAfter(t *testing.T) {
 	t.Parallel()
 	ctx, s := context.Background(), memstore.New()
-	if _, _, err := idem.Begin(ctx, s, "k", "", idem.WithInProgress(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
+	begin(t, s, idem.WithInProgress(time.Minute))
 	_, _, err := idem.Begin(ctx, s, "k", "")
 	var ip *idem.InProgressError
 	if !errors.As(err, &ip) || !errors.Is(err, idem.ErrInProgress) {
@@ -102,10 +111,7 @@ func TestInProgressErrorCarriesRetryAfter(t *testing.T) {
 func TestRunFinishesOnce(t *testing.T) {
 	t.Parallel()
 	ctx, s := context.Background(), memstore.New()
-	run, _, err := idem.Begin(ctx, s, "k", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := begin(t, s)
 	if err := run.Record(ctx, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
@@ -122,10 +128,7 @@ func TestRunContextEndsAtDeadline(t *testing.T) {
 	t.Parallel()
 	ctx, s := context.Background(), memstore.New()
 	before := time.Now()
-	run, _, err := idem.Begin(ctx, s, "k", "", idem.WithInProgress(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := begin(t, s, idem.WithInProgress(time.Hour))
 	rctx, cancel := run.Context(ctx)
 	defer cancel()
 	dl, ok := rctx.Deadline()
@@ -202,10 +205,7 @@ func TestDoRecordsDespiteCanceledCaller(t *testing.T) {
 func TestWaitRunsWhenHolderReleases(t *testing.T) {
 	t.Parallel()
 	ctx, s := context.Background(), memstore.New()
-	run, _, err := idem.Begin(ctx, s, "k", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := begin(t, s)
 	go func() {
 		time.Sleep(30 * time.Millisecond)
 		_ = run.Release(ctx)
@@ -219,9 +219,7 @@ func TestWaitRunsWhenHolderReleases(t *testing.T) {
 func TestWaitGivesUp(t *testing.T) {
 	t.Parallel()
 	ctx, s := context.Background(), memstore.New()
-	if _, _, err := idem.Begin(ctx, s, "k", ""); err != nil {
-		t.Fatal(err)
-	}
+	begin(t, s)
 	start := time.Now()
 	_, _, err := idem.Begin(ctx, s, "k", "", idem.WithWait(50*time.Millisecond))
 	if !errors.Is(err, idem.ErrInProgress) || time.Since(start) < 50*time.Millisecond {
@@ -245,32 +243,8 @@ func TestTokensRejectBadArguments(t *testing.T) {
 	}
 }
 
-// flakyStore is a real store whose Record and Release fail on cue: no real
-// store can be made to lose one write at the moment a test chooses.
-type flakyStore struct {
-	idem.Store
-	recordFails, releaseFails atomic.Int32 // fail this many calls
-	records, releases         atomic.Int32 // calls made
-	err                       error        // what a failing call returns
-}
-
-func newFlaky(err error) *flakyStore { return &flakyStore{Store: memstore.New(), err: err} }
-
-func (f *flakyStore) Record(ctx context.Context, key, token string, result []byte, retention time.Duration) error {
-	f.records.Add(1)
-	if f.recordFails.Add(-1) >= 0 {
-		return f.err
-	}
-	return f.Store.Record(ctx, key, token, result, retention)
-}
-
-func (f *flakyStore) Release(ctx context.Context, key, token string) error {
-	f.releases.Add(1)
-	if f.releaseFails.Add(-1) >= 0 {
-		return f.err
-	}
-	return f.Store.Release(ctx, key, token)
-}
+// newFlaky is a memstore whose calls fail with err on cue.
+func newFlaky(err error) *flakystore.Store { return flakystore.New(memstore.New(), err) }
 
 // A payment goes through and the store drops the connection on the first
 // Record: the record is sent again and lands, so the client's retry gets the
@@ -278,7 +252,7 @@ func (f *flakyStore) Release(ctx context.Context, key, token string) error {
 func TestRecordSurvivesOneStoreHiccup(t *testing.T) {
 	t.Parallel()
 	ctx, s := context.Background(), newFlaky(errors.New("connection reset"))
-	s.recordFails.Store(1)
+	s.RecordFails.Store(1)
 	var charges atomic.Int32
 	pay := func(context.Context) (string, error) { charges.Add(1); return "paid", nil }
 	if v, err := idem.Do(ctx, s, "pay-1", pay); err != nil || v != "paid" {
@@ -287,7 +261,7 @@ func TestRecordSurvivesOneStoreHiccup(t *testing.T) {
 	if v, err := idem.Do(ctx, s, "pay-1", pay); err != nil || v != "paid" || charges.Load() != 1 {
 		t.Fatalf("retry = %q, %v after %d charges; want the recorded answer, one charge", v, err, charges.Load())
 	}
-	if n := s.records.Load(); n != 2 {
+	if n := s.Records.Load(); n != 2 {
 		t.Errorf("%d Record calls, want 2", n)
 	}
 }
@@ -297,7 +271,7 @@ func TestRecordSurvivesOneStoreHiccup(t *testing.T) {
 func TestReleaseSurvivesOneStoreHiccup(t *testing.T) {
 	t.Parallel()
 	ctx, s := context.Background(), newFlaky(errors.New("connection reset"))
-	s.releaseFails.Store(1)
+	s.ReleaseFails.Store(1)
 	declined := errors.New("card declined")
 	if _, err := idem.Do(ctx, s, "pay-2", func(context.Context) (string, error) { return "", declined }); !errors.Is(err, declined) || strings.Contains(err.Error(), "releasing") {
 		t.Fatalf("Do = %v; want the decline alone, the release retried", err)
@@ -313,19 +287,19 @@ func TestFinishGivesUp(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	down := newFlaky(errors.New("connection refused"))
-	down.recordFails.Store(100)
+	down.RecordFails.Store(100)
 	if _, err := idem.Do(ctx, down, "k", func(context.Context) (int, error) { return 1, nil }); !errors.Is(err, idem.ErrNotRecorded) {
 		t.Fatalf("Do on a store that stays down = %v, want ErrNotRecorded", err)
 	}
-	if n := down.records.Load(); n != 3 {
+	if n := down.Records.Load(); n != 3 {
 		t.Errorf("%d Record calls on a store that stays down, want 3", n)
 	}
 	lost := newFlaky(idem.ErrClaimLost)
-	lost.recordFails.Store(100)
+	lost.RecordFails.Store(100)
 	if _, err := idem.Do(ctx, lost, "k", func(context.Context) (int, error) { return 1, nil }); !errors.Is(err, idem.ErrClaimLost) {
 		t.Fatalf("Do with a lost claim = %v, want ErrClaimLost", err)
 	}
-	if n := lost.records.Load(); n != 1 {
+	if n := lost.Records.Load(); n != 1 {
 		t.Errorf("%d Record calls with a lost claim, want 1", n)
 	}
 }

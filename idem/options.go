@@ -55,31 +55,29 @@ func checkDuration(what string, d time.Duration) error {
 	return nil
 }
 
+// setDuration sets *dst, c's what, to d when checkDuration accepts it, and
+// otherwise keeps its error.
+func (c *config) setDuration(dst *time.Duration, what string, d time.Duration) {
+	if err := checkDuration(what, d); err != nil {
+		c.invalid = err
+		return
+	}
+	*dst = d
+}
+
 // WithInProgress sets the in-progress deadline: how long a claim stays owned
 // by a caller that neither records nor releases it (it crashed). After it, the
 // next copy runs the operation again, so it must be longer than the operation
 // can take; the operation's context is cancelled at it. Default: 1 minute
 // ([DefaultInProgress]).
 func WithInProgress(d time.Duration) Option {
-	return func(c *config) {
-		if err := checkDuration("in-progress deadline", d); err != nil {
-			c.invalid = err
-			return
-		}
-		c.inProgress = d
-	}
+	return func(c *config) { c.setDuration(&c.inProgress, "in-progress deadline", d) }
 }
 
 // WithRetention sets how long an outcome is kept and replayed. Default: 24
 // hours ([DefaultRetention]). A copy arriving later runs the operation again.
 func WithRetention(d time.Duration) Option {
-	return func(c *config) {
-		if err := checkDuration("retention", d); err != nil {
-			c.invalid = err
-			return
-		}
-		c.retention = d
-	}
+	return func(c *config) { c.setDuration(&c.retention, "retention", d) }
 }
 
 // WithWait makes a caller that finds the key in progress wait up to d for the

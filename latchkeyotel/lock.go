@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/latchkey-go/latchkey/internal/lockoutcome"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -42,7 +43,7 @@ func isSpan(v any) bool { _, ok := v.(trace.Span); return ok }
 func (t *Telemetry) LockObserver(backend string, server ...attribute.KeyValue) lock.Observer {
 	base := append([]attribute.KeyValue{attrBackend.String(backend)}, server...)
 	o := &lockObserver{t: t, base: base}
-	for i, out := range lockOutcomes {
+	for i, out := range lockoutcome.Names {
 		kv := append(slices.Clip(base), attrLockOut.String(out))
 		o.outSets[i] = newAttrs(attribute.NewSet(kv...))
 		o.outStart[i] = trace.WithAttributes(kv...)
@@ -55,27 +56,9 @@ func (t *Telemetry) LockObserver(backend string, server ...attribute.KeyValue) l
 type lockObserver struct {
 	t                 *Telemetry
 	base              []attribute.KeyValue
-	outSets           [len(lockOutcomes)]attrs                 // by lockOutcome
-	outStart          [len(lockOutcomes)]trace.SpanStartOption // span attributes, by lockOutcome
+	outSets           [len(lockoutcome.Names)]attrs                 // by lockoutcome.Of
+	outStart          [len(lockoutcome.Names)]trace.SpanStartOption // span attributes, by lockoutcome.Of
 	released, lostEnd attrs
-}
-
-// lockOutcomes are the values of latchkey.lock.outcome, as the metrics
-// package names them.
-var lockOutcomes = [...]string{"acquired", "not_acquired", "canceled", "invalid", "error"}
-
-func lockOutcome(err error) int {
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, lock.ErrNotAcquired):
-		return 1
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return 2
-	case errors.Is(err, lock.ErrInvalid):
-		return 3
-	}
-	return 4
 }
 
 func (o *lockObserver) observe(e lock.Event) {
@@ -147,7 +130,7 @@ func (e leaseEnd) finish(span trace.Span) {
 }
 
 func (o *lockObserver) acquired(ctx context.Context, e lock.Event) {
-	i := lockOutcome(e.Err)
+	i := lockoutcome.Of(e.Err)
 	o.t.inst.acquire.Record(ctx, e.Duration.Seconds(), o.outSets[i].rec...)
 	o.t.inst.wait.Record(ctx, e.Waited.Seconds(), o.outSets[i].rec...)
 
@@ -162,8 +145,8 @@ func (o *lockObserver) acquired(ctx context.Context, e lock.Event) {
 	}
 	if e.Err != nil || e.Lease == nil {
 		if i >= 3 { // invalid or a backend's error; not acquiring is an answer
-			span.SetStatus(codes.Error, "acquire failed: "+lockOutcomes[i])
-			span.SetAttributes(attrErrorType.String(lockOutcomes[i]))
+			span.SetStatus(codes.Error, "acquire failed: "+lockoutcome.Names[i])
+			span.SetAttributes(attrErrorType.String(lockoutcome.Names[i]))
 		}
 		span.End(trace.WithTimestamp(end))
 		return

@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/latchkey-go/latchkey/internal/options"
 )
 
 // ErrInvalid is wrapped by the error of New given a bad option.
@@ -70,11 +72,7 @@ func WithHashedKeys(secret []byte) Option {
 // meter provider's error creating an instrument.
 func New(opts ...Option) (*Telemetry, error) {
 	var c config
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
+	options.Apply(&c, opts)
 	if c.invalid != nil {
 		return nil, c.invalid
 	}

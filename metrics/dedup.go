@@ -43,23 +43,14 @@ func NewDedup(opts ...Option) (*Dedup, error) {
 		return nil, err
 	}
 	m := &Dedup{
-		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "dedup", Name: "messages_total",
-			Help: "Deliveries handled by the deduplicator, by outcome (duplicate: dropped without running the handler).", ConstLabels: c.constLabels,
-		}, []string{"consumer", "outcome"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: Namespace, Subsystem: "dedup", Name: "processing_duration_seconds",
-			Help:    "Time deliveries spent in the deduplicator (claim, handler, done or release), by outcome.",
-			Buckets: c.buckets, ConstLabels: c.constLabels,
-		}, []string{"consumer", "outcome"}),
-		released: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "dedup", Name: "claims_released_total",
-			Help: "Claims released after a handler error, so that the redelivery is processed.", ConstLabels: c.constLabels,
-		}, []string{"consumer"}),
-		storeErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "dedup", Name: "store_errors_total",
-			Help: "Failures of the step after the handler, by operation: done (processed but not marked done) or release.", ConstLabels: c.constLabels,
-		}, []string{"consumer", "operation"}),
+		messages: c.counter("dedup", "messages_total",
+			"Deliveries handled by the deduplicator, by outcome (duplicate: dropped without running the handler).", "consumer", "outcome"),
+		duration: c.histogram("dedup", "processing_duration_seconds",
+			"Time deliveries spent in the deduplicator (claim, handler, done or release), by outcome.", c.buckets, "consumer", "outcome"),
+		released: c.counter("dedup", "claims_released_total",
+			"Claims released after a handler error, so that the redelivery is processed.", "consumer"),
+		storeErrs: c.counter("dedup", "store_errors_total",
+			"Failures of the step after the handler, by operation: done (processed but not marked done) or release.", "consumer", "operation"),
 		fillDesc: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "dedup", "bloom_fill_ratio"),
 			"Fraction of a Bloom prefilter's bits that are set; its false-positive rate grows with it.",
 			[]string{"filter"}, c.constLabels),

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/latchkey-go/latchkey/dedup"
@@ -37,12 +36,7 @@ func (s *flakyDone) Done(ctx context.Context, id, token string, retention time.D
 // but not marked done, rejected) and checks the counters, the Bloom fill
 // gauge and the lint.
 func TestDedupMetrics(t *testing.T) {
-	m, err := NewDedup()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(m)
+	m, reg := registered(t, NewDedup)
 	store := &flakyDone{Store: dedup.FromIdem(memstore.New())}
 	d, err := dedup.New(store, dedup.WithObserver(m.Observer("orders")))
 	if err != nil {

@@ -45,25 +45,15 @@ func NewIdem(opts ...Option) (*Idem, error) {
 		return nil, err
 	}
 	m := &Idem{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "idem", Name: "requests_total",
-			Help: "Requests guarded by the idempotency middleware, and idem.Do calls, by outcome.", ConstLabels: c.constLabels,
-		}, []string{"handler", "outcome"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: Namespace, Subsystem: "idem", Name: "request_duration_seconds",
-			Help:    "Time guarded requests spent in the idempotency middleware (handler included), and idem.Do calls took, by outcome.",
-			Buckets: c.buckets, ConstLabels: c.constLabels,
-		}, []string{"handler", "outcome"}),
-		storeErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "idem", Name: "store_errors_total",
-			Help: "Idempotency store failures, by operation: claim (request answered 503), record, release, read (a stored response).", ConstLabels: c.constLabels,
-		}, []string{"handler", "operation"}),
+		requests: c.counter("idem", "requests_total",
+			"Requests guarded by the idempotency middleware, and idem.Do calls, by outcome.", "handler", "outcome"),
+		duration: c.histogram("idem", "request_duration_seconds",
+			"Time guarded requests spent in the idempotency middleware (handler included), and idem.Do calls took, by outcome.", c.buckets, "handler", "outcome"),
+		storeErrs: c.counter("idem", "store_errors_total",
+			"Idempotency store failures, by operation: claim (request answered 503), record, release, read (a stored response).", "handler", "operation"),
 	}
-	m.replayAge = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: Namespace, Subsystem: "idem", Name: "replay_age_seconds",
-		Help:    "How long ago the responses the middleware replayed were recorded (records without a time are not counted).",
-		Buckets: AgeBuckets, ConstLabels: c.constLabels,
-	}, []string{"handler"})
+	m.replayAge = c.histogram("idem", "replay_age_seconds",
+		"How long ago the responses the middleware replayed were recorded (records without a time are not counted).", AgeBuckets, "handler")
 	m.vecs = vecs{m.requests, m.duration, m.storeErrs, m.replayAge}
 	return m, nil
 }

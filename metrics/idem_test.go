@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/latchkey-go/latchkey/idem"
@@ -56,12 +55,7 @@ func (s *faultyStore) Record(ctx context.Context, key, token string, result []by
 // (executed, replayed, 409, 422, 400, store errors) and checks each
 // counter, that the keys appear nowhere in the exposition, and the lint.
 func TestIdemMetrics(t *testing.T) {
-	m, err := NewIdem()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(m)
+	m, reg := registered(t, NewIdem)
 
 	store := &faultyStore{Store: memstore.New()}
 	started, unblock := make(chan struct{}), make(chan struct{})
@@ -152,12 +146,7 @@ func TestIdemMetrics(t *testing.T) {
 // checks each counter, the store errors, and that keys stay out of the
 // exposition.
 func TestIdemDoMetrics(t *testing.T) {
-	m, err := NewIdem()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(m)
+	m, reg := registered(t, NewIdem)
 	store := &faultyStore{Store: memstore.New()}
 	obs := idem.WithObserver(m.DoObserver("charge"))
 	ctx := context.Background()

@@ -1,12 +1,12 @@
 package metrics
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/latchkey-go/latchkey/internal/lockoutcome"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -37,9 +37,6 @@ type Lock struct {
 
 var _ prometheus.Collector = (*Lock)(nil)
 
-// Acquire outcomes, the values of the outcome label.
-var lockOutcomes = [...]string{"acquired", "not_acquired", "canceled", "invalid", "error"}
-
 // NewLock returns a Lock collector. It fails with ErrInvalid on a bad option.
 func NewLock(opts ...Option) (*Lock, error) {
 	c, err := newConfig(opts)
@@ -47,38 +44,23 @@ func NewLock(opts ...Option) (*Lock, error) {
 		return nil, err
 	}
 	l := &Lock{
-		acquire: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: Namespace, Subsystem: "lock", Name: "acquire_duration_seconds",
-			Help:    "Duration of lock Acquire calls, by outcome.",
-			Buckets: c.buckets, ConstLabels: c.constLabels,
-		}, []string{"backend", "outcome"}),
-		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: Namespace, Subsystem: "lock", Name: "acquire_wait_seconds",
-			Help:    "Time Acquire calls spent waiting for another holder (0 when the first attempt decided), by outcome.",
-			Buckets: c.buckets, ConstLabels: c.constLabels,
-		}, []string{"backend", "outcome"}),
+		acquire: c.histogram("lock", "acquire_duration_seconds",
+			"Duration of lock Acquire calls, by outcome.", c.buckets, "backend", "outcome"),
+		wait: c.histogram("lock", "acquire_wait_seconds",
+			"Time Acquire calls spent waiting for another holder (0 when the first attempt decided), by outcome.", c.buckets, "backend", "outcome"),
 		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: Namespace, Subsystem: "lock", Name: "leases_held",
 			Help: "Leases held now.", ConstLabels: c.constLabels,
 		}, []string{"backend"}),
-		renew: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "lock", Name: "renewals_total",
-			Help: "Lease renewals, by result: ok, failed (retried until the lease's deadline) or refused (the lease is lost).", ConstLabels: c.constLabels,
-		}, []string{"backend", "result"}),
-		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "lock", Name: "leases_lost_total",
-			Help: "Leases lost before Release, by reason.", ConstLabels: c.constLabels,
-		}, []string{"backend", "reason"}),
-		release: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "lock", Name: "releases_total",
-			Help: "Release calls that ended a held lease, by result.", ConstLabels: c.constLabels,
-		}, []string{"backend", "result"}),
+		renew: c.counter("lock", "renewals_total",
+			"Lease renewals, by result: ok, failed (retried until the lease's deadline) or refused (the lease is lost).", "backend", "result"),
+		lost: c.counter("lock", "leases_lost_total",
+			"Leases lost before Release, by reason.", "backend", "reason"),
+		release: c.counter("lock", "releases_total",
+			"Release calls that ended a held lease, by result.", "backend", "result"),
 	}
-	l.hold = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: Namespace, Subsystem: "lock", Name: "hold_seconds",
-		Help:    "How long leases were held, from acquisition to Release (end=released) or loss (end=lost).",
-		Buckets: c.buckets, ConstLabels: c.constLabels,
-	}, []string{"backend", "end"})
+	l.hold = c.histogram("lock", "hold_seconds",
+		"How long leases were held, from acquisition to Release (end=released) or loss (end=lost).", c.buckets, "backend", "end")
 	l.vecs = vecs{l.acquire, l.wait, l.held, l.renew, l.lost, l.release, l.hold}
 	return l, nil
 }
@@ -104,7 +86,7 @@ func (l *Lock) Observer(backend string) lock.Observer {
 		holdReleased: l.hold.WithLabelValues(backend, "released"),
 		holdLost:     l.hold.WithLabelValues(backend, "lost"),
 	}
-	for i, out := range lockOutcomes {
+	for i, out := range lockoutcome.Names {
 		o.acquire[i] = l.acquire.WithLabelValues(backend, out)
 		o.wait[i] = l.wait.WithLabelValues(backend, out)
 	}
@@ -113,7 +95,7 @@ func (l *Lock) Observer(backend string) lock.Observer {
 
 // lockObserver holds one backend's metrics, resolved once.
 type lockObserver struct {
-	acquire, wait                  [len(lockOutcomes)]prometheus.Observer
+	acquire, wait                  [len(lockoutcome.Names)]prometheus.Observer
 	held                           prometheus.Gauge
 	renewOK, renewFail, renewRefus prometheus.Counter
 	releaseOK, releaseErr          prometheus.Counter
@@ -126,7 +108,7 @@ type lockObserver struct {
 func (o *lockObserver) observe(e lock.Event) {
 	switch e.Kind {
 	case lock.EventAcquire:
-		i := acquireOutcome(e.Err)
+		i := lockoutcome.Of(e.Err)
 		o.acquire[i].Observe(e.Duration.Seconds())
 		o.wait[i].Observe(e.Waited.Seconds())
 		if e.Err == nil {
@@ -158,21 +140,6 @@ func (o *lockObserver) observe(e lock.Event) {
 			o.releaseErr.Inc()
 		}
 	}
-}
-
-// acquireOutcome returns the index in lockOutcomes of an Acquire error.
-func acquireOutcome(err error) int {
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, lock.ErrNotAcquired):
-		return 1
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return 2
-	case errors.Is(err, lock.ErrInvalid):
-		return 3
-	}
-	return 4
 }
 
 // Describe implements prometheus.Collector.

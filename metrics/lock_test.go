@@ -24,17 +24,6 @@ import (
 // adds the one event a real server makes happen for real: a lock deleted
 // behind its holder's back.
 
-func newLockMetrics(t *testing.T) (*Lock, *prometheus.Registry) {
-	t.Helper()
-	m, err := NewLock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(m)
-	return m, reg
-}
-
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
@@ -89,7 +78,7 @@ func lint(t *testing.T, c prometheus.Collector) {
 }
 
 func TestLockMetrics(t *testing.T) {
-	m, reg := newLockMetrics(t)
+	m, reg := registered(t, NewLock)
 	l := memlock.New()
 	l.SetObserver(m.Observer("mem"))
 	ctx := ctxT(t)
@@ -185,7 +174,7 @@ func TestLockRedisRenewalRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	m, _ := newLockMetrics(t)
+	m, _ := registered(t, NewLock)
 	l.SetObserver(m.Observer("redis"))
 	ctx := ctxT(t)
 

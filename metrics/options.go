@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/latchkey-go/latchkey/internal/options"
 )
 
 // ErrInvalid is wrapped by the error of a constructor given an invalid option.
@@ -34,11 +36,7 @@ type config struct {
 
 func newConfig(opts []Option) (config, error) {
 	c := config{buckets: DefaultBuckets}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
+	options.Apply(&c, opts)
 	return c, c.invalid
 }
 
@@ -65,6 +63,24 @@ func WithBuckets(b []float64) Option {
 // them few and their values bounded.
 func WithConstLabels(l prometheus.Labels) Option {
 	return func(c *config) { c.constLabels = l }
+}
+
+// counter returns the counter vector latchkey_<subsystem>_<name>, with the
+// collector's constant labels and the variable labels labels.
+func (c config) counter(subsystem, name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help, ConstLabels: c.constLabels,
+	}, labels)
+}
+
+// histogram returns the histogram vector latchkey_<subsystem>_<name> with
+// bucket upper bounds buckets, the collector's constant labels and the
+// variable labels labels.
+func (c config) histogram(subsystem, name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help,
+		Buckets: buckets, ConstLabels: c.constLabels,
+	}, labels)
 }
 
 // vecs is a set of metric vectors that together make one collector.

@@ -36,14 +36,10 @@ func NewRefusals(opts ...Option) (*Refusals, error) {
 		return nil, err
 	}
 	m := &Refusals{
-		fence: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "fence", Name: "refused_total",
-			Help: "Fenced writes refused because their token was stale, by guard and operation.", ConstLabels: c.constLabels,
-		}, []string{"guard", "op"}),
-		state: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "state", Name: "refused_total",
-			Help: "State transitions and optimistic updates not applied, by table and reason (illegal, duplicate, conflict).", ConstLabels: c.constLabels,
-		}, []string{"table", "reason"}),
+		fence: c.counter("fence", "refused_total",
+			"Fenced writes refused because their token was stale, by guard and operation.", "guard", "op"),
+		state: c.counter("state", "refused_total",
+			"State transitions and optimistic updates not applied, by table and reason (illegal, duplicate, conflict).", "table", "reason"),
 	}
 	m.vecs = vecs{m.fence, m.state}
 	return m, nil

@@ -230,29 +230,13 @@ func change(db *sql.DB, o *outbox.Outbox, name string, i int, commit bool) error
 	ctx := context.Background()
 	id, key := changeID(i), fmt.Sprintf("acct-%02d", i%e2eAccounts)
 	topic := fmt.Sprintf("%s.%d", name, i%e2eAccounts%e2eShards)
-	for range 20 {
-		err := func() error {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback()
-			if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id, acct, amount) VALUES ($1, $2, 10)`, id, key); err != nil {
-				return err
-			}
-			if _, err := o.Add(ctx, tx, outbox.Message{ID: id, Topic: topic, Key: key, Payload: []byte(id)}); err != nil {
-				return err
-			}
-			if !commit {
-				return tx.Rollback()
-			}
-			return tx.Commit()
-		}()
-		if !errors.Is(err, outbox.ErrRetry) {
+	return inTx(ctx, db, id, commit, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id, acct, amount) VALUES ($1, $2, 10)`, id, key); err != nil {
 			return err
 		}
-	}
-	return fmt.Errorf("%s: still retrying", id)
+		_, err := o.Add(ctx, tx, outbox.Message{ID: id, Topic: topic, Key: key, Payload: []byte(id)})
+		return err
+	})
 }
 
 // consume runs one deduplicating consumer per shard until ctx is done.

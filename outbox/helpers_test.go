@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -100,4 +101,31 @@ func (r *recorder) published() []outbox.Message {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]outbox.Message(nil), r.msgs...)
+}
+
+// inTx runs write in a transaction it then commits, or rolls back if
+// commit is false, and runs it again after a deadlock or serialization
+// failure (outbox.ErrRetry). id names the change when it never gets
+// through.
+func inTx(ctx context.Context, db *sql.DB, id string, commit bool, write func(*sql.Tx) error) error {
+	for range 20 {
+		err := func() error {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			if err := write(tx); err != nil {
+				return err
+			}
+			if !commit {
+				return tx.Rollback()
+			}
+			return tx.Commit()
+		}()
+		if !errors.Is(err, outbox.ErrRetry) {
+			return err
+		}
+	}
+	return fmt.Errorf("%s: still retrying", id)
 }

@@ -45,26 +45,10 @@ func addMessages(t *testing.T, db *sql.DB, o *outbox.Outbox, n int, keys []strin
 // addOne adds one message in a transaction it commits or rolls back,
 // again after a deadlock or serialization failure.
 func addOne(ctx context.Context, db *sql.DB, o *outbox.Outbox, id, key string, commit bool) error {
-	for range 20 {
-		err := func() error {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback()
-			if _, err := o.Add(ctx, tx, outbox.Message{ID: id, Topic: "orders", Key: key, Payload: []byte(id), Headers: map[string]string{"Kind": "order"}}); err != nil {
-				return err
-			}
-			if !commit {
-				return tx.Rollback()
-			}
-			return tx.Commit()
-		}()
-		if !errors.Is(err, outbox.ErrRetry) {
-			return err
-		}
-	}
-	return fmt.Errorf("%s: still retrying", id)
+	return inTx(ctx, db, id, commit, func(tx *sql.Tx) error {
+		_, err := o.Add(ctx, tx, outbox.Message{ID: id, Topic: "orders", Key: key, Payload: []byte(id), Headers: map[string]string{"Kind": "order"}})
+		return err
+	})
 }
 
 // runRelay runs a relay of o to p under an in-memory election until stop

@@ -8,27 +8,21 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/state"
 )
 
 func ordersOn(t *testing.T, dsn string) (*sql.DB, *state.Machine) {
 	t.Helper()
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openDB(t, "mysql", dsn)
 	if _, err := db.Exec(`CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, status VARCHAR(32) NOT NULL, paid_by TEXT)`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Exec(`INSERT INTO orders (id, status) VALUES ('o1', 'UNPAID'), ('o2', 'UNPAID')`); err != nil {
 		t.Fatal(err)
 	}
-	m, err := state.NewMachine(db, "orders", orderFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newMachine(t, db, "orders", orderFlow)
 	return db, m
 }
 
@@ -86,14 +80,7 @@ func TestMySQLDeadlockIsRetry(t *testing.T) {
 		}
 		return tx.Commit()
 	}
-	l1, l2, both := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	errs := make(chan error, 2)
-	go func() { errs <- run("o1", "o2", l1, both) }()
-	go func() { errs <- run("o2", "o1", l2, both) }()
-	<-l1
-	<-l2
-	close(both)
-	e1, e2 := <-errs, <-errs
+	e1, e2 := suitekit.InOppositeOrders(run, "o1", "o2")
 	victim := e1
 	if e1 == nil {
 		victim = e2
@@ -133,15 +120,7 @@ func TestMySQLLockWaitTimeoutIsRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Params = map[string]string{"innodb_lock_wait_timeout": "1"}
-	impatient, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer impatient.Close()
-	im, err := state.NewMachine(impatient, "orders", orderFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
+	im := newMachine(t, openDB(t, "mysql", cfg.FormatDSN()), "orders", orderFlow)
 	if _, err := im.Move(ctx, "o1", "CANCELLED", nil); !errors.Is(err, state.ErrRetry) {
 		t.Fatalf("move behind a held row lock = %v, want ErrRetry", err)
 	}

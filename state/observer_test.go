@@ -1,55 +1,31 @@
 package state_test
 
 import (
-	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 
+	"github.com/latchkey-go/latchkey/internal/refusaltest"
 	"github.com/latchkey-go/latchkey/state"
 )
-
-type refusalMark struct{}
 
 // TestRefusalsReported checks that illegal and repeated moves and
 // optimistic updates that lose every race are reported to the state
 // Observer with the caller's context (marked, so that tests running at the
 // same time do not count), and that applied changes are not.
 func TestRefusalsReported(t *testing.T) {
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "state.db")+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	db.SetMaxOpenConns(1)
+	db := openDB(t, "sqlite", "file:"+filepath.Join(t.TempDir(), "state.db")+"?_pragma=busy_timeout(10000)")
 	const table = "orders"
 	if _, err := db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT NOT NULL, amount BIGINT NOT NULL DEFAULT 0,
 		paid_by TEXT, version BIGINT NOT NULL DEFAULT 0)`); err != nil {
 		t.Fatal(err)
 	}
 	insert(t, db, table, "o1", "UNPAID", 100)
-	var (
-		mu  sync.Mutex
-		got []state.Refusal
-	)
-	state.SetObserver(func(ctx context.Context, r state.Refusal) {
-		if ctx.Value(refusalMark{}) == t.Name() {
-			mu.Lock()
-			got = append(got, r)
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() { state.SetObserver(nil) })
-	ctx := context.WithValue(t.Context(), refusalMark{}, t.Name())
+	ctx, refusals := refusaltest.Watch(t, state.SetObserver, t.Context(), t.Name())
 
-	m, err := state.NewMachine(db, table, orderFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newMachine(t, db, table, orderFlow)
 	if _, err := m.Move(ctx, "o1", "PAID", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -59,11 +35,8 @@ func TestRefusalsReported(t *testing.T) {
 	if _, err := m.Move(ctx, "o1", "CANCELLED", nil); !errors.Is(err, state.ErrIllegal) {
 		t.Fatalf("PAID -> CANCELLED: %v", err)
 	}
-	o, err := state.NewOptimistic(db, table, state.WithAttempts(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = o.Update(ctx, "o1", nil, func() (state.Values, error) {
+	o := newOptimistic(t, db, table, state.WithAttempts(2))
+	err := o.Update(ctx, "o1", nil, func() (state.Values, error) {
 		_, err := db.Exec(fmt.Sprintf("UPDATE %s SET version = version + 1 WHERE id = 'o1'", table))
 		return state.Values{"amount": 1}, err
 	})
@@ -75,9 +48,7 @@ func TestRefusalsReported(t *testing.T) {
 		{Reason: state.RefusedIllegal, Table: table, To: "CANCELLED"},
 		{Reason: state.RefusedConflict, Table: table},
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(got, want) {
+	if got := refusals(); !slices.Equal(got, want) {
 		t.Fatalf("refusals %v, want %v", got, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/options"
 	"github.com/latchkey-go/latchkey/internal/sqlconn"
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
@@ -42,11 +43,7 @@ type config struct {
 func newConfig(opts []Option) config {
 	c := config{key: DefaultKeyColumn, status: DefaultStatusColumn, version: DefaultVersionColumn,
 		attempts: DefaultAttempts, backoff: DefaultBackoff, maxBackoff: DefaultMaxBackoff}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
+	options.Apply(&c, opts)
 	return c
 }
 

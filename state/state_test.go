@@ -2,9 +2,7 @@ package state_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -42,6 +40,21 @@ var databases = []struct {
 	}},
 }
 
+// openDB opens dsn with driver, closed when the test ends; SQLite keeps one
+// connection.
+func openDB(t *testing.T, driver, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if driver == "sqlite" {
+		db.SetMaxOpenConns(1)
+	}
+	return db
+}
+
 // keyType is the type of a text primary key: MySQL indexes no TEXT column
 // whole.
 func keyType(driver string) string {
@@ -59,21 +72,37 @@ const pgxName = "pgx"
 var pools sync.Map // *sql.DB -> *pgxpool.Pool
 
 // newMachine is state.NewMachine, or pgxstate.NewMachine on db's pool in
-// the pgx entry.
-func newMachine(db *sql.DB, table string, flow []state.Transition, opts ...state.Option) (*state.Machine, error) {
+// the pgx entry; it fails t on an error.
+func newMachine(t *testing.T, db *sql.DB, table string, flow []state.Transition, opts ...state.Option) *state.Machine {
+	t.Helper()
+	var m *state.Machine
+	var err error
 	if p, ok := pools.Load(db); ok {
-		return pgxstate.NewMachine(p.(*pgxpool.Pool), table, flow, opts...)
+		m, err = pgxstate.NewMachine(p.(*pgxpool.Pool), table, flow, opts...)
+	} else {
+		m, err = state.NewMachine(db, table, flow, opts...)
 	}
-	return state.NewMachine(db, table, flow, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // newOptimistic is state.NewOptimistic, or pgxstate.NewOptimistic on db's
-// pool in the pgx entry.
-func newOptimistic(db *sql.DB, table string, opts ...state.Option) (*state.Optimistic, error) {
+// pool in the pgx entry; it fails t on an error.
+func newOptimistic(t *testing.T, db *sql.DB, table string, opts ...state.Option) *state.Optimistic {
+	t.Helper()
+	var o *state.Optimistic
+	var err error
 	if p, ok := pools.Load(db); ok {
-		return pgxstate.NewOptimistic(p.(*pgxpool.Pool), table, opts...)
+		o, err = pgxstate.NewOptimistic(p.(*pgxpool.Pool), table, opts...)
+	} else {
+		o, err = state.NewOptimistic(db, table, opts...)
 	}
-	return state.NewOptimistic(db, table, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
 
 // forEachDB runs f on each database with a fresh orders table, unique to the
@@ -82,14 +111,7 @@ func forEachDB(t *testing.T, f func(t *testing.T, db *sql.DB, table string)) {
 	for _, d := range databases {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
-			db, err := sql.Open(d.driver, d.dsn(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			if d.name == "sqlite" {
-				db.SetMaxOpenConns(1)
-			}
+			db := openDB(t, d.driver, d.dsn(t))
 			if d.name == pgxName {
 				pool, err := pgxpool.New(context.Background(), d.dsn(t))
 				if err != nil {
@@ -98,9 +120,7 @@ func forEachDB(t *testing.T, f func(t *testing.T, db *sql.DB, table string)) {
 				pools.Store(db, pool)
 				t.Cleanup(func() { pools.Delete(db); pool.Close() })
 			}
-			var b [6]byte
-			_, _ = rand.Read(b[:])
-			table := "state_orders_" + hex.EncodeToString(b[:])
+			table := testsvc.TableName("state_orders_")
 			if _, err := db.Exec(fmt.Sprintf(`CREATE TABLE %s (id %s PRIMARY KEY, status VARCHAR(32) NOT NULL,
 				amount BIGINT NOT NULL DEFAULT 0, paid_by TEXT, version BIGINT NOT NULL DEFAULT 0)`, table, keyType(d.driver))); err != nil {
 				t.Fatal(err)
@@ -133,10 +153,7 @@ var orderFlow = []state.Transition{
 func TestMove(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
 		ctx := t.Context()
-		m, err := newMachine(db, table, orderFlow)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := newMachine(t, db, table, orderFlow)
 		insert(t, db, table, "o1", "UNPAID", 100)
 		checkPaidOnce(t, m, db, table)
 		checkIllegalMovesRefused(t, m)
@@ -193,10 +210,7 @@ func checkIllegalMovesRefused(t *testing.T, m *state.Machine) {
 // delivered many times): exactly one is told Applied, the rest Duplicate.
 func TestMoveRace(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
-		m, err := newMachine(db, table, orderFlow)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := newMachine(t, db, table, orderFlow)
 		insert(t, db, table, "o", "UNPAID", 100)
 		var applied, dup atomic.Int32
 		var wg sync.WaitGroup
@@ -223,10 +237,7 @@ func TestMoveRace(t *testing.T) {
 // nothing, and each reported success is in the total.
 func TestOptimisticNoLostUpdates(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
-		o, err := newOptimistic(db, table, state.WithAttempts(1000), state.WithBackoff(0, 0))
-		if err != nil {
-			t.Fatal(err)
-		}
+		o := newOptimistic(t, db, table, state.WithAttempts(1000), state.WithBackoff(0, 0))
 		insert(t, db, table, "acct", "OPEN", 0)
 		const workers, each = 6, 15
 		var calls atomic.Int32
@@ -263,14 +274,11 @@ func TestOptimisticNoLostUpdates(t *testing.T) {
 // catches it.
 func TestOptimisticRerunsOnFreshRead(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
-		o, err := newOptimistic(db, table)
-		if err != nil {
-			t.Fatal(err)
-		}
+		o := newOptimistic(t, db, table)
 		insert(t, db, table, "a", "OPEN", 10)
 		var amount int64
 		var seen []int64
-		err = o.Update(t.Context(), "a", state.Into{"amount": &amount}, func() (state.Values, error) {
+		err := o.Update(t.Context(), "a", state.Into{"amount": &amount}, func() (state.Values, error) {
 			seen = append(seen, amount)
 			switch len(seen) {
 			case 1: // someone else: 10 -> 50
@@ -304,13 +312,10 @@ func TestOptimisticRerunsOnFreshRead(t *testing.T) {
 // exactly the configured attempts with ErrConflict and writes nothing.
 func TestOptimisticBounded(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
-		o, err := newOptimistic(db, table, state.WithAttempts(3))
-		if err != nil {
-			t.Fatal(err)
-		}
+		o := newOptimistic(t, db, table, state.WithAttempts(3))
 		insert(t, db, table, "b", "OPEN", 1)
 		runs := 0
-		err = o.Update(t.Context(), "b", nil, func() (state.Values, error) {
+		err := o.Update(t.Context(), "b", nil, func() (state.Values, error) {
 			runs++
 			_, err := db.Exec(fmt.Sprintf("UPDATE %s SET version = version + 1 WHERE id = 'b'", table))
 			return state.Values{"amount": 999}, err
@@ -340,11 +345,7 @@ func TestOptimisticBounded(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "x.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t, "sqlite", filepath.Join(t.TempDir(), "x.db"))
 	for name, err := range map[string]error{
 		"nil db":          func() error { _, err := state.NewMachine(nil, "t", orderFlow); return err }(),
 		"no transitions":  func() error { _, err := state.NewMachine(db, "t", nil); return err }(),

@@ -94,6 +94,19 @@ func helpCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
+// usageOrUnavailable reports err for the command name and returns the exit
+// status: 2 when err is one of usage (a bad URL or input: nothing was
+// sent), 69 otherwise (the backend or store could not be reached).
+func usageOrUnavailable(name string, err error, stderr io.Writer, usage ...error) int {
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	for _, u := range usage {
+		if errors.Is(err, u) {
+			return exitUsage
+		}
+	}
+	return exitUnavailable
+}
+
 func isHelpFlag(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
 
 // topHelp answers a command with subcommands that is called bare or with a

@@ -48,21 +48,8 @@ Flags:
 `
 
 func dedupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		io.WriteString(stderr, dedupUsage)
-		newDedupFlags("dedup", stderr).fs.PrintDefaults()
-		return exitUsage
-	}
-	switch args[0] {
-	case "show", "forget":
-		return dedupSub(ctx, args[0], args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		io.WriteString(stdout, dedupUsage)
-		newDedupFlags("dedup", stdout).fs.PrintDefaults()
-		return exitOK
-	}
-	fmt.Fprintf(stderr, "latchkey dedup: unknown subcommand %q; use show or forget\n", args[0])
-	return exitUsage
+	flags := func(w io.Writer) *flag.FlagSet { return newDedupFlags("dedup", w).fs }
+	return showOrForget(ctx, "dedup", dedupUsage, flags, dedupSub, args, stdout, stderr)
 }
 
 type dedupFlags struct {
@@ -129,11 +116,7 @@ func dedupSub(ctx context.Context, sub string, args []string, stdout, stderr io.
 	st, err := dedupurl.Open(octx, *f.store)
 	cancel()
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		if errors.Is(err, dedup.ErrInvalid) {
-			return exitUsage
-		}
-		return exitUnavailable
+		return usageOrUnavailable(cmd, err, stderr, dedup.ErrInvalid)
 	}
 	defer st.Close()
 
@@ -185,12 +168,8 @@ func dedupFailed(cmd string, err error, rep dedupReport, asJSON bool, stdout, st
 		}
 		fmt.Fprintf(stderr, "%s: not forgotten: %v\n", cmd, err)
 		return exitNotFound
-	case errors.Is(err, dedup.ErrInvalidID), errors.Is(err, dedup.ErrInvalid):
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return exitUsage
 	}
-	fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-	return exitUnavailable
+	return usageOrUnavailable(cmd, err, stderr, dedup.ErrInvalidID, dedup.ErrInvalid)
 }
 
 func (r *dedupReport) fill(m dedup.Mark) {

@@ -174,11 +174,7 @@ func openElection(ctx context.Context, name, backend, key string, stderr io.Writ
 	}
 	locker, err := lockurl.Open(ctx, backend)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		if errors.Is(err, lock.ErrInvalid) {
-			return nil, nil, exitUsage
-		}
-		return nil, nil, exitUnavailable
+		return nil, nil, usageOrUnavailable(name, err, stderr, lock.ErrInvalid)
 	}
 	e, err := elect.New(locker, key, opts...)
 	if err != nil {

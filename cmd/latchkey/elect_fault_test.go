@@ -101,17 +101,14 @@ while :; do
 done`, fenceScript}
 }
 
+// readToken waits for the token a command writes to path, a whole line.
 func readToken(t *testing.T, path string) uint64 {
 	t.Helper()
-	waitFile(t, path)
 	var b []byte
-	for range 100 {
+	waitFor(t, 30*time.Second, "a line in "+path, func() bool {
 		b, _ = os.ReadFile(path)
-		if strings.HasSuffix(string(b), "\n") {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return strings.HasSuffix(string(b), "\n")
+	})
 	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 	if err != nil {
 		t.Fatalf("%s: %q", path, b)
@@ -127,20 +124,17 @@ func signalGroupOf(pid int, sig syscall.Signal) {
 	}
 }
 
+// readPid waits for the pid a command writes to path.
 func readPid(t *testing.T, path string) int {
 	t.Helper()
-	waitFile(t, path)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var pid int
+	waitFor(t, 40*time.Second, "a pid in "+path, func() bool {
 		b, _ := os.ReadFile(path)
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s holds no pid: %q", path, b)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		pid = n
+		return err == nil && n > 0
+	})
+	return pid
 }
 
 // checkFenced checks the fenced resource's log: the tokens it applied never

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -33,9 +32,6 @@ func gatewayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "latchkey gateway: %v\n", err)
-	if errors.Is(err, idem.ErrInvalid) || errors.Is(err, otlpenv.ErrInvalid) { // a bad store URL or OTEL_* value
-		return exitUsage
-	}
-	return exitUnavailable
+	// A bad store URL or OTEL_* value is a usage error.
+	return usageOrUnavailable("latchkey gateway", err, stderr, idem.ErrInvalid, otlpenv.ErrInvalid)
 }

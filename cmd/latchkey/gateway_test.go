@@ -372,13 +372,7 @@ func TestGatewayUpstreamDown(t *testing.T) {
 // waitRunning waits until the upstream has started an execution for key.
 func waitRunning(t *testing.T, up *idemhttptest.Upstream, key string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for up.Executions(key) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the request never reached the upstream")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, 10*time.Second, "the request to reach the upstream", func() bool { return up.Executions(key) > 0 })
 }
 
 // TestGatewayShutdown sends SIGTERM to a gateway while a request is in
@@ -500,13 +494,7 @@ func (sd *shutdown) retryUntilRun(t *testing.T, key string, claimed time.Time) {
 func TestGatewayUsageErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cfg := func(body string) string {
-		p := filepath.Join(dir, strconv.Itoa(len(body))+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)+".json")
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	cfg := func(body string) string { return writeConfig(t, body) }
 	up := "http://127.0.0.1:9"
 	mem := "mem://"
 	for _, tc := range []struct {

@@ -64,23 +64,8 @@ func defaultIdemStore() string {
 }
 
 func idemCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		io.WriteString(stderr, idemUsage)
-		newIdemFlags("idem", stderr).fs.PrintDefaults()
-		return exitUsage
-	}
-	switch args[0] {
-	case "show", "forget":
-		return idemSub(ctx, args[0], args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		io.WriteString(stdout, idemUsage)
-		f := newIdemFlags("idem", stdout)
-		f.fs.SetOutput(stdout)
-		f.fs.PrintDefaults()
-		return exitOK
-	}
-	fmt.Fprintf(stderr, "latchkey idem: unknown subcommand %q; use show or forget\n", args[0])
-	return exitUsage
+	flags := func(w io.Writer) *flag.FlagSet { return newIdemFlags("idem", w).fs }
+	return showOrForget(ctx, "idem", idemUsage, flags, idemSub, args, stdout, stderr)
 }
 
 type idemFlags struct {
@@ -217,11 +202,7 @@ func openIdemInspector(ctx context.Context, cmd, rawURL string, stderr io.Writer
 	defer cancel()
 	st, err := idemurl.Open(octx, rawURL)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		if errors.Is(err, idem.ErrInvalid) {
-			return nil, nil, exitUsage
-		}
-		return nil, nil, exitUnavailable
+		return nil, nil, usageOrUnavailable(cmd, err, stderr, idem.ErrInvalid)
 	}
 	in, ok := st.(idem.Inspector)
 	if !ok {
@@ -246,12 +227,8 @@ func idemFailed(cmd string, err error, rep idemReport, asJSON bool, stdout, stde
 		}
 		fmt.Fprintf(stderr, "%s: not forgotten: %v; add --force to forget it anyway (a copy may then run beside it)\n", cmd, err)
 		return exitNotFound
-	case errors.Is(err, idem.ErrInvalidKey), errors.Is(err, idem.ErrInvalid):
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return exitUsage
 	}
-	fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-	return exitUnavailable
+	return usageOrUnavailable(cmd, err, stderr, idem.ErrInvalidKey, idem.ErrInvalid)
 }
 
 // fill sets what rec says; the body only when asked.

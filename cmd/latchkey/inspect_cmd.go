@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -96,6 +97,30 @@ func confirm(r io.Reader, w io.Writer, question string) bool {
 		return true
 	}
 	return false
+}
+
+// showOrForget is "latchkey NAME show|forget ...", for idem and dedup: it
+// runs sub for the subcommand. Bare, it prints usage and the flags that
+// flags defines on stderr with status 2; asked for help, on stdout with
+// status 0.
+func showOrForget(ctx context.Context, name, usage string, flags func(out io.Writer) *flag.FlagSet,
+	sub func(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) int,
+	args []string, stdout, stderr io.Writer) int {
+	w, code := stderr, exitUsage
+	if len(args) > 0 {
+		switch args[0] {
+		case "show", "forget":
+			return sub(ctx, args[0], args[1:], stdout, stderr)
+		case "-h", "-help", "--help", "help":
+			w, code = stdout, exitOK
+		default:
+			fmt.Fprintf(stderr, "latchkey %s: unknown subcommand %q; use show or forget\n", name, args[0])
+			return exitUsage
+		}
+	}
+	io.WriteString(w, usage)
+	flags(w).PrintDefaults()
+	return code
 }
 
 // mayForget decides whether to go on with a forget: --yes, or a person's

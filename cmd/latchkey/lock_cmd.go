@@ -96,11 +96,7 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	locker, err := lockurl.Open(ctx, f.backend)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		if errors.Is(err, lock.ErrInvalid) {
-			return exitUsage
-		}
-		return exitUnavailable
+		return usageOrUnavailable(name, err, stderr, lock.ErrInvalid)
 	}
 	defer locker.Close()
 	if !flagSet(f.fs, "backend") && os.Getenv(envBackend) == "" {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -13,14 +12,12 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/lock"
-	"github.com/latchkey-go/latchkey/lock/lockurl"
 )
 
+// runLock runs "latchkey lock args..." as latchkey does.
 func runLock(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	code = run(t.Context(), append([]string{"lock"}, args...), &out, &errb)
-	return code, out.String(), errb.String()
+	return latchkey(t, append([]string{"lock"}, args...)...)
 }
 
 // A payment queue stuck behind a worker's lock: the operator lists it,
@@ -29,11 +26,7 @@ func runLock(t *testing.T, args ...string) (code int, stdout, stderr string) {
 func TestLockCommands(t *testing.T) {
 	url := "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "locks.db"))
 	ctx := t.Context()
-	l, err := lockurl.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openLocker(t, url)
 	stuck, err := l.Acquire(ctx, "payments:queue:eu", lock.WithTTL(3*time.Second), lock.WithHolder("worker-7 pid 4242"))
 	if err != nil {
 		t.Fatal(err)
@@ -63,11 +56,7 @@ func TestLockCommands(t *testing.T) {
 	if broken.After == nil || broken.After.Held {
 		t.Fatalf("break --json: the state after is %+v, want free (nobody waited)", broken.After)
 	}
-	select {
-	case <-stuck.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the broken holder's Done never closed")
-	}
+	waitLost(t, stuck, "the broken holder")
 	next, err := l.Acquire(ctx, "payments:queue:eu", lock.WithWait(0))
 	if err != nil || next.Token() <= stuck.Token() {
 		t.Fatalf("after the break: %v, token %v vs %d", err, next, stuck.Token())
@@ -184,11 +173,7 @@ func TestQuietClients(t *testing.T) {
 func TestBreakWithoutUser(t *testing.T) {
 	t.Setenv("USER", "")
 	url := "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "locks.db"))
-	l, err := lockurl.Open(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openLocker(t, url)
 	stuck, err := l.Acquire(t.Context(), "nightly", lock.WithTTL(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -201,11 +186,7 @@ func TestBreakWithoutUser(t *testing.T) {
 	if !strings.Contains(out+errs, "host "+host) {
 		t.Fatalf("the break does not say the host asked: %s %s", out, errs)
 	}
-	select {
-	case <-stuck.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the broken holder's Done never closed")
-	}
+	waitLost(t, stuck, "the broken holder")
 }
 
 // TestFlagsAfterNames: "lock show KEY --backend URL --json", "lock break KEY
@@ -214,11 +195,7 @@ func TestBreakWithoutUser(t *testing.T) {
 // flags after the name; flags now stand before or after names.
 func TestFlagsAfterNames(t *testing.T) {
 	url := "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "locks.db"))
-	l, err := lockurl.Open(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openLocker(t, url)
 	if _, err := l.Acquire(t.Context(), "k", lock.WithTTL(3*time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -229,15 +206,13 @@ func TestFlagsAfterNames(t *testing.T) {
 		{"elect", "show", "k", "--json", "--backend", url},
 		{"lock", "break", "k", "--yes", "--as", "ana", "--backend", url},
 	} {
-		var out, errb bytes.Buffer
 		// A free semaphore is "not found" (1): the flags were still read.
-		if code := run(t.Context(), args, &out, &errb); code != exitOK && (args[0] != "semaphore" || code != exitNotFound) {
-			t.Errorf("%q: exit %d: %s %s", args, code, out.String(), errb.String())
+		if code, out, errb := latchkey(t, args...); code != exitOK && (args[0] != "semaphore" || code != exitNotFound) {
+			t.Errorf("%q: exit %d: %s %s", args, code, out, errb)
 		}
 	}
-	var out, errb bytes.Buffer
-	if code := run(t.Context(), []string{"lock", "show", "k", "other", "--backend", url}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "exactly one KEY (got 2)") {
-		t.Errorf("two keys: exit %d: %s", code, errb.String())
+	if code, _, errb := runLock(t, "show", "k", "other", "--backend", url); code != exitUsage || !strings.Contains(errb, "exactly one KEY (got 2)") {
+		t.Errorf("two keys: exit %d: %s", code, errb)
 	}
 }
 
@@ -247,11 +222,7 @@ func TestFlagsAfterNames(t *testing.T) {
 func TestBreakPrintsTheStateAfter(t *testing.T) {
 	t.Parallel()
 	url := "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "locks.db"))
-	l, err := lockurl.Open(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openLocker(t, url)
 	stuck, err := l.Acquire(t.Context(), "nightly", lock.WithTTL(30*time.Second), lock.WithHolder("stuck-host"))
 	if err != nil {
 		t.Fatal(err)

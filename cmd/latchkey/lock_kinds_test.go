@@ -102,11 +102,7 @@ func oneViewOfEveryKind(t *testing.T, url string, hasRW bool) {
 func holdTwoReaders(t *testing.T, url, key string, opts []lock.Option) *lock.Lease {
 	t.Helper()
 	ctx := t.Context()
-	rw, err := lockurl.OpenRW(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rw.Close() })
+	rw := openRW(t, url)
 	a, err := rw.RLock(ctx, key, append(opts, lock.WithHolder("reader-a"))...)
 	if err != nil {
 		t.Fatal(err)

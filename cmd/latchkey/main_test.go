@@ -657,13 +657,7 @@ func TestInterrupt(t *testing.T) {
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() && !strings.HasPrefix(strings.TrimSpace(sc.Text()), "why:") {
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(workersUnder(t, tmp)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no worker process seen")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, 5*time.Second, "a worker process", func() bool { return len(workersUnder(t, tmp)) > 0 })
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}

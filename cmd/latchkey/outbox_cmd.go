@@ -74,11 +74,7 @@ func outboxShow(ctx context.Context, name, rawURL, table string, asJSON bool, st
 	defer cancel()
 	db, err := openOutboxDB(octx, rawURL)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, backendurl.NewScrubber(rawURL).Wrap(err))
-		if errors.Is(err, errOutboxURL) {
-			return exitUsage
-		}
-		return exitUnavailable
+		return usageOrUnavailable(name, backendurl.NewScrubber(rawURL).Wrap(err), stderr, errOutboxURL)
 	}
 	defer db.Close()
 	ob, err := outbox.New(db, outbox.WithTable(table))

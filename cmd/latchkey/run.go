@@ -131,7 +131,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	locker, err := rw.open(ctx, *backend)
 	if err != nil {
-		return openFailed(err, stderr)
+		return usageOrUnavailable("latchkey run", err, stderr, lock.ErrInvalid)
 	}
 	defer locker.Close()
 
@@ -147,16 +147,6 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "latchkey run: release: %v (the lock expires after its TTL)\n", err)
 	}
 	return code
-}
-
-// openFailed reports a backend that could not be opened and returns the
-// exit status.
-func openFailed(err error, stderr io.Writer) int {
-	fmt.Fprintf(stderr, "latchkey run: %v\n", err)
-	if errors.Is(err, lock.ErrInvalid) {
-		return exitUsage
-	}
-	return exitUnavailable
 }
 
 // acquireFailed reports an Acquire that failed, held saying why when it

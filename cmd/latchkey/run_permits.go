@@ -17,7 +17,7 @@ import (
 func runWithPermit(ctx context.Context, backend, key string, permits int, opts []lock.Option, argv []string, grace time.Duration, stderr io.Writer) int {
 	sems, err := lockurl.OpenSemaphores(ctx, backend)
 	if err != nil {
-		return openFailed(err, stderr)
+		return usageOrUnavailable("latchkey run", err, stderr, lock.ErrInvalid)
 	}
 	defer sems.Close()
 	sem, err := sems.Semaphore(key, permits)

@@ -12,28 +12,31 @@ import (
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
 
-// faultBackends are the backends the process fault tests run on: a file on
-// this host and a server.
-func faultBackends(t *testing.T) map[string]func(dir string) string {
-	return map[string]func(dir string) string{
+// onFaultBackends runs test as a parallel subtest on each backend the
+// process fault tests run on, a file on this host and a server, with a
+// directory of its own and the backend's URL.
+func onFaultBackends(t *testing.T, test func(t *testing.T, dir, url string)) {
+	for name, url := range map[string]func(dir string) string{
 		"sqlite": sqliteURL,
 		"redis":  func(string) string { return "redis://" + testsvc.RedisAddr(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			test(t, dir, url(dir))
+		})
 	}
 }
 
 // waitContents waits for dir/name to exist and returns its contents.
 func waitContents(t *testing.T, dir, name string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil && len(b) > 0 {
-			return strings.TrimSpace(string(b))
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", name)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var b []byte
+	waitFor(t, 30*time.Second, name+" to appear", func() bool {
+		b, _ = os.ReadFile(filepath.Join(dir, name))
+		return len(b) > 0
+	})
+	return strings.TrimSpace(string(b))
 }
 
 // signalHolder sends sig to a "latchkey run" process and to its command's
@@ -55,32 +58,28 @@ func signalHolder(t *testing.T, run *os.Process, dir string, sig syscall.Signal)
 // being renewed every third), never before, and not much later.
 func TestRunPermitsKilledHolder(t *testing.T) {
 	t.Parallel()
-	for name, url := range faultBackends(t) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			key := testsvc.KeyPrefix(t) + "killed"
-			const ttl = 2 * time.Second
-			holder, out := runProc(t, dir, "--permits", "1", "--ttl", ttl.String(), "--key", key, "--backend", url(dir),
-				"--", "sh", "-c", "echo $$ > pid; exec sleep 60")
-			waitContents(t, dir, "pid")
-			killed := time.Now()
-			signalHolder(t, holder.Process, dir, syscall.SIGKILL)
-			_ = holder.Wait()
-			waiter, wout := runProc(t, dir, "--permits", "1", "--ttl", ttl.String(), "--wait", "30s", "--key", key, "--backend", url(dir),
-				"--", "sh", "-c", "date +%s%N > got")
-			if code := exitCode(t, waiter); code != 0 {
-				t.Fatalf("waiter: exit %d: %s (holder: %s)", code, wout, out)
-			}
-			ns, err := strconv.ParseInt(waitContents(t, dir, "got"), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if early := killed.Add(2 * ttl / 3); time.Unix(0, ns).Before(early) {
-				t.Fatalf("the killed holder's permit came back %v after the kill, before its lease could end", time.Unix(0, ns).Sub(killed))
-			}
-		})
-	}
+	onFaultBackends(t, func(t *testing.T, dir, url string) {
+		key := testsvc.KeyPrefix(t) + "killed"
+		const ttl = 2 * time.Second
+		holder, out := runProc(t, dir, "--permits", "1", "--ttl", ttl.String(), "--key", key, "--backend", url,
+			"--", "sh", "-c", "echo $$ > pid; exec sleep 60")
+		waitContents(t, dir, "pid")
+		killed := time.Now()
+		signalHolder(t, holder.Process, dir, syscall.SIGKILL)
+		_ = holder.Wait()
+		waiter, wout := runProc(t, dir, "--permits", "1", "--ttl", ttl.String(), "--wait", "30s", "--key", key, "--backend", url,
+			"--", "sh", "-c", "date +%s%N > got")
+		if code := exitCode(t, waiter); code != 0 {
+			t.Fatalf("waiter: exit %d: %s (holder: %s)", code, wout, out)
+		}
+		ns, err := strconv.ParseInt(waitContents(t, dir, "got"), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if early := killed.Add(2 * ttl / 3); time.Unix(0, ns).Before(early) {
+			t.Fatalf("the killed holder's permit came back %v after the kill, before its lease could end", time.Unix(0, ns).Sub(killed))
+		}
+	})
 }
 
 // fencedWrite is a resource that fences in shell: under flock(1) it applies
@@ -106,30 +105,26 @@ const fencedWrite = `fenced_write() {
 // "latchkey run" reports the lost lease (exit 76).
 func TestRunPermitsPausedHolderFenced(t *testing.T) {
 	t.Parallel()
-	for name, url := range faultBackends(t) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			key := testsvc.KeyPrefix(t) + "paused"
-			const ttl = 2 * time.Second
-			holder, out := runProc(t, dir, "--permits", "1", "--ttl", ttl.String(), "--grace", "20s", "--key", key, "--backend", url(dir),
-				"--", "sh", "-c", fencedWrite+"trap '' TERM; echo $$ > pid; sleep 1; fenced_write paused")
-			waitContents(t, dir, "pid") // the holder runs its command: taken before the pause's write lock
-			pauseOutsideWrite(t, url(dir), func() { signalHolder(t, holder.Process, dir, syscall.SIGSTOP) })
-			waiter, wout := runProc(t, dir, "--permits", "1", "--ttl", ttl.String(), "--wait", "30s", "--key", key, "--backend", url(dir),
-				"--", "sh", "-c", fencedWrite+"fenced_write fresh")
-			if code := exitCode(t, waiter); code != 0 {
-				t.Fatalf("waiter: exit %d: %s", code, wout)
-			}
-			signalHolder(t, holder.Process, dir, syscall.SIGCONT)
-			if code := exitCode(t, holder); code != exitLeaseLost {
-				t.Fatalf("paused holder: exit %d, want %d (lease lost): %s", code, exitLeaseLost, out)
-			}
-			b, _ := os.ReadFile(filepath.Join(dir, "log"))
-			log := strings.Split(strings.TrimSpace(string(b)), "\n")
-			if len(log) != 2 || !strings.HasPrefix(log[0], "applied fresh ") || !strings.HasPrefix(log[1], "refused paused ") {
-				t.Fatalf("the resource's log is %q, want the fresh write applied and the paused one refused", log)
-			}
-		})
-	}
+	onFaultBackends(t, func(t *testing.T, dir, url string) {
+		key := testsvc.KeyPrefix(t) + "paused"
+		const ttl = 2 * time.Second
+		holder, out := runProc(t, dir, "--permits", "1", "--ttl", ttl.String(), "--grace", "20s", "--key", key, "--backend", url,
+			"--", "sh", "-c", fencedWrite+"trap '' TERM; echo $$ > pid; sleep 1; fenced_write paused")
+		waitContents(t, dir, "pid") // the holder runs its command: taken before the pause's write lock
+		pauseOutsideWrite(t, url, func() { signalHolder(t, holder.Process, dir, syscall.SIGSTOP) })
+		waiter, wout := runProc(t, dir, "--permits", "1", "--ttl", ttl.String(), "--wait", "30s", "--key", key, "--backend", url,
+			"--", "sh", "-c", fencedWrite+"fenced_write fresh")
+		if code := exitCode(t, waiter); code != 0 {
+			t.Fatalf("waiter: exit %d: %s", code, wout)
+		}
+		signalHolder(t, holder.Process, dir, syscall.SIGCONT)
+		if code := exitCode(t, holder); code != exitLeaseLost {
+			t.Fatalf("paused holder: exit %d, want %d (lease lost): %s", code, exitLeaseLost, out)
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, "log"))
+		log := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(log) != 2 || !strings.HasPrefix(log[0], "applied fresh ") || !strings.HasPrefix(log[1], "refused paused ") {
+			t.Fatalf("the resource's log is %q, want the fresh write applied and the paused one refused", log)
+		}
+	})
 }

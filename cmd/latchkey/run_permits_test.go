@@ -1,15 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
@@ -19,68 +17,36 @@ import (
 // file each) on entering and records the count: it must never pass 2.
 func TestRunPermitsAtMostN(t *testing.T) {
 	t.Parallel()
-	for name, url := range map[string]func(dir string) string{
-		"sqlite": sqliteURL,
-		"redis":  func(string) string { return "redis://" + testsvc.RedisAddr(t) },
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			if err := os.Mkdir(filepath.Join(dir, "inside"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			const script = `touch inside/$$; ls inside | wc -l >> counts; sleep 0.1; rm inside/$$`
-			key := testsvc.KeyPrefix(t) + "report"
-			const n = 8
-			var wg sync.WaitGroup
-			for i := range n {
-				cmd, out := runProc(t, dir, "--permits", "2", "--key", key, "--backend", url(dir), "--", "sh", "-c", script)
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if code := exitCode(t, cmd); code != 0 {
-						t.Errorf("run %d: exit %d: %s", i, code, out)
-					}
-				}()
-			}
-			wg.Wait()
-			b, _ := os.ReadFile(filepath.Join(dir, "counts"))
-			counts := strings.Fields(string(b))
-			if len(counts) != n {
-				t.Fatalf("%d commands ran, want %d", len(counts), n)
-			}
-			most := 0
-			for _, c := range counts {
-				k, _ := strconv.Atoi(c)
-				most = max(most, k)
-			}
-			if most > 2 {
-				t.Fatalf("%d commands ran at once under --permits 2 (counts %v)", most, counts)
-			}
-		})
-	}
+	onFaultBackends(t, func(t *testing.T, dir, url string) {
+		if err := os.Mkdir(filepath.Join(dir, "inside"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		const script = `touch inside/$$; ls inside | wc -l >> counts; sleep 0.1; rm inside/$$`
+		key := testsvc.KeyPrefix(t) + "report"
+		const n = 8
+		runAll(t, dir, slices.Repeat([][]string{{"--permits", "2", "--key", key, "--backend", url, "--", "sh", "-c", script}}, n)...)
+		b, _ := os.ReadFile(filepath.Join(dir, "counts"))
+		counts := strings.Fields(string(b))
+		if len(counts) != n {
+			t.Fatalf("%d commands ran, want %d", len(counts), n)
+		}
+		most := 0
+		for _, c := range counts {
+			k, _ := strconv.Atoi(c)
+			most = max(most, k)
+		}
+		if most > 2 {
+			t.Fatalf("%d commands ran at once under --permits 2 (counts %v)", most, counts)
+		}
+	})
 }
 
 func TestRunPermitsExitStatus(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	url := sqliteURL(dir)
-	holder, out := runProc(t, dir, "--permits", "1", "--key", "busy", "--backend", url, "--", "sh", "-c", "touch started; sleep 30")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the holder never started: %s", out)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	for _, tc := range []struct {
-		name string
-		args []string
-		want int
-	}{
+	holder, out := runHolder(t, dir, "--permits", "1", "--key", "busy", "--backend", url)
+	checkExits(t, dir, []exitCase{
 		{"all permits held", []string{"--permits", "1", "--key", "busy", "--wait", "0", "--backend", url, "--", "true"}, exitNotAcquired},
 		{"another N", []string{"--permits", "2", "--key", "busy", "--wait", "0", "--backend", url, "--", "true"}, exitUsage},
 		{"zero permits", []string{"--permits", "0", "--key", "k", "--backend", url, "--", "true"}, exitUsage},
@@ -89,14 +55,7 @@ func TestRunPermitsExitStatus(t *testing.T) {
 		{"token and key in the environment", []string{"--permits", "3", "--key", "k", "--backend", url, "--",
 			"sh", "-c", `[ "$LATCHKEY_LOCK_KEY" = k ] && [ "$LATCHKEY_FENCING_TOKEN" -gt 0 ]`}, 0},
 		{"redlock has no semaphores", []string{"--permits", "2", "--key", "k", "--backend", "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "--", "true"}, exitUsage},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cmd, out := runProc(t, dir, tc.args...)
-			if got := exitCode(t, cmd); got != tc.want {
-				t.Fatalf("exit %d, want %d: %s", got, tc.want, out)
-			}
-		})
-	}
+	})
 	_ = holder.Process.Signal(syscall.SIGTERM)
 	if code := exitCode(t, holder); code != 128+int(syscall.SIGTERM) {
 		t.Fatalf("holder exit %d after SIGTERM: %s", code, out)
@@ -109,38 +68,25 @@ func TestSemaphoreShow(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	url := sqliteURL(dir)
-	holder, out := runProc(t, dir, "--permits", "3", "--key", "jobs", "--backend", url, "--", "sh", "-c", "touch started; sleep 30")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the holder never started: %s", out)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	var stdout, stderr bytes.Buffer
-	if code := run(t.Context(), []string{"semaphore", "show", "--backend", url, "jobs"}, &stdout, &stderr); code != exitOK {
-		t.Fatalf("semaphore show: exit %d: %s", code, stderr.String())
+	holder, _ := runHolder(t, dir, "--permits", "3", "--key", "jobs", "--backend", url)
+	code, stdout, stderr := latchkey(t, "semaphore", "show", "--backend", url, "jobs")
+	if code != exitOK {
+		t.Fatalf("semaphore show: exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{`name:`, `"jobs"`, `3, 1 held by 1 holder(s)`, "HOLDER", "TOKEN"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Fatalf("semaphore show lacks %q:\n%s", want, stdout.String())
+		if !strings.Contains(stdout, want) {
+			t.Fatalf("semaphore show lacks %q:\n%s", want, stdout)
 		}
 	}
-	stdout.Reset()
-	if code := run(t.Context(), []string{"semaphore", "show", "--json", "--backend", url, "jobs"}, &stdout, &stderr); code != exitOK ||
-		!strings.Contains(stdout.String(), `"permits": 3`) {
-		t.Fatalf("semaphore show --json: exit %d: %s%s", code, stdout.String(), stderr.String())
+	if code, stdout, stderr := latchkey(t, "semaphore", "show", "--json", "--backend", url, "jobs"); code != exitOK || !strings.Contains(stdout, `"permits": 3`) {
+		t.Fatalf("semaphore show --json: exit %d: %s%s", code, stdout, stderr)
 	}
 	_ = holder.Process.Signal(syscall.SIGTERM)
 	exitCode(t, holder)
-	stdout.Reset()
-	if code := run(t.Context(), []string{"semaphore", "show", "--backend", url, "jobs"}, &stdout, &stderr); code != exitNotFound {
-		t.Fatalf("semaphore show of a free semaphore: exit %d, want %d: %s", code, exitNotFound, stdout.String())
+	if code, stdout, _ := latchkey(t, "semaphore", "show", "--backend", url, "jobs"); code != exitNotFound {
+		t.Fatalf("semaphore show of a free semaphore: exit %d, want %d: %s", code, exitNotFound, stdout)
 	}
-	if code := run(t.Context(), []string{"semaphore", "show", "--backend", url, ""}, &stdout, &stderr); code != exitUsage {
+	if code, _, _ := latchkey(t, "semaphore", "show", "--backend", url, ""); code != exitUsage {
 		t.Fatalf("semaphore show of an empty name: exit %d, want %d", code, exitUsage)
 	}
 }

@@ -1,17 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/latchkey-go/latchkey/lock"
-	"github.com/latchkey-go/latchkey/lock/lockurl"
 )
 
 // TestRunSharedAndExclusive: four --shared runs hold the key together (each
@@ -24,19 +21,13 @@ func TestRunSharedAndExclusive(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "readers"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// run runs, at once, a command of each pair of mode and script.
 	run := func(args ...string) {
-		var wg sync.WaitGroup
+		var runs [][]string
 		for i := 0; i < len(args); i += 2 {
-			cmd, out := runProc(t, dir, "--key", "prices", args[i], "--backend", url, "--", "sh", "-c", args[i+1])
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if code := exitCode(t, cmd); code != 0 {
-					t.Errorf("%s run: exit %d: %s", args[i], code, out)
-				}
-			}()
+			runs = append(runs, []string{"--key", "prices", args[i], "--backend", url, "--", "sh", "-c", args[i+1]})
 		}
-		wg.Wait()
+		runAll(t, dir, runs...)
 	}
 	const together = `touch readers/$$; i=0
 while [ "$(ls readers | wc -l)" -lt 4 ]; do i=$((i+1)); [ $i -gt 400 ] && exit 9; sleep 0.05; done
@@ -66,38 +57,23 @@ func TestRunSharedExitStatus(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	url := sqliteURL(dir)
-	l, err := lockurl.OpenRW(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	r, err := l.RLock(t.Context(), "k")
+	r, err := openRW(t, url).RLock(t.Context(), "k")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Release(context.Background())
-	for _, tc := range []struct {
-		name string
-		args []string
-		want int
-	}{
+	cases := []exitCase{
 		{"shared beside a reader", []string{"--shared", "--wait", "0"}, 0},
 		{"exclusive beside a reader", []string{"--exclusive", "--wait", "0"}, exitNotAcquired},
 		{"exclusive out of time", []string{"--exclusive", "--wait", "300ms"}, exitNotAcquired},
 		{"both modes", []string{"--shared", "--exclusive"}, exitUsage},
 		{"a mode and permits", []string{"--shared", "--permits", "2"}, exitUsage},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cmd, out := runProc(t, dir, append(append([]string{"--key", "k", "--backend", url}, tc.args...), "--", "true")...)
-			if got := exitCode(t, cmd); got != tc.want {
-				t.Fatalf("exit %d, want %d: %s", got, tc.want, out)
-			}
-		})
 	}
-	cmd, out := runProc(t, dir, "--key", "k", "--shared", "--backend", "mysql://root@127.0.0.1:3306/test", "--", "true")
-	if got := exitCode(t, cmd); got != exitUsage {
-		t.Fatalf("--shared on MySQL: exit %d, want %d: %s", got, exitUsage, out)
+	for i, tc := range cases {
+		cases[i].args = append(append([]string{"--key", "k", "--backend", url}, tc.args...), "--", "true")
 	}
+	cases = append(cases, exitCase{"--shared on MySQL", []string{"--key", "k", "--shared", "--backend", "mysql://root@127.0.0.1:3306/test", "--", "true"}, exitUsage})
+	checkExits(t, dir, cases)
 }
 
 // TestLockShowRW: "latchkey lock show --rw" shows the readers of a key, with
@@ -106,31 +82,24 @@ func TestLockShowRW(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	url := sqliteURL(dir)
-	l, err := lockurl.OpenRW(t.Context(), url)
+	r, err := openRW(t, url).RLock(t.Context(), "prices", lock.WithHolder("report job"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	r, err := l.RLock(t.Context(), "prices", lock.WithHolder("report job"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out, errs bytes.Buffer
-	if code := lockCmd(t.Context(), []string{"show", "--rw", "--backend", url, "prices"}, &out, &errs); code != exitOK {
-		t.Fatalf("exit %d: %s%s", code, out.String(), errs.String())
+	code, out, errs := runLock(t, "show", "--rw", "--backend", url, "prices")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, out, errs)
 	}
 	for _, want := range []string{"shared by 1", `"report job", token ` + strconv.FormatUint(r.Token(), 10), "writers waiting"} {
-		if !strings.Contains(out.String(), want) {
-			t.Fatalf("show --rw says:\n%s\nwant %q in it", out.String(), want)
+		if !strings.Contains(out, want) {
+			t.Fatalf("show --rw says:\n%s\nwant %q in it", out, want)
 		}
 	}
-	out.Reset()
-	if code := lockCmd(t.Context(), []string{"show", "--rw", "--json", "--backend", url, "prices"}, &out, &errs); code != exitOK || !strings.Contains(out.String(), `"mode": "shared"`) {
-		t.Fatalf("show --rw --json: exit %d: %s", code, out.String())
+	if code, out, _ := runLock(t, "show", "--rw", "--json", "--backend", url, "prices"); code != exitOK || !strings.Contains(out, `"mode": "shared"`) {
+		t.Fatalf("show --rw --json: exit %d: %s", code, out)
 	}
 	_ = r.Release(t.Context())
-	out.Reset()
-	if code := lockCmd(t.Context(), []string{"show", "--rw", "--backend", url, "prices"}, &out, &errs); code != exitNotFound {
-		t.Fatalf("show --rw of a free key: exit %d, want %d: %s", code, exitNotFound, out.String())
+	if code, out, _ := runLock(t, "show", "--rw", "--backend", url, "prices"); code != exitNotFound {
+		t.Fatalf("show --rw of a free key: exit %d, want %d: %s", code, exitNotFound, out)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,6 +72,59 @@ func exitCode(t *testing.T, cmd *exec.Cmd) int {
 
 func sqliteURL(dir string) string { return "sqlite://" + filepath.Join(dir, "locks.db") }
 
+// runAll starts a "latchkey run" in dir for each of runs at once and waits
+// for them all: each must exit 0.
+func runAll(t *testing.T, dir string, runs ...[]string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i, args := range runs {
+		cmd, out := runProc(t, dir, args...)
+		wg.Go(func() {
+			if code := exitCode(t, cmd); code != 0 {
+				t.Errorf("run %d %q: exit %d: %s", i, args, code, out)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// runHolder starts "latchkey run args..." in dir with a command that
+// touches dir/started and sleeps, and returns once the command runs.
+func runHolder(t *testing.T, dir string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	holder, out := runProc(t, dir, append(args, "--", "sh", "-c", "touch started; sleep 30")...)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
+			return holder, out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the holder never started: %s", out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// An exitCase is a "latchkey run" and the exit status it must end with.
+type exitCase struct {
+	name string
+	args []string
+	want int
+}
+
+// checkExits runs each case in dir as a subtest.
+func checkExits(t *testing.T, dir string, cases []exitCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd, out := runProc(t, dir, tc.args...)
+			if got := exitCode(t, cmd); got != tc.want {
+				t.Fatalf("exit %d, want %d: %s", got, tc.want, out)
+			}
+		})
+	}
+}
+
 // TestRunExcludes starts 20 "latchkey run" processes at once, each running a
 // shell that increments a number in a file with a pause between read and
 // write and flags any overlap: the count must end exact, with no overlap
@@ -86,20 +140,7 @@ n=$(cat n); sleep 0.02; echo $((n+1)) > n
 echo "$LATCHKEY_FENCING_TOKEN" >> tokens
 rmdir inside`
 	const n = 20
-	var wg sync.WaitGroup
-	codes := make([]int, n)
-	for i := range n {
-		cmd, out := runProc(t, dir, "--key", "cron:nightly", "--backend", sqliteURL(dir), "--", "sh", "-c", script)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			codes[i] = exitCode(t, cmd)
-			if codes[i] != 0 {
-				t.Errorf("run %d: exit %d: %s", i, codes[i], out)
-			}
-		}()
-	}
-	wg.Wait()
+	runAll(t, dir, slices.Repeat([][]string{{"--key", "cron:nightly", "--backend", sqliteURL(dir), "--", "sh", "-c", script}}, n)...)
 	if b, err := os.ReadFile(filepath.Join(dir, "overlaps")); err == nil {
 		t.Fatalf("commands overlapped: %s", b)
 	}
@@ -126,11 +167,7 @@ func TestRunExitStatus(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	url := sqliteURL(dir)
-	for _, tc := range []struct {
-		name string
-		args []string
-		want int
-	}{
+	checkExits(t, dir, []exitCase{
 		{"success", []string{"--key", "k", "--backend", url, "--", "true"}, 0},
 		{"command's own code", []string{"--key", "k", "--backend", url, "--", "sh", "-c", "exit 7"}, 7},
 		{"killed by a signal", []string{"--key", "k", "--backend", url, "--", "sh", "-c", "kill -TERM $$"}, 128 + 15},
@@ -140,19 +177,23 @@ func TestRunExitStatus(t *testing.T) {
 		{"bad TTL", []string{"--key", "k", "--ttl", "1ms", "--backend", url, "--", "true"}, exitUsage},
 		{"bad backend URL", []string{"--key", "k", "--backend", "nosuch://x", "--", "true"}, exitUsage},
 		{"backend down", []string{"--key", "k", "--backend", "redis://127.0.0.1:1/0?dial_timeout=200ms", "--", "true"}, exitUnavailable},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cmd, out := runProc(t, dir, tc.args...)
-			if got := exitCode(t, cmd); got != tc.want {
-				t.Fatalf("exit %d, want %d: %s", got, tc.want, out)
-			}
-		})
-	}
+	})
 }
 
 func openLocker(t *testing.T, url string) lockurl.Locker {
 	t.Helper()
 	l, err := lockurl.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// openRW opens the read-write locks at url for the test.
+func openRW(t *testing.T, url string) *lockurl.RWLocker {
+	t.Helper()
+	l, err := lockurl.OpenRW(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,18 +271,13 @@ func TestRunForwardsSignals(t *testing.T) {
 	_ = lease.Release(t.Context())
 }
 
+// waitFile waits up to 30 s for path to exist.
 func waitFile(t *testing.T, path string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", path)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, 30*time.Second, path+" to appear", func() bool {
+		_, err := os.Stat(path)
+		return err == nil
+	})
 }
 
 // TestRunWaitDefault: the help says how long run waits by default in words,
@@ -337,8 +373,7 @@ func TestRunOneNameOneResource(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	url := sqliteURL(dir)
-	holder, out := runProc(t, dir, "--key", "K", "--backend", url, "--", "sh", "-c", "touch started; sleep 30")
-	waitFile(t, filepath.Join(dir, "started"))
+	holder, out := runHolder(t, dir, "--key", "K", "--backend", url)
 	ran := filepath.Join(dir, "ran")
 	for _, args := range [][]string{
 		{"run", "--key", "K", "--permits", "1", "--wait", "0"},

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"strconv"
 
@@ -17,11 +15,7 @@ import (
 func rwShow(ctx context.Context, key string, f *lockFlagSet, name string, stdout, stderr io.Writer) int {
 	l, err := lockurl.OpenRW(ctx, f.backend)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		if errors.Is(err, lock.ErrInvalid) {
-			return exitUsage
-		}
-		return exitUnavailable
+		return usageOrUnavailable(name, err, stderr, lock.ErrInvalid)
 	}
 	defer l.Close()
 	info, err := l.Inspect(ctx, key)

@@ -12,6 +12,7 @@ import (
 	"github.com/latchkey-go/latchkey/dedup"
 	"github.com/latchkey-go/latchkey/dedup/amqpconsumer"
 	"github.com/latchkey-go/latchkey/dedup/deduptest"
+	"github.com/latchkey-go/latchkey/dedup/internal/consumetest"
 )
 
 // A failing handler gets the message back with the redelivered flag, and the
@@ -23,25 +24,15 @@ func TestFailureIsRequeued(t *testing.T) {
 	if err := amqpconsumer.Publish(context.Background(), pub, "", queue, dedup.Message{ID: "m1", Body: []byte("x"), Header: map[string]string{"k": "v"}}); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var got []dedup.Message
-	h := func(ctx context.Context, m dedup.Message) error {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, m)
-		if len(got) < 3 {
-			return errors.New("flaky")
-		}
-		return nil
-	}
+	rec := &consumetest.Recorder{Fails: 2}
 	log := &deduptest.ErrorLog{}
-	cons, err := amqpconsumer.New(channel(t, conn), queue, h,
+	cons, err := amqpconsumer.New(channel(t, conn), queue, rec.Handle,
 		amqpconsumer.WithFailureDelay(time.Millisecond), amqpconsumer.WithErrorHandler(log.Add))
 	if err != nil {
 		t.Fatal(err)
 	}
-	deduptest.RunUntil(t, cons.Run, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 3 })
-	for i, m := range got {
+	deduptest.RunUntil(t, cons.Run, func() bool { return rec.Runs() == 3 })
+	for i, m := range rec.Messages() {
 		if want := i > 0; m.ID != "m1" || string(m.Body) != "x" || m.Header["k"] != "v" ||
 			m.Header[amqpconsumer.HeaderRedelivered] != map[bool]string{true: "true", false: "false"}[want] {
 			t.Errorf("delivery %d: %+v", i, m)
@@ -104,27 +95,16 @@ func TestIDSources(t *testing.T) {
 	if err := amqpconsumer.Publish(ctx, pub, "", queue, dedup.Message{ID: "via-publish"}, amqpconsumer.WithIDHeader("biz-id")); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var ids []string
-	h := func(ctx context.Context, m dedup.Message) error {
-		mu.Lock()
-		ids = append(ids, m.ID)
-		mu.Unlock()
-		return nil
-	}
+	rec := &consumetest.Recorder{}
 	log := &deduptest.ErrorLog{}
-	cons, err := amqpconsumer.New(channel(t, conn), queue, h,
+	cons, err := amqpconsumer.New(channel(t, conn), queue, rec.Handle,
 		amqpconsumer.WithIDHeader("biz-id"), amqpconsumer.WithErrorHandler(log.Add))
 	if err != nil {
 		t.Fatal(err)
 	}
-	deduptest.RunUntil(t, cons.Run, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(ids) == 2 && log.Count(dedup.ErrInvalidID) == 2
-	})
-	if ids[0] != "hdr" || ids[1] != "via-publish" {
-		t.Errorf("ids %q, want [hdr via-publish]", ids)
+	deduptest.RunUntil(t, cons.Run, func() bool { return rec.Runs() == 2 && log.Count(dedup.ErrInvalidID) == 2 })
+	if got := rec.Messages(); got[0].ID != "hdr" || got[1].ID != "via-publish" {
+		t.Errorf("ids %q and %q, want hdr and via-publish", got[0].ID, got[1].ID)
 	}
 	if r := ready(t, pub, queue); r != 0 {
 		t.Errorf("%d ready; invalid deliveries should be rejected, not requeued", r)

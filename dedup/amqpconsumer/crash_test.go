@@ -2,7 +2,6 @@ package amqpconsumer_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -30,8 +29,8 @@ const drillConsumers = 4 // per process, each on its own channel
 var redeliveredToParent sync.Map
 
 func drillConn(raw string) (drillConfig, *amqp.Connection, error) {
-	var cfg drillConfig
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+	cfg, err := dedupdrill.Config[drillConfig](raw)
+	if err != nil {
 		return cfg, nil, err
 	}
 	conn, err := amqp.Dial(cfg.URL)
@@ -134,11 +133,7 @@ var drillTarget = dedupdrill.Target{
 func TestCrashExactlyOnce(t *testing.T) {
 	t.Parallel()
 	queue, _ := newQueue(t, dial(t))
-	raw, err := json.Marshal(drillConfig{URL: testsvc.AMQPURL(t), Queue: queue})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := dedupdrill.Run(t, drillTarget, string(raw), dedupdrill.Options{TTL: time.Second})
+	r := dedupdrill.Run(t, drillTarget, drillConfig{URL: testsvc.AMQPURL(t), Queue: queue}, dedupdrill.Options{TTL: time.Second})
 	if _, ok := redeliveredToParent.Load(r.Blocked); !ok {
 		t.Errorf("the test process never got %s, which the child died holding, as redelivered", r.Blocked)
 	}

@@ -49,11 +49,9 @@ func newConfig(opts []Option) config {
 // instead of the AMQP message-id property. Default: the message-id property.
 func WithIDHeader(name string) Option {
 	return func(c *config) {
-		if name == "" {
-			c.Fail("empty id header name")
-			return
+		if c.Check(name != "", "empty id header name") {
+			c.idHeader = name
 		}
-		c.idHeader = name
 	}
 }
 
@@ -61,11 +59,9 @@ func WithIDHeader(name string) Option {
 // consumer), 1 to 65535. Default: 10 ([DefaultPrefetch]).
 func WithPrefetch(n int) Option {
 	return func(c *config) {
-		if n < 1 || n > 65535 {
-			c.Fail("prefetch %d outside [1, 65535]", n)
-			return
+		if c.Check(n >= 1 && n <= 65535, "prefetch %d outside [1, 65535]", n) {
+			c.prefetch = n
 		}
-		c.prefetch = n
 	}
 }
 
@@ -81,11 +77,9 @@ func WithConsumerTag(tag string) Option {
 // ([DefaultMaxRequeueDelay]).
 func WithMaxRequeueDelay(d time.Duration) Option {
 	return func(c *config) {
-		if d < 0 || d > maxDelay {
-			c.Fail("max requeue delay %v outside [0, %v]", d, maxDelay)
-			return
+		if c.Check(d >= 0 && d <= maxDelay, "max requeue delay %v outside [0, %v]", d, maxDelay) {
+			c.maxRequeue = d
 		}
-		c.maxRequeue = d
 	}
 }
 
@@ -93,11 +87,9 @@ func WithMaxRequeueDelay(d time.Duration) Option {
 // requeued. 0 requeues at once. Default: 100 ms ([DefaultFailureDelay]).
 func WithFailureDelay(d time.Duration) Option {
 	return func(c *config) {
-		if d < 0 || d > maxDelay {
-			c.Fail("failure delay %v outside [0, %v]", d, maxDelay)
-			return
+		if c.Check(d >= 0 && d <= maxDelay, "failure delay %v outside [0, %v]", d, maxDelay) {
+			c.failureDelay = d
 		}
-		c.failureDelay = d
 	}
 }
 

@@ -20,17 +20,8 @@ import (
 // is full (half its bits set at random, as a full generation's are), so
 // that a check reads both generations as it does in steady state.
 func benchFilter(b *testing.B) (*redis.Client, *bloomfilter.Filter) {
-	srv := testsvc.StartRedis(b)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	b.Cleanup(func() { c.Close() })
-	f, err := bloomfilter.New(c, "bench", 2_000_000, 0.01)
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, f := freshFilter(b)
 	ctx := context.Background()
-	if _, err := f.TestAndAdd(ctx, "warm"); err != nil { // loads the script, makes the bitmap
-		b.Fatal(err)
-	}
 	keys := f.Keys()
 	full := make([]byte, f.Sizing().Bits/8+1)
 	r := rand.New(rand.NewPCG(1, 2))
@@ -68,16 +59,14 @@ func freshFilter(b *testing.B) (*redis.Client, *bloomfilter.Filter) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := f.TestAndAdd(context.Background(), "warm"); err != nil {
+	if _, err := f.TestAndAdd(context.Background(), "warm"); err != nil { // loads the script, makes the bitmap
 		b.Fatal(err)
 	}
 	return c, f
 }
 
-// BenchmarkTestAndAddFirstGeneration is BenchmarkTestAndAdd in the first
-// generation, to compare with BenchmarkTestAndAddFirstRelease.
-func BenchmarkTestAndAddFirstGeneration(b *testing.B) {
-	c, f := freshFilter(b)
+// benchTestAndAdd is f's check-and-add of one new id per call.
+func benchTestAndAdd(b *testing.B, c *redis.Client, f *bloomfilter.Filter) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	i := 0
@@ -89,51 +78,10 @@ func BenchmarkTestAndAddFirstGeneration(b *testing.B) {
 	})
 }
 
-// BenchmarkTestAndAddBatchFirstGeneration is BenchmarkTestAndAddBatch in
-// the first generation, to compare with
-// BenchmarkTestAndAddBatchFirstRelease; the metrics are per call.
-func BenchmarkTestAndAddBatchFirstGeneration(b *testing.B) {
-	c, f := freshFilter(b)
+// benchTestAndAddBatch is f's check-and-add of batch new ids per call.
+func benchTestAndAddBatch(b *testing.B, c *redis.Client, f *bloomfilter.Filter, batch int) {
 	ctx := context.Background()
 	b.ReportAllocs()
-	ids := make([]string, 100)
-	i := 0
-	testsvc.ReportRedisCost(b, c, func() {
-		for j := range ids {
-			i++
-			ids[j] = fmt.Sprintf("msg-%d", i)
-		}
-		if _, err := f.TestAndAddBatch(ctx, ids); err != nil {
-			b.Fatal(err)
-		}
-	})
-}
-
-// BenchmarkTestAndAdd is the check-and-add of one new id per call: the
-// Redis commands and time it costs (srv-cmds/op; srv-top-us/op counts the
-// script once, srv-us/op the plain commandstats sum, which counts the
-// script's commands twice; srv-cpu-us/op the server's CPU, network
-// included) and the client's allocations.
-func BenchmarkTestAndAdd(b *testing.B) {
-	c, f := benchFilter(b)
-	ctx := context.Background()
-	b.ReportAllocs()
-	i := 0
-	testsvc.ReportRedisCost(b, c, func() {
-		i++
-		if _, err := f.TestAndAdd(ctx, fmt.Sprintf("msg-%d", i)); err != nil {
-			b.Fatal(err)
-		}
-	})
-}
-
-// BenchmarkTestAndAddBatch is the check-and-add of 100 new ids per call;
-// the metrics are per id.
-func BenchmarkTestAndAddBatch(b *testing.B) {
-	c, f := benchFilter(b)
-	ctx := context.Background()
-	b.ReportAllocs()
-	const batch = 100
 	ids := make([]string, batch)
 	i := 0
 	testsvc.ReportRedisCost(b, c, func() {
@@ -145,6 +93,39 @@ func BenchmarkTestAndAddBatch(b *testing.B) {
 			b.Fatal(err)
 		}
 	})
+}
+
+// BenchmarkTestAndAddFirstGeneration is BenchmarkTestAndAdd in the first
+// generation, to compare with BenchmarkTestAndAddFirstRelease.
+func BenchmarkTestAndAddFirstGeneration(b *testing.B) {
+	c, f := freshFilter(b)
+	benchTestAndAdd(b, c, f)
+}
+
+// BenchmarkTestAndAddBatchFirstGeneration is BenchmarkTestAndAddBatch in
+// the first generation, to compare with
+// BenchmarkTestAndAddBatchFirstRelease; the metrics are per call.
+func BenchmarkTestAndAddBatchFirstGeneration(b *testing.B) {
+	c, f := freshFilter(b)
+	benchTestAndAddBatch(b, c, f, 100)
+}
+
+// BenchmarkTestAndAdd is the check-and-add of one new id per call: the
+// Redis commands and time it costs (srv-cmds/op; srv-top-us/op counts the
+// script once, srv-us/op the plain commandstats sum, which counts the
+// script's commands twice; srv-cpu-us/op the server's CPU, network
+// included) and the client's allocations.
+func BenchmarkTestAndAdd(b *testing.B) {
+	c, f := benchFilter(b)
+	benchTestAndAdd(b, c, f)
+}
+
+// BenchmarkTestAndAddBatch is the check-and-add of 100 new ids per call;
+// the metrics are per id.
+func BenchmarkTestAndAddBatch(b *testing.B) {
+	c, f := benchFilter(b)
+	const batch = 100
+	benchTestAndAddBatch(b, c, f, batch)
 	b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N*batch), "ns/id")
 }
 

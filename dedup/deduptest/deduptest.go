@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 )
 
 // Short TTLs keep the suite fast; they are far above a loopback round trip,
@@ -43,55 +44,34 @@ func UniqueID(t testing.TB) string {
 // return the same store each time (ids are unique per subtest).
 func Run(t *testing.T, newStore func(t *testing.T) dedup.Store) {
 	t.Helper()
-	for _, tc := range []struct {
-		name string
-		fn   func(*testing.T, dedup.Store)
-	}{
-		{"ClaimFresh", testClaimFresh},
-		{"SecondClaimInProgress", testSecondClaimInProgress},
-		{"DoneThenDuplicate", testDoneThenDuplicate},
-		{"ReleaseLetsRedeliveryRun", testRelease},
-		{"WrongTokenRefused", testWrongToken},
-		{"ExpiryOnlyAfterTTL", testExpiry},
-		{"RetentionEnds", testRetentionEnds},
-		{"ConcurrentClaimsOneWinner", testConcurrentClaims},
-		{"IDsDoNotCollide", testIDsDoNotCollide},
-		{"CanceledContext", testCanceled},
-		{"Batch", testBatch},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, newStore(t))
-		})
+	on := func(fn func(*testing.T, dedup.Store)) func(*testing.T) {
+		return func(t *testing.T) { fn(t, newStore(t)) }
 	}
-	for _, tc := range inspectTests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := newStore(t)
-			in, ok := s.(dedup.Inspector)
-			if !ok {
-				t.Skipf("%T does not implement dedup.Inspector", s)
-			}
-			tc.fn(t, in, s)
-		})
-	}
-	t.Run("Handler", func(t *testing.T) {
-		t.Parallel()
-		RunHandler(t, func(t *testing.T, next dedup.Handler) dedup.Handler {
-			d, err := dedup.New(newStore(t), dedup.WithProcessingTTL(5*time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return d.Wrap(next)
-		})
-	})
+	append(suitekit.Cases{
+		{"ClaimFresh", on(testClaimFresh)},
+		{"SecondClaimInProgress", on(testSecondClaimInProgress)},
+		{"DoneThenDuplicate", on(testDoneThenDuplicate)},
+		{"ReleaseLetsRedeliveryRun", on(testRelease)},
+		{"WrongTokenRefused", on(testWrongToken)},
+		{"ExpiryOnlyAfterTTL", on(testExpiry)},
+		{"RetentionEnds", on(testRetentionEnds)},
+		{"ConcurrentClaimsOneWinner", on(testConcurrentClaims)},
+		{"IDsDoNotCollide", on(testIDsDoNotCollide)},
+		{"CanceledContext", on(testCanceled)},
+		{"Batch", on(testBatch)},
+		{"Handler", func(t *testing.T) {
+			RunHandler(t, func(t *testing.T, next dedup.Handler) dedup.Handler {
+				d, err := dedup.New(newStore(t), dedup.WithProcessingTTL(5*time.Second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d.Wrap(next)
+			})
+		}},
+	}, inspectCases(newStore)...).RunParallel(t)
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return suitekit.Context(t, 20*time.Second) }
 
 func mustClaim(t *testing.T, s dedup.Store, id string, d time.Duration, want dedup.State) dedup.Claim {
 	t.Helper()

@@ -8,18 +8,28 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 )
 
-// inspectTests check the dedup.Inspector contract; Run runs them on every
-// store and skips them for a store that does not implement it.
-var inspectTests = []struct {
-	name string
-	fn   func(*testing.T, dedup.Inspector, dedup.Store)
-}{
-	{"InspectLookup", testInspectLookup},
-	{"InspectForgetDoneLetsNextCopyRun", testInspectForgetDone},
-	{"InspectForgetInProgressRefusedUnlessForced", testInspectForgetInProgress},
-	{"InspectBadIDsRefusedBeforeTheStore", testInspectBadIDs},
+// inspectCases check the dedup.Inspector contract on the stores newStore
+// opens; Run runs them, and they skip a store that does not implement it.
+func inspectCases(newStore func(*testing.T) dedup.Store) suitekit.Cases {
+	on := func(fn func(*testing.T, dedup.Inspector, dedup.Store)) func(*testing.T) {
+		return func(t *testing.T) {
+			s := newStore(t)
+			in, ok := s.(dedup.Inspector)
+			if !ok {
+				t.Skipf("%T does not implement dedup.Inspector", s)
+			}
+			fn(t, in, s)
+		}
+	}
+	return suitekit.Cases{
+		{"InspectLookup", on(testInspectLookup)},
+		{"InspectForgetDoneLetsNextCopyRun", on(testInspectForgetDone)},
+		{"InspectForgetInProgressRefusedUnlessForced", on(testInspectForgetInProgress)},
+		{"InspectBadIDsRefusedBeforeTheStore", on(testInspectBadIDs)},
+	}
 }
 
 // slack absorbs the clock skew between the store and the test.

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/latchkey-go/latchkey/dedup"
-	"github.com/latchkey-go/latchkey/dedup/internal/consume"
 )
 
 // Fetcher is the part of a JetStream consumer a Consumer uses;
@@ -93,20 +92,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return fmt.Errorf("%w: natsconsumer: Run called twice", dedup.ErrInvalid)
 	}
 	defer c.running.Store(false)
-	backoff := time.Duration(0)
-	for ctx.Err() == nil {
-		err := c.fetch(ctx)
-		if err == nil {
-			backoff = 0
-			continue
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		c.cfg.Report(ctx, fmt.Errorf("natsconsumer: fetch: %w", err))
-		backoff = consume.Backoff(ctx, backoff)
-	}
-	return ctx.Err()
+	return c.cfg.Loop(ctx, c.fetch, func(err error) error { return fmt.Errorf("natsconsumer: fetch: %w", err) })
 }
 
 // fetch pulls one batch and settles each message as it arrives.

@@ -3,7 +3,6 @@ package natsconsumer_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/dedup"
 	"github.com/latchkey-go/latchkey/dedup/deduptest"
+	"github.com/latchkey-go/latchkey/dedup/internal/consumetest"
 	"github.com/latchkey-go/latchkey/dedup/natsconsumer"
 	"github.com/latchkey-go/latchkey/idem/memstore"
 )
@@ -32,31 +32,16 @@ func TestFailureIsRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	attempts, effects := 0, 0
-	h := d.Wrap(func(ctx context.Context, m dedup.Message) error {
-		mu.Lock()
-		defer mu.Unlock()
-		attempts++
-		if attempts < 3 {
-			return errors.New("flaky")
-		}
-		effects++
-		return nil
-	})
+	rec := &consumetest.Recorder{Fails: 2}
 	log := &deduptest.ErrorLog{}
-	cons, err := natsconsumer.New(jc, h, natsconsumer.WithMaxWait(50*time.Millisecond),
+	cons, err := natsconsumer.New(jc, d.Wrap(rec.Handle), natsconsumer.WithMaxWait(50*time.Millisecond),
 		natsconsumer.WithNakDelay(20*time.Millisecond), natsconsumer.WithErrorHandler(log.Add))
 	if err != nil {
 		t.Fatal(err)
 	}
-	deduptest.RunUntil(t, cons.Run, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return effects == 1 && settled(t, jc)
-	})
-	if attempts != 3 || effects != 1 {
-		t.Errorf("attempts %d, effects %d; want 3, 1", attempts, effects)
+	deduptest.RunUntil(t, cons.Run, func() bool { return rec.Runs() == 3 && settled(t, jc) })
+	if n := rec.Runs(); n != 3 {
+		t.Errorf("handler ran %d times, want 3: two failures, then the effect", n)
 	}
 	var me *natsconsumer.MsgError
 	if n := len(log.Errors()); n != 2 || !errors.As(log.Errors()[0], &me) || me.ID != "m1" || me.Acked || me.StreamSequence != 1 {
@@ -78,26 +63,15 @@ func TestMessageWithoutIDIsNotAcked(t *testing.T) {
 	if _, err := natsconsumer.Publish(ctx, js, stream, dedup.Message{ID: "ok", Body: []byte("b"), Header: map[string]string{"k": "v"}}); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var got []dedup.Message
-	h := func(ctx context.Context, m dedup.Message) error {
-		mu.Lock()
-		got = append(got, m)
-		mu.Unlock()
-		return nil
-	}
+	rec := &consumetest.Recorder{}
 	log := &deduptest.ErrorLog{}
-	cons, err := natsconsumer.New(jc, h, natsconsumer.WithMaxWait(50*time.Millisecond),
+	cons, err := natsconsumer.New(jc, rec.Handle, natsconsumer.WithMaxWait(50*time.Millisecond),
 		natsconsumer.WithNakDelay(time.Hour), natsconsumer.WithErrorHandler(log.Add))
 	if err != nil {
 		t.Fatal(err)
 	}
-	deduptest.RunUntil(t, cons.Run, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got) == 1 && log.Count(dedup.ErrInvalidID) == 1
-	})
-	if m := got[0]; m.ID != "ok" || string(m.Body) != "b" || m.Header["k"] != "v" || m.Header[natsconsumer.HeaderStreamSequence] != "2" {
+	deduptest.RunUntil(t, cons.Run, func() bool { return rec.Runs() == 1 && log.Count(dedup.ErrInvalidID) == 1 })
+	if m := rec.Messages()[0]; m.ID != "ok" || string(m.Body) != "b" || m.Header["k"] != "v" || m.Header[natsconsumer.HeaderStreamSequence] != "2" {
 		t.Errorf("handler got %+v", m)
 	}
 	info, err := jc.Info(ctx)

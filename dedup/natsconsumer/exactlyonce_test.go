@@ -2,7 +2,6 @@ package natsconsumer_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -33,15 +32,9 @@ const (
 	drillConsumers = 4 // per process
 )
 
-func parseDrillConfig(raw string) (drillConfig, error) {
-	var c drillConfig
-	err := json.Unmarshal([]byte(raw), &c)
-	return c, err
-}
-
 // drillJS connects to the drill's server; the caller closes the connection.
 func drillJS(raw string) (drillConfig, *nats.Conn, jetstream.JetStream, error) {
-	cfg, err := parseDrillConfig(raw)
+	cfg, err := dedupdrill.Config[drillConfig](raw)
 	if err != nil {
 		return cfg, nil, nil, err
 	}
@@ -189,9 +182,5 @@ func TestExactlyOnce(t *testing.T) {
 	js := connect(t)
 	stream := newStream(t, js)
 	newJSConsumer(t, js, stream, 2*time.Second)
-	raw, err := json.Marshal(drillConfig{URL: testsvc.NATSURL(t), Stream: stream})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dedupdrill.Run(t, drillTarget, string(raw), dedupdrill.Options{TTL: time.Second})
+	dedupdrill.Run(t, drillTarget, drillConfig{URL: testsvc.NATSURL(t), Stream: stream}, dedupdrill.Options{TTL: time.Second})
 }

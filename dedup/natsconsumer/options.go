@@ -55,11 +55,9 @@ func newConfig(opts []Option) config {
 // different Nats-Msg-Id values. Default: "Nats-Msg-Id" ([DefaultIDHeader]).
 func WithIDHeader(name string) Option {
 	return func(c *config) {
-		if name == "" {
-			c.Fail("empty id header name")
-			return
+		if c.Check(name != "", "empty id header name") {
+			c.idHeader = name
 		}
-		c.idHeader = name
 	}
 }
 
@@ -68,11 +66,9 @@ func WithIDHeader(name string) Option {
 // well under the consumer's AckWait. Default: 10 ([DefaultBatchSize]).
 func WithBatchSize(n int) Option {
 	return func(c *config) {
-		if n < 1 || n > 10000 {
-			c.Fail("batch size %d outside [1, 10000]", n)
-			return
+		if c.Check(n >= 1 && n <= 10000, "batch size %d outside [1, 10000]", n) {
+			c.batch = n
 		}
-		c.batch = n
 	}
 }
 
@@ -81,11 +77,9 @@ func WithBatchSize(n int) Option {
 // 2 seconds ([DefaultMaxWait]).
 func WithMaxWait(d time.Duration) Option {
 	return func(c *config) {
-		if d < time.Millisecond || d > time.Minute {
-			c.Fail("max wait %v outside [1ms, 1m]", d)
-			return
+		if c.Check(d >= time.Millisecond && d <= time.Minute, "max wait %v outside [1ms, 1m]", d) {
+			c.maxWait = d
 		}
-		c.maxWait = d
 	}
 }
 
@@ -94,11 +88,9 @@ func WithMaxWait(d time.Duration) Option {
 // redelivers at once. Default: 1 second ([DefaultNakDelay]).
 func WithNakDelay(d time.Duration) Option {
 	return func(c *config) {
-		if d < 0 || d > dedup.MaxDuration {
-			c.Fail("nak delay %v outside [0, %v]", d, dedup.MaxDuration)
-			return
+		if c.Check(d >= 0 && d <= dedup.MaxDuration, "nak delay %v outside [0, %v]", d, dedup.MaxDuration) {
+			c.nakDelay = d
 		}
-		c.nakDelay = d
 	}
 }
 
@@ -110,11 +102,9 @@ func WithNakDelay(d time.Duration) Option {
 // unknown gets the nak delay. Default: no cap.
 func WithMaxBusyDelay(d time.Duration) Option {
 	return func(c *config) {
-		if d < time.Millisecond || d > dedup.MaxDuration {
-			c.Fail("max busy delay %v outside [1ms, %v]", d, dedup.MaxDuration)
-			return
+		if c.Check(d >= time.Millisecond && d <= dedup.MaxDuration, "max busy delay %v outside [1ms, %v]", d, dedup.MaxDuration) {
+			c.maxBusyDelay = d
 		}
-		c.maxBusyDelay = d
 	}
 }
 

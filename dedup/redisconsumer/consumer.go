@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkey-go/latchkey/dedup"
-	"github.com/latchkey-go/latchkey/dedup/internal/consume"
 )
 
 // Client is the part of a go-redis client a Consumer uses;
@@ -105,30 +104,19 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return fmt.Errorf("%w: redisconsumer: Run called twice", dedup.ErrInvalid)
 	}
 	defer c.running.Store(false)
-	backoff := time.Duration(0)
 	ready := false
-	for ctx.Err() == nil {
-		var err error
+	return c.cfg.Loop(ctx, func(ctx context.Context) error {
 		if !ready {
-			err = c.createGroup(ctx)
+			err := c.createGroup(ctx)
 			ready = err == nil
-		} else {
-			err = c.poll(ctx)
+			return err
 		}
-		if err == nil {
-			backoff = 0
-			continue
-		}
-		if ctx.Err() != nil {
-			break
-		}
+		err := c.poll(ctx)
 		if redis.HasErrorPrefix(err, "NOGROUP") {
 			ready = false // stream or group deleted under us: recreate
 		}
-		c.cfg.Report(ctx, fmt.Errorf("redisconsumer: %s/%s: %w", c.stream, c.group, err))
-		backoff = consume.Backoff(ctx, backoff)
-	}
-	return ctx.Err()
+		return err
+	}, func(err error) error { return fmt.Errorf("redisconsumer: %s/%s: %w", c.stream, c.group, err) })
 }
 
 func (c *Consumer) createGroup(ctx context.Context) error {

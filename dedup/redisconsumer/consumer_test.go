@@ -3,7 +3,6 @@ package redisconsumer_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/dedup"
 	"github.com/latchkey-go/latchkey/dedup/deduptest"
+	"github.com/latchkey-go/latchkey/dedup/internal/consumetest"
 	"github.com/latchkey-go/latchkey/dedup/redisconsumer"
 	"github.com/latchkey-go/latchkey/dedup/redisstore"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
@@ -43,32 +43,17 @@ func TestFailureIsRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	attempts, effects := 0, 0
-	h := d.Wrap(func(ctx context.Context, m dedup.Message) error {
-		mu.Lock()
-		defer mu.Unlock()
-		attempts++
-		if attempts < 3 {
-			return errors.New("flaky")
-		}
-		effects++
-		return nil
-	})
+	rec := &consumetest.Recorder{Fails: 2}
 	log := &deduptest.ErrorLog{}
-	cons, err := redisconsumer.New(c, stream, "g", "c1", h,
+	cons, err := redisconsumer.New(c, stream, "g", "c1", d.Wrap(rec.Handle),
 		redisconsumer.WithBlock(20*time.Millisecond), redisconsumer.WithMinIdle(50*time.Millisecond),
 		redisconsumer.WithReclaimInterval(20*time.Millisecond), redisconsumer.WithErrorHandler(log.Add))
 	if err != nil {
 		t.Fatal(err)
 	}
-	deduptest.RunUntil(t, cons.Run, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return effects == 1 && pending(t, c, stream, "g") == 0
-	})
-	if attempts != 3 || effects != 1 {
-		t.Errorf("attempts %d, effects %d; want 3, 1", attempts, effects)
+	deduptest.RunUntil(t, cons.Run, func() bool { return rec.Runs() == 3 && pending(t, c, stream, "g") == 0 })
+	if n := rec.Runs(); n != 3 {
+		t.Errorf("handler ran %d times, want 3: two failures, then the effect", n)
 	}
 	var ee *redisconsumer.EntryError
 	if n := len(log.Errors()); n != 2 || !errors.As(log.Errors()[0], &ee) || ee.ID != "m1" || ee.Acked {
@@ -89,26 +74,15 @@ func TestEntryWithoutIDStaysPending(t *testing.T) {
 	if _, err := redisconsumer.Publish(ctx, c, stream, dedup.Message{ID: "ok", Header: map[string]string{"k": "v"}}); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var got []dedup.Message
-	h := func(ctx context.Context, m dedup.Message) error {
-		mu.Lock()
-		got = append(got, m)
-		mu.Unlock()
-		return nil
-	}
+	rec := &consumetest.Recorder{}
 	log := &deduptest.ErrorLog{}
-	cons, err := redisconsumer.New(c, stream, "g", "c1", h,
+	cons, err := redisconsumer.New(c, stream, "g", "c1", rec.Handle,
 		redisconsumer.WithBlock(20*time.Millisecond), redisconsumer.WithErrorHandler(log.Add))
 	if err != nil {
 		t.Fatal(err)
 	}
-	deduptest.RunUntil(t, cons.Run, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got) == 1 && log.Count(dedup.ErrInvalidID) == 1
-	})
-	if m := got[0]; m.ID != "ok" || m.Header["k"] != "v" || m.Header[redisconsumer.HeaderEntryID] == "" {
+	deduptest.RunUntil(t, cons.Run, func() bool { return rec.Runs() == 1 && log.Count(dedup.ErrInvalidID) == 1 })
+	if m := rec.Messages()[0]; m.ID != "ok" || m.Header["k"] != "v" || m.Header[redisconsumer.HeaderEntryID] == "" {
 		t.Errorf("handler got %+v", m)
 	}
 	if n := pending(t, c, stream, "g"); n != 1 {

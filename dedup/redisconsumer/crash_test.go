@@ -2,7 +2,6 @@ package redisconsumer_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -27,19 +26,13 @@ const (
 	drillConsumers = 8 // per process
 )
 
-func parseDrillConfig(raw string) (drillConfig, error) {
-	var c drillConfig
-	err := json.Unmarshal([]byte(raw), &c)
-	return c, err
-}
-
 // drillTarget is a consumer group on one stream: each process runs eight named
 // consumers; the killed child's pending entries are taken over with
 // XAUTOCLAIM once idle for the processing TTL.
 var drillTarget = dedupdrill.Target{
 	Name: "redisconsumer",
 	Publish: func(ctx context.Context, raw string, msgs []dedup.Message) error {
-		cfg, err := parseDrillConfig(raw)
+		cfg, err := dedupdrill.Config[drillConfig](raw)
 		if err != nil {
 			return err
 		}
@@ -61,7 +54,7 @@ var drillTarget = dedupdrill.Target{
 		return nil
 	},
 	Consume: func(ctx context.Context, raw, proc string, h dedup.Handler) error {
-		cfg, err := parseDrillConfig(raw)
+		cfg, err := dedupdrill.Config[drillConfig](raw)
 		if err != nil {
 			return err
 		}
@@ -78,7 +71,7 @@ var drillTarget = dedupdrill.Target{
 		})
 	},
 	Drained: func(ctx context.Context, raw string) (bool, error) {
-		cfg, err := parseDrillConfig(raw)
+		cfg, err := dedupdrill.Config[drillConfig](raw)
 		if err != nil {
 			return false, err
 		}
@@ -106,9 +99,6 @@ var drillTarget = dedupdrill.Target{
 func TestCrashExactlyOnce(t *testing.T) {
 	t.Parallel()
 	c, prefix := newClient(t)
-	raw, err := json.Marshal(drillConfig{Addr: c.Options().Addr, Stream: prefix + "payments", TTL: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dedupdrill.Run(t, drillTarget, string(raw), dedupdrill.Options{TTL: time.Second})
+	cfg := drillConfig{Addr: c.Options().Addr, Stream: prefix + "payments", TTL: time.Second}
+	dedupdrill.Run(t, drillTarget, cfg, dedupdrill.Options{TTL: time.Second})
 }

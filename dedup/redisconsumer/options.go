@@ -60,11 +60,9 @@ func newConfig(opts []Option) config {
 // handler as dedup.Message.ID. Default: "id" ([DefaultIDField]).
 func WithIDField(name string) Option {
 	return func(c *config) {
-		if name == "" {
-			c.Fail("empty id field name")
-			return
+		if c.Check(name != "", "empty id field name") {
+			c.idField = name
 		}
-		c.idField = name
 	}
 }
 
@@ -73,11 +71,9 @@ func WithIDField(name string) Option {
 // ([DefaultBodyField]).
 func WithBodyField(name string) Option {
 	return func(c *config) {
-		if name == "" {
-			c.Fail("empty body field name")
-			return
+		if c.Check(name != "", "empty body field name") {
+			c.bodyField = name
 		}
-		c.bodyField = name
 	}
 }
 
@@ -86,11 +82,9 @@ func WithBodyField(name string) Option {
 // in one XACK. Default: 10 ([DefaultBatchSize]).
 func WithBatchSize(n int) Option {
 	return func(c *config) {
-		if n < 1 || n > 10000 {
-			c.Fail("batch size %d outside [1, 10000]", n)
-			return
+		if c.Check(n >= 1 && n <= 10000, "batch size %d outside [1, 10000]", n) {
+			c.batch = int64(n)
 		}
-		c.batch = int64(n)
 	}
 }
 
@@ -99,11 +93,9 @@ func WithBatchSize(n int) Option {
 // seconds ([DefaultBlock]).
 func WithBlock(d time.Duration) Option {
 	return func(c *config) {
-		if d < time.Millisecond || d > time.Minute {
-			c.Fail("block %v outside [1ms, 1m]", d)
-			return
+		if c.Check(d >= time.Millisecond && d <= time.Minute, "block %v outside [1ms, 1m]", d) {
+			c.block = d
 		}
-		c.block = d
 	}
 }
 
@@ -114,11 +106,9 @@ func WithBlock(d time.Duration) Option {
 // and stays pending. Default: 1 minute ([DefaultMinIdle]).
 func WithMinIdle(d time.Duration) Option {
 	return func(c *config) {
-		if d < time.Millisecond || d > dedup.MaxDuration {
-			c.Fail("min idle %v outside [1ms, %v]", d, dedup.MaxDuration)
-			return
+		if c.Check(d >= time.Millisecond && d <= dedup.MaxDuration, "min idle %v outside [1ms, %v]", d, dedup.MaxDuration) {
+			c.minIdle = d
 		}
-		c.minIdle = d
 	}
 }
 
@@ -127,11 +117,9 @@ func WithMinIdle(d time.Duration) Option {
 // Default: half the min-idle time.
 func WithReclaimInterval(d time.Duration) Option {
 	return func(c *config) {
-		if d < time.Millisecond || d > dedup.MaxDuration {
-			c.Fail("reclaim interval %v outside [1ms, %v]", d, dedup.MaxDuration)
-			return
+		if c.Check(d >= time.Millisecond && d <= dedup.MaxDuration, "reclaim interval %v outside [1ms, %v]", d, dedup.MaxDuration) {
+			c.reclaimEvery = d
 		}
-		c.reclaimEvery = d
 	}
 }
 

@@ -20,9 +20,7 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
 	_ "embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -31,6 +29,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkey-go/latchkey/dedup"
+	"github.com/latchkey-go/latchkey/idem"
 )
 
 var (
@@ -116,12 +115,6 @@ func (s *Store) check() error {
 
 func ms(d time.Duration) int64 { return max(1, int64((d+time.Millisecond-1)/time.Millisecond)) }
 
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand: "Read ... never returns an error")
-	return hex.EncodeToString(b[:])
-}
-
 // Claim implements dedup.Store in one round trip and one Redis command for
 // a new id, a plain SET NX PX (a script costs Redis several times more for
 // the same step, and a nil reply costs go-redis a dozen allocations, so
@@ -132,7 +125,7 @@ func (s *Store) Claim(ctx context.Context, id string, ttl time.Duration) (dedup.
 	if err := s.check(); err != nil {
 		return dedup.Claim{}, err
 	}
-	tok := newToken()
+	tok := idem.NewToken()
 	key := s.RecordKey(id)
 	ok, err := s.c.SetNX(ctx, key, tok, time.Duration(ms(ttl))*time.Millisecond).Result()
 	switch {
@@ -188,7 +181,7 @@ func (s *Store) ClaimBatch(ctx context.Context, ids []string, ttl time.Duration)
 	}
 	toks := make([]string, len(ids))
 	for i := range toks {
-		toks[i] = newToken()
+		toks[i] = idem.NewToken()
 	}
 	if !s.noSetGet.Load() {
 		out, err := s.claimSetGet(ctx, ids, toks, ttl)

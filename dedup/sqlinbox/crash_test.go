@@ -160,15 +160,7 @@ func crashBeforeCommit(t *testing.T) {
 	child.Kill(t)
 	// PostgreSQL rolls the dead connection's transaction back; the
 	// redelivery then takes the id.
-	if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeProcessed || err != nil {
-		t.Fatalf("redelivery after the kill: %v, %v; want processed", o, err)
-	}
-	if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeDuplicate || err != nil {
-		t.Fatalf("second redelivery: %v, %v; want duplicate", o, err)
-	}
-	if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
-		t.Fatalf("ledger %d, inbox %d rows; want 1 and 1", l, i)
-	}
+	payOnce(ctx, t, e, process(e.in), e.pay, m)
 }
 
 func crashAfterCommit(t *testing.T) {

@@ -41,15 +41,7 @@ func TestMySQLKilledConnectionRollsBackTogether(t *testing.T) {
 	if l, i := e.rows(t, m.ID); l != 0 || i != 0 {
 		t.Fatalf("after the kill: %d ledger rows, %d inbox rows; want none of either", l, i)
 	}
-	if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeProcessed || err != nil {
-		t.Fatalf("redelivery: %v, %v", o, err)
-	}
-	if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeDuplicate || err != nil {
-		t.Fatalf("second redelivery: %v, %v", o, err)
-	}
-	if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
-		t.Fatalf("%d ledger rows, %d inbox rows; want one payment", l, i)
-	}
+	payOnce(ctx, t, e, process(e.in), e.pay, m)
 }
 
 // TestMySQLDuplicateUnderClientFoundRows: with clientFoundRows=true the

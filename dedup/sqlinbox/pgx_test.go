@@ -62,6 +62,13 @@ func TestPgxBadIDs(t *testing.T) {
 	deduptest.CheckBadIDsRefused(t, newPgxEnv(t).in)
 }
 
+// pgxProcess is in.Process as a processor.
+func pgxProcess(in *sqlinbox.PgxInbox) processor[pgx.Tx] {
+	return func(ctx context.Context, m dedup.Message, h txHandler[pgx.Tx]) (dedup.Outcome, error) {
+		return in.Process(ctx, m, h)
+	}
+}
+
 // The effect and the id commit together in the pgx transaction, or roll back
 // together; a duplicate adds neither; a hung handler's transaction is rolled
 // back at the timeout.
@@ -70,27 +77,8 @@ func TestPgxCommitAndRollBackTogether(t *testing.T) {
 	e := newPgxEnv(t)
 	ctx := t.Context()
 	m := dedup.Message{ID: "pay-1"}
-	boom := errors.New("boom after the write")
-	if o, err := e.in.Process(ctx, m, func(ctx context.Context, tx pgx.Tx, m dedup.Message) error {
-		if err := e.pay(ctx, tx, m); err != nil {
-			return err
-		}
-		return boom
-	}); o != dedup.OutcomeFailed || !errors.Is(err, boom) {
-		t.Fatalf("failing handler: %v, %v", o, err)
-	}
-	if l, i := e.rows(t, m.ID); l != 0 || i != 0 {
-		t.Fatalf("after rollback: ledger %d, inbox %d rows; want none", l, i)
-	}
-	if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeProcessed || err != nil {
-		t.Fatalf("redelivery: %v, %v", o, err)
-	}
-	if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeDuplicate || err != nil {
-		t.Fatalf("duplicate: %v, %v", o, err)
-	}
-	if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
-		t.Fatalf("ledger %d, inbox %d rows; want 1 and 1", l, i)
-	}
+	rollsBack(ctx, t, e.env, pgxProcess(e.in), e.pay, m, failWithBoom, errBoom)
+	payOnce(ctx, t, e.env, pgxProcess(e.in), e.pay, m)
 	if mk, err := e.in.Lookup(ctx, m.ID); err != nil || mk.State != dedup.Done {
 		t.Fatalf("Lookup = %+v, %v", mk, err)
 	}
@@ -100,21 +88,8 @@ func TestPgxCommitAndRollBackTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	hung := dedup.Message{ID: "pay-2"}
-	if o, err := short.Process(ctx, hung, func(ctx context.Context, tx pgx.Tx, m dedup.Message) error {
-		if err := e.pay(ctx, tx, m); err != nil {
-			return err
-		}
-		<-ctx.Done()
-		return ctx.Err()
-	}); o != dedup.OutcomeFailed || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("hung handler: %v, %v", o, err)
-	}
-	if o, err := e.in.Process(ctx, hung, e.pay); o != dedup.OutcomeProcessed || err != nil {
-		t.Fatalf("redelivery after the timeout: %v, %v", o, err)
-	}
-	if l, i := e.rows(t, hung.ID); l != 1 || i != 1 {
-		t.Fatalf("ledger %d, inbox %d rows; want 1 and 1", l, i)
-	}
+	rollsBack(ctx, t, e.env, pgxProcess(short), e.pay, hung, hang, context.DeadlineExceeded)
+	payOnce(ctx, t, e.env, pgxProcess(e.in), e.pay, hung)
 }
 
 // Claim joins the caller's pgx.Tx: a rollback forgets the id, a commit keeps

@@ -124,6 +124,65 @@ func (e *env) rows(t *testing.T, id string) (ledger, inbox int) {
 		e.count(t, "SELECT COUNT(*) FROM "+e.table+" WHERE msg_id = $1", id)
 }
 
+// txHandler is a handler in the transaction of an Inbox (Tx *sql.Tx) or of a
+// PgxInbox (Tx pgx.Tx).
+type txHandler[Tx any] = func(ctx context.Context, tx Tx, m dedup.Message) error
+
+// processor is the Process of an Inbox or a PgxInbox.
+type processor[Tx any] = func(ctx context.Context, m dedup.Message, h txHandler[Tx]) (dedup.Outcome, error)
+
+// process is in.Process as a processor.
+func process(in *sqlinbox.Inbox) processor[*sql.Tx] {
+	return func(ctx context.Context, m dedup.Message, h txHandler[*sql.Tx]) (dedup.Outcome, error) {
+		return in.Process(ctx, m, h)
+	}
+}
+
+// payOnce delivers m to process twice: the first delivery pays, the second
+// is a duplicate; e then holds one payment and one inbox row for m.
+func payOnce[Tx any](ctx context.Context, t *testing.T, e *env, process processor[Tx], pay txHandler[Tx], m dedup.Message) {
+	t.Helper()
+	if o, err := process(ctx, m, pay); o != dedup.OutcomeProcessed || err != nil {
+		t.Fatalf("delivery of %s: %v, %v; want processed", m.ID, o, err)
+	}
+	if o, err := process(ctx, m, pay); o != dedup.OutcomeDuplicate || err != nil {
+		t.Fatalf("redelivery of %s: %v, %v; want duplicate", m.ID, o, err)
+	}
+	if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
+		t.Fatalf("ledger %d, inbox %d rows; want 1 and 1", l, i)
+	}
+}
+
+// rollsBack delivers m to process with a handler that pays and then returns
+// fail's error, and checks that Process failed with want and left neither
+// the payment nor the id.
+func rollsBack[Tx any](ctx context.Context, t *testing.T, e *env, process processor[Tx], pay txHandler[Tx], m dedup.Message, fail func(context.Context) error, want error) {
+	t.Helper()
+	o, err := process(ctx, m, func(ctx context.Context, tx Tx, m dedup.Message) error {
+		if err := pay(ctx, tx, m); err != nil {
+			return err
+		}
+		return fail(ctx)
+	})
+	if o != dedup.OutcomeFailed || !errors.Is(err, want) {
+		t.Fatalf("handler failing after its write: %v, %v; want failed with %v", o, err, want)
+	}
+	if l, i := e.rows(t, m.ID); l != 0 || i != 0 {
+		t.Fatalf("after rollback: ledger %d, inbox %d rows; want none", l, i)
+	}
+}
+
+var errBoom = errors.New("boom after the write")
+
+// failWithBoom is a handler's failure after its write.
+func failWithBoom(context.Context) error { return errBoom }
+
+// hang is a handler that hangs after its write until its context ends.
+func hang(ctx context.Context) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
 // The handler-level guarantees of the dedup contract.
 func TestConformance(t *testing.T) {
 	t.Parallel()
@@ -140,17 +199,7 @@ func TestCommitTogether(t *testing.T) {
 	t.Parallel()
 	forEach(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
-		ctx := context.Background()
-		m := dedup.Message{ID: "pay-1"}
-		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeProcessed || err != nil {
-			t.Fatalf("first: %v, %v", o, err)
-		}
-		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeDuplicate || err != nil {
-			t.Fatalf("duplicate: %v, %v", o, err)
-		}
-		if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
-			t.Fatalf("ledger %d, inbox %d rows; want 1 and 1", l, i)
-		}
+		payOnce(t.Context(), t, e, process(e.in), e.pay, dedup.Message{ID: "pay-1"})
 	})
 }
 
@@ -160,27 +209,9 @@ func TestRollbackTogether(t *testing.T) {
 	t.Parallel()
 	forEach(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
-		ctx := context.Background()
 		m := dedup.Message{ID: "pay-2"}
-		boom := errors.New("boom after the write")
-		o, err := e.in.Process(ctx, m, func(ctx context.Context, tx *sql.Tx, m dedup.Message) error {
-			if err := e.pay(ctx, tx, m); err != nil {
-				return err
-			}
-			return boom
-		})
-		if o != dedup.OutcomeFailed || !errors.Is(err, boom) {
-			t.Fatalf("failing handler: %v, %v", o, err)
-		}
-		if l, i := e.rows(t, m.ID); l != 0 || i != 0 {
-			t.Fatalf("after rollback: ledger %d, inbox %d rows; want none", l, i)
-		}
-		if o, err := e.in.Process(ctx, m, e.pay); o != dedup.OutcomeProcessed || err != nil {
-			t.Fatalf("redelivery: %v, %v", o, err)
-		}
-		if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
-			t.Fatalf("after redelivery: ledger %d, inbox %d rows; want 1 and 1", l, i)
-		}
+		rollsBack(t.Context(), t, e, process(e.in), e.pay, m, failWithBoom, errBoom)
+		payOnce(t.Context(), t, e, process(e.in), e.pay, m)
 	})
 }
 
@@ -190,30 +221,15 @@ func TestTimeoutRollsBack(t *testing.T) {
 	t.Parallel()
 	forEach(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b, sqlinbox.WithTimeout(time.Second))
-		ctx := context.Background()
 		m := dedup.Message{ID: "pay-3"}
-		o, err := e.in.Process(ctx, m, func(ctx context.Context, tx *sql.Tx, m dedup.Message) error {
-			if err := e.pay(ctx, tx, m); err != nil {
-				return err
-			}
-			<-ctx.Done()
-			return ctx.Err()
-		})
-		if o != dedup.OutcomeFailed || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("hung handler: %v, %v", o, err)
-		}
+		rollsBack(t.Context(), t, e, process(e.in), e.pay, m, hang, context.DeadlineExceeded)
 		// The redelivery goes to a consumer without the short timeout, which
 		// a loaded machine could exceed.
 		redo, err := sqlinbox.New(e.db, sqlinbox.WithTable(e.table))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o, err := redo.Process(ctx, m, e.pay); o != dedup.OutcomeProcessed || err != nil {
-			t.Fatalf("redelivery after the timeout: %v, %v", o, err)
-		}
-		if l, i := e.rows(t, m.ID); l != 1 || i != 1 {
-			t.Fatalf("ledger %d, inbox %d rows; want 1 and 1", l, i)
-		}
+		payOnce(t.Context(), t, e, process(redo), e.pay, m)
 	})
 }
 

@@ -103,6 +103,19 @@ func name(t *testing.T) string {
 
 func ctxT(t *testing.T) context.Context { return suitekit.Context(t, 90*time.Second) }
 
+// receive returns the next value from ch, failing t with what if none comes
+// within eventually.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(eventually):
+		t.Fatal(what)
+		panic("unreachable") // t.Fatal does not return
+	}
+}
+
 func (s *suite) election(t *testing.T, l lock.Locker, name string, opts ...elect.Option) *elect.Election {
 	t.Helper()
 	e, err := elect.New(l, name, append([]elect.Option{elect.WithTTL(s.ttl), elect.WithPollInterval(50 * time.Millisecond)}, opts...)...)
@@ -509,11 +522,7 @@ func (s *suite) lostTerm(t *testing.T) {
 		t.Fatal("a's first write refused")
 	}
 	s.breakLock(t, n)
-	select {
-	case <-ta.Done():
-	case <-time.After(eventually):
-		t.Fatal("a's Done not closed after its lock was broken")
-	}
+	receive(t, ta.Done(), "a's Done not closed after its lock was broken")
 	if err := ta.Err(); !errors.Is(err, lock.ErrLeaseLost) {
 		t.Fatalf("a's Err = %v, want ErrLeaseLost", err)
 	}
@@ -553,37 +562,17 @@ func (s *suite) runAgain(t *testing.T) {
 		}, elect.Again(), elect.WithBackoff(10*time.Millisecond, 100*time.Millisecond),
 			elect.OnTermEnd(func(_ *elect.Term, err error) { ended <- err }))
 	}()
-	var first uint64
-	select {
-	case first = <-started:
-	case <-time.After(eventually):
-		t.Fatal("Run's function did not start")
-	}
+	first := receive(t, started, "Run's function did not start")
 	s.breakLock(t, n)
-	select {
-	case err := <-ended:
-		if !errors.Is(err, lock.ErrLeaseLost) {
-			t.Fatalf("the broken term's outcome: %v, want ErrLeaseLost", err)
-		}
-	case <-time.After(eventually):
-		t.Fatal("the broken term's function was not stopped")
+	if err := receive(t, ended, "the broken term's function was not stopped"); !errors.Is(err, lock.ErrLeaseLost) {
+		t.Fatalf("the broken term's outcome: %v, want ErrLeaseLost", err)
 	}
-	select {
-	case second := <-started:
-		if second <= first {
-			t.Fatalf("second term's token %d is not above the first's %d", second, first)
-		}
-	case <-time.After(eventually):
-		t.Fatal("Run did not campaign again")
+	if second := receive(t, started, "Run did not campaign again"); second <= first {
+		t.Fatalf("second term's token %d is not above the first's %d", second, first)
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("Run returned %v, want context.Canceled", err)
-		}
-	case <-time.After(eventually):
-		t.Fatal("Run did not return after ctx was cancelled")
+	if err := receive(t, done, "Run did not return after ctx was cancelled"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v, want context.Canceled", err)
 	}
 	if _, err := e.Leader(ctxT(t)); !errors.Is(err, elect.ErrNoLeader) {
 		t.Fatalf("after Run returned, Leader: %v, want ErrNoLeader (it resigned)", err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -16,24 +15,12 @@ import (
 // service's start, instead of answering every payment 500.
 func TestBadInProgressFailsStart(t *testing.T) {
 	t.Parallel()
-	schema := "pay_" + randHex(6)
-	admin := openDB(t, testsvc.PostgresURL(t))
+	pgURL := schemaURL(t)
 	ctx := context.Background()
-	if _, err := admin.ExecContext(ctx, `CREATE SCHEMA `+schema); err != nil {
-		testsvc.Unavailable(t, "postgres: %v", err)
-	}
-	t.Cleanup(func() { _, _ = admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
-	u, err := url.Parse(testsvc.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
 	rdb := redis.NewClient(&redis.Options{Addr: testsvc.RedisAddr(t)})
 	t.Cleanup(func() { rdb.Close() })
 
-	s, err := newService(ctx, Config{Name: "a", Prefix: testsvc.KeyPrefix(t), InProgress: 400 * 24 * time.Hour}, openDB(t, u.String()), rdb)
+	s, err := newService(ctx, Config{Name: "a", Prefix: testsvc.KeyPrefix(t), InProgress: 400 * 24 * time.Hour}, openDB(t, pgURL), rdb)
 	if err == nil {
 		s.Close()
 		t.Fatal("the service started with a 400-day in-progress deadline")

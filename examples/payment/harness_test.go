@@ -53,35 +53,8 @@ type harnessOptions struct {
 func newHarness(t *testing.T, o harnessOptions) *harness {
 	t.Helper()
 	redisAddr := testsvc.RedisAddr(t)
-	baseURL := testsvc.PostgresURL(t)
+	pgURL := schemaURL(t)
 	prefix := testsvc.KeyPrefix(t)
-
-	// A schema per test: the service's unqualified table names resolve in it
-	// through search_path, so parallel tests and runs never share rows.
-	schema := "pay_" + randHex(6)
-	admin, err := sql.Open("pgx", baseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if _, err := admin.ExecContext(ctx, `CREATE SCHEMA `+schema); err != nil {
-		admin.Close()
-		testsvc.Unavailable(t, "postgres: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`); err != nil {
-			t.Errorf("dropping schema: %v", err)
-		}
-		admin.Close()
-	})
-	u, err := url.Parse(baseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	pgURL := u.String()
 
 	h := &harness{t: t, prefix: prefix}
 	h.db = openDB(t, pgURL)
@@ -106,6 +79,38 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	h.a = h.start("a", cfg, pgURL, addrA, o.setup)
 	h.b = h.start("b", cfg, pgURL, redisAddr, o.setup)
 	return h
+}
+
+// schemaURL creates a PostgreSQL schema of the test's own, dropped when the
+// test ends, and returns the database URL whose search_path names it: the
+// service's unqualified table names resolve in it, so parallel tests and
+// runs never share rows.
+func schemaURL(t *testing.T) string {
+	t.Helper()
+	baseURL := testsvc.PostgresURL(t)
+	schema := "pay_" + randHex(6)
+	admin, err := sql.Open("pgx", baseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ExecContext(context.Background(), `CREATE SCHEMA `+schema); err != nil {
+		admin.Close()
+		testsvc.Unavailable(t, "postgres: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`); err != nil {
+			t.Errorf("dropping schema: %v", err)
+		}
+		admin.Close()
+	})
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // start runs one instance until the test ends.

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkey-go/latchkey/fence"
+	"github.com/latchkey-go/latchkey/internal/options"
 )
 
 // Client is what a Guard needs from a go-redis client: scripts and MGET.
@@ -57,11 +58,7 @@ func New(c Client, opts ...Option) (*Guard, error) {
 		return nil, fmt.Errorf("%w: redisfence: nil client", fence.ErrInvalid)
 	}
 	g := &Guard{c: c, suffix: DefaultTokenSuffix}
-	for _, o := range opts {
-		if o != nil {
-			o(g)
-		}
-	}
+	options.Apply(g, opts)
 	if g.suffix == "" || strings.ContainsAny(g.suffix, "{}") {
 		return nil, fmt.Errorf("%w: redisfence: token suffix %q must be non-empty and without braces", fence.ErrInvalid, g.suffix)
 	}

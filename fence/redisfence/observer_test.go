@@ -1,44 +1,23 @@
 package redisfence_test
 
 import (
-	"context"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/latchkey-go/latchkey/fence"
-	"github.com/latchkey-go/latchkey/fence/redisfence"
+	"github.com/latchkey-go/latchkey/internal/refusaltest"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
-
-type refusalMark struct{}
 
 // TestRefusalsReported checks that each write and fenced read refused with
 // fence.ErrStale is reported once to the fence Observer, with the caller's
 // context (marked, so that other tests running at the same time do not
 // count), and that accepted ones are not.
 func TestRefusalsReported(t *testing.T) {
-	c := newClient(t)
-	g, err := redisfence.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
 	key := testsvc.KeyPrefix(t) + "balance"
-	cleanup(t, c, g, key)
-	var (
-		mu  sync.Mutex
-		got []fence.Refusal
-	)
-	fence.SetObserver(func(ctx context.Context, r fence.Refusal) {
-		if ctx.Value(refusalMark{}) == key {
-			mu.Lock()
-			got = append(got, r)
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() { fence.SetObserver(nil) })
-	ctx := context.WithValue(t.Context(), refusalMark{}, key)
+	_, g := guarded(t, key)
+	ctx, refusals := refusaltest.Watch(t, fence.SetObserver, t.Context(), key)
 	if err := g.Set(ctx, fence.Token(7), key, "a", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -60,9 +39,7 @@ func TestRefusalsReported(t *testing.T) {
 		}
 		want = append(want, fence.Refusal{Guard: "redis", Op: c.op})
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(got, want) {
+	if got := refusals(); !slices.Equal(got, want) {
 		t.Fatalf("refusals %v, want %v", got, want)
 	}
 }

@@ -54,11 +54,9 @@ func TestReadModifyWrite(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newClient(t)
-			g, _ := redisfence.New(c)
 			ctx := t.Context()
 			key := testsvc.KeyPrefix(t) + "balance"
-			cleanup(t, c, g, key)
+			c, g := guarded(t, key)
 			if err := c.Set(ctx, key, 1000, 0).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -84,13 +82,11 @@ func TestReadModifyWrite(t *testing.T) {
 }
 
 func TestRead(t *testing.T) {
-	c := newClient(t)
-	g, _ := redisfence.New(c)
 	ctx := t.Context()
 	key := testsvc.KeyPrefix(t) + "v"
 	hkey := "{" + testsvc.KeyPrefix(t) + "order}:7"
 	missing := testsvc.KeyPrefix(t) + "missing"
-	cleanup(t, c, g, key, hkey, missing)
+	c, g := guarded(t, key, hkey, missing)
 
 	if err := g.Set(ctx, fence.Token(3), key, "a", 0); err != nil {
 		t.Fatal(err)

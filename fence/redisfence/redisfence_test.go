@@ -19,11 +19,18 @@ import (
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
 
-func newClient(t testing.TB) *redis.Client {
+// guarded returns a client of the shared Redis and a Guard on it, and
+// deletes keys and their token keys when the test ends.
+func guarded(t *testing.T, keys ...string) (*redis.Client, *redisfence.Guard) {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: testsvc.RedisAddr(t)})
 	t.Cleanup(func() { c.Close() })
-	return c
+	g, err := redisfence.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanup(t, c, g, keys...)
+	return c, g
 }
 
 // cleanup deletes keys and their token keys when the test ends.
@@ -37,14 +44,9 @@ func cleanup(t *testing.T, c *redis.Client, g *redisfence.Guard, keys ...string)
 }
 
 func TestSet(t *testing.T) {
-	c := newClient(t)
-	g, err := redisfence.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := t.Context()
 	key := testsvc.KeyPrefix(t) + "balance"
-	cleanup(t, c, g, key)
+	c, g := guarded(t, key)
 	wantV, wantT := "", uint64(0)
 	for _, s := range []struct {
 		token uint64
@@ -73,11 +75,9 @@ func TestSet(t *testing.T) {
 }
 
 func TestExpiryKeepsToken(t *testing.T) {
-	c := newClient(t)
-	g, _ := redisfence.New(c)
 	ctx := t.Context()
 	key := testsvc.KeyPrefix(t) + "session"
-	cleanup(t, c, g, key)
+	c, g := guarded(t, key)
 	if err := g.Set(ctx, fence.Token(9), key, "v", 50*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
@@ -100,11 +100,9 @@ func TestExpiryKeepsToken(t *testing.T) {
 }
 
 func TestHSetAndDel(t *testing.T) {
-	c := newClient(t)
-	g, _ := redisfence.New(c)
 	ctx := t.Context()
 	key := "{" + testsvc.KeyPrefix(t) + "order}:7"
-	cleanup(t, c, g, key)
+	c, g := guarded(t, key)
 	if err := g.HSet(ctx, fence.Token(3), key, "status", "PAID", "amount", 1200); err != nil {
 		t.Fatal(err)
 	}
@@ -132,11 +130,9 @@ func TestHSetAndDel(t *testing.T) {
 // value written is the token, so the key is consistent iff value == token,
 // and the highest token must win.
 func TestConcurrentWriters(t *testing.T) {
-	c := newClient(t)
-	g, _ := redisfence.New(c)
 	ctx := t.Context()
 	key := testsvc.KeyPrefix(t) + "race"
-	cleanup(t, c, g, key)
+	_, g := guarded(t, key)
 	const writers, perWriter = 8, 50
 	var wg sync.WaitGroup
 	errs := make(chan error, writers*perWriter)

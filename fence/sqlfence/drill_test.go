@@ -147,7 +147,7 @@ func targetConfig(t *testing.T, target string) string {
 	default:
 		dsn, driver = testsvc.PostgresURL(t), "pgx"
 	}
-	prefix := uniqueTable("fence_drill_")
+	prefix := testsvc.TableName("fence_drill_")
 	t.Cleanup(func() {
 		db, err := sql.Open(driver, dsn)
 		if err != nil {

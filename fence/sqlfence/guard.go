@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/latchkey-go/latchkey/fence"
+	"github.com/latchkey-go/latchkey/internal/options"
 	"github.com/latchkey-go/latchkey/internal/sqlconn"
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
 )
@@ -92,11 +93,7 @@ func New(db *sql.DB, table string, opts ...Option) (*Guard, error) {
 // WithDialect gave.
 func newGuard(c sqlconn.Conn, table string, opts []Option, resolve func(Dialect) (Dialect, error)) (*Guard, error) {
 	g := &Guard{db: c, table: table, key: DefaultKeyColumn, token: DefaultTokenColumn}
-	for _, o := range opts {
-		if o != nil {
-			o(g)
-		}
-	}
+	options.Apply(g, opts)
 	var err error
 	if g.dialect, err = resolve(g.dialect); err != nil {
 		return nil, fmt.Errorf("%w: sqlfence: %w; use WithDialect", fence.ErrInvalid, err)

@@ -11,18 +11,9 @@ import (
 
 	"github.com/latchkey-go/latchkey/fence"
 	"github.com/latchkey-go/latchkey/fence/sqlfence"
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
-
-func openMySQL(t *testing.T, dsn string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
 
 // twoAccounts makes accounts a and b at 1000, token 0.
 func twoAccounts(t *testing.T, db *sql.DB) (*sqlfence.Guard, string) {
@@ -31,11 +22,7 @@ func twoAccounts(t *testing.T, db *sql.DB) (*sqlfence.Guard, string) {
 	if _, err := db.Exec(fmt.Sprintf("INSERT INTO %s (id, qty) VALUES ('a', 1000), ('b', 1000)", table)); err != nil {
 		t.Fatal(err)
 	}
-	g, err := sqlfence.New(db, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g, table
+	return guardOn(t, db, table), table
 }
 
 // TestMySQLDeadlockIsRetry: two transfers lock two accounts in opposite
@@ -45,13 +32,14 @@ func TestMySQLDeadlockIsRetry(t *testing.T) {
 	for _, level := range []string{"READ-COMMITTED", "REPEATABLE-READ"} {
 		t.Run(level, func(t *testing.T) {
 			t.Parallel()
-			db := openMySQL(t, testsvc.MySQL(t, testsvc.MySQLIsolation(t, level)...))
+			db := openDB(t, "mysql", testsvc.MySQL(t, testsvc.MySQLIsolation(t, level)...))
 			g, table := twoAccounts(t, db)
 			ctx := t.Context()
-			transfer := func(tok uint64, first, second string, locked chan<- struct{}, proceed <-chan struct{}) error {
+			transfer := func(first, second string, locked chan<- struct{}, proceed <-chan struct{}) error {
+				tok := map[string]uint64{"a": 1, "b": 2}[first] // a to b with token 1, b to a with 2
 				return transferInTx(ctx, db, g, tok, first, second, locked, proceed)
 			}
-			e1, e2 := lockInOppositeOrders(transfer, "a", "b", 1, 2)
+			e1, e2 := suitekit.InOppositeOrders(transfer, "a", "b")
 			var victim error
 			switch {
 			case e1 == nil && e2 != nil:
@@ -100,7 +88,7 @@ func transferInTx(ctx context.Context, db *sql.DB, g *sqlfence.Guard, tok uint64
 // its write is not applied.
 func TestMySQLLockWaitTimeoutIsRetry(t *testing.T) {
 	dsn := testsvc.MySQL(t)
-	db := openMySQL(t, dsn)
+	db := openDB(t, "mysql", dsn)
 	g, table := twoAccounts(t, db)
 	ctx := t.Context()
 	first, err := db.BeginTx(ctx, nil)
@@ -116,10 +104,7 @@ func TestMySQLLockWaitTimeoutIsRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	impatientDSN.Params = map[string]string{"innodb_lock_wait_timeout": "1"}
-	impatient, err := sqlfence.New(openMySQL(t, impatientDSN.FormatDSN()), table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	impatient := guardOn(t, openDB(t, "mysql", impatientDSN.FormatDSN()), table)
 	err = impatient.Update(ctx, fence.Token(3), "a", sqlfence.Values{"qty": 1})
 	if !errors.Is(err, sqlfence.ErrRetry) {
 		t.Fatalf("write behind a held row lock = %v, want ErrRetry", err)
@@ -138,8 +123,8 @@ func TestMySQLLockWaitTimeoutIsRetry(t *testing.T) {
 // a lower token than the killed one's still gets in.
 func TestMySQLKilledTransactionRollsBack(t *testing.T) {
 	dsn := testsvc.MySQL(t)
-	admin := openMySQL(t, dsn)
-	db := openMySQL(t, dsn)
+	admin := openDB(t, "mysql", dsn)
+	db := openDB(t, "mysql", dsn)
 	g, table := twoAccounts(t, db)
 	ctx := t.Context()
 	tx, err := db.BeginTx(ctx, nil)
@@ -179,7 +164,7 @@ func TestMySQLClaimWithItsOwnToken(t *testing.T) {
 	for _, found := range []string{"false", "true"} {
 		t.Run("clientFoundRows="+found, func(t *testing.T) {
 			t.Parallel()
-			db := openMySQL(t, testsvc.MySQL(t, "clientFoundRows", found))
+			db := openDB(t, "mysql", testsvc.MySQL(t, "clientFoundRows", found))
 			g, _ := twoAccounts(t, db)
 			ctx := t.Context()
 			for range 2 {
@@ -204,7 +189,7 @@ func TestMySQLClaimWithItsOwnToken(t *testing.T) {
 // index. An upsert whose new row collides with another row on a second
 // unique key must change neither row and say so.
 func TestMySQLUpsertOnAnotherUniqueKey(t *testing.T) {
-	db := openMySQL(t, testsvc.MySQL(t))
+	db := openDB(t, "mysql", testsvc.MySQL(t))
 	if _, err := db.Exec(`CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, order_no VARCHAR(64) NOT NULL, qty BIGINT,
 		fence_token BIGINT NOT NULL DEFAULT 0, UNIQUE KEY uk_order_no (order_no))`); err != nil {
 		t.Fatal(err)
@@ -212,11 +197,8 @@ func TestMySQLUpsertOnAnotherUniqueKey(t *testing.T) {
 	if _, err := db.Exec(`INSERT INTO orders (id, order_no, qty) VALUES ('o1', 'N-1', 5)`); err != nil {
 		t.Fatal(err)
 	}
-	g, err := sqlfence.New(db, "orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = g.Upsert(t.Context(), fence.Token(7), "o2", sqlfence.Values{"order_no": "N-1", "qty": 99})
+	g := guardOn(t, db, "orders")
+	err := g.Upsert(t.Context(), fence.Token(7), "o2", sqlfence.Values{"order_no": "N-1", "qty": 99})
 	if !errors.Is(err, fence.ErrInvalid) {
 		t.Fatalf("upsert colliding on uk_order_no = %v, want ErrInvalid", err)
 	}

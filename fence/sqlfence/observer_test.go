@@ -1,59 +1,24 @@
 package sqlfence_test
 
 import (
-	"context"
-	"database/sql"
 	"errors"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/latchkey-go/latchkey/fence"
 	"github.com/latchkey-go/latchkey/fence/sqlfence"
+	"github.com/latchkey-go/latchkey/internal/refusaltest"
 )
-
-type refusalMark struct{}
-
-// watchRefusals records the refusals reported with contexts that carry
-// mark, so that tests of this package running at the same time do not
-// count; it returns ctx marked and a function that returns the record.
-func watchRefusals(t *testing.T, ctx context.Context, mark string) (context.Context, func() []fence.Refusal) {
-	var (
-		mu  sync.Mutex
-		got []fence.Refusal
-	)
-	fence.SetObserver(func(ctx context.Context, r fence.Refusal) {
-		if ctx.Value(refusalMark{}) == mark {
-			mu.Lock()
-			got = append(got, r)
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() { fence.SetObserver(nil) })
-	return context.WithValue(ctx, refusalMark{}, mark), func() []fence.Refusal {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(got)
-	}
-}
 
 // TestRefusalsReported checks that each guarded call refused with
 // fence.ErrStale is reported once to the fence Observer, with the caller's
 // context, and that accepted calls are not.
 func TestRefusalsReported(t *testing.T) {
-	db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(t.TempDir(), "fence.db")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	db.SetMaxOpenConns(1)
+	db := openDB(t, "sqlite", sqliteDSN(filepath.Join(t.TempDir(), "fence.db")))
 	table := inventoryTable(t, db)
-	g, err := sqlfence.New(db, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, refusals := watchRefusals(t, t.Context(), t.Name())
+	g := guardOn(t, db, table)
+	ctx, refusals := refusaltest.Watch(t, fence.SetObserver, t.Context(), t.Name())
 	if err := g.Upsert(ctx, fence.Token(7), "a", sqlfence.Values{"qty": 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/fence"
 	"github.com/latchkey-go/latchkey/fence/sqlfence"
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 )
 
 // postgresDB is the databases entry for PostgreSQL.
@@ -165,17 +166,17 @@ func TestPgxDeadlockIsRetry(t *testing.T) {
 	if _, err := pool.Exec(ctx, fmt.Sprintf("INSERT INTO %s (id, qty) VALUES ('other', 0)", table)); err != nil {
 		t.Fatal(err)
 	}
-	run := func(tok uint64, first, second string, claimed chan<- struct{}, proceed <-chan struct{}) error {
+	run := func(first, second string, claimed chan<- struct{}, proceed <-chan struct{}) error {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			if err := g.InPgx(tx).Claim(ctx, fence.Token(tok), first); err != nil {
+			if err := g.InPgx(tx).Claim(ctx, fence.Token(10), first); err != nil {
 				return err
 			}
 			close(claimed)
 			<-proceed
-			return g.InPgx(tx).Claim(ctx, fence.Token(tok), second)
+			return g.InPgx(tx).Claim(ctx, fence.Token(10), second)
 		})
 	}
-	e1, e2 := lockInOppositeOrders(run, "acct", "other", 10, 10)
+	e1, e2 := suitekit.InOppositeOrders(run, "acct", "other")
 	if (e1 == nil) == (e2 == nil) {
 		t.Fatalf("transactions ended %v and %v, want one through and one deadlock victim", e1, e2)
 	}

@@ -2,9 +2,7 @@ package sqlfence_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -52,20 +50,29 @@ func keyType(db *sql.DB) string {
 	return "TEXT"
 }
 
-func sqliteDSN(path string) string {
-	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
+// openDB opens dsn with driver, closed when the test ends; SQLite keeps one
+// connection.
+func openDB(t *testing.T, driver, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if driver == "sqlite" {
+		db.SetMaxOpenConns(1)
+	}
+	return db
 }
 
-func uniqueTable(prefix string) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
+func sqliteDSN(path string) string {
+	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
 }
 
 // inventoryTable creates a table unique to the test and drops it at cleanup.
 func inventoryTable(t *testing.T, db *sql.DB) string {
 	t.Helper()
-	table := uniqueTable("fence_inv_")
+	table := testsvc.TableName("fence_inv_")
 	_, err := db.Exec(fmt.Sprintf(`CREATE TABLE %s (id %s PRIMARY KEY, qty BIGINT, note TEXT, fence_token BIGINT DEFAULT 0)`, table, keyType(db)))
 	if err != nil {
 		t.Fatal(err)
@@ -82,14 +89,7 @@ func forEachDB(t *testing.T, f func(t *testing.T, db *sql.DB, table string)) {
 	for _, d := range databases {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
-			db, err := sql.Open(d.driver, d.dsn(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			if d.name == "sqlite" {
-				db.SetMaxOpenConns(1)
-			}
+			db := openDB(t, d.driver, d.dsn(t))
 			f(t, db, inventoryTable(t, db))
 		})
 	}
@@ -110,10 +110,7 @@ func row(t *testing.T, db *sql.DB, g *sqlfence.Guard, table, id string) (qty int
 func TestUpdate(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
 		ctx := t.Context()
-		g, err := sqlfence.New(db, table)
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := guardOn(t, db, table)
 		if _, err := db.Exec(fmt.Sprintf("INSERT INTO %s (id, qty) VALUES ('a', 10)", table)); err != nil {
 			t.Fatal(err)
 		}
@@ -158,10 +155,7 @@ func TestUpdate(t *testing.T) {
 func TestUpsert(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
 		ctx := t.Context()
-		g, err := sqlfence.New(db, table, sqlfence.WithKeyColumn("id"), sqlfence.WithTokenColumn("fence_token"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := guardOn(t, db, table, sqlfence.WithKeyColumn("id"), sqlfence.WithTokenColumn("fence_token"))
 		for _, s := range []struct {
 			token uint64
 			qty   int64
@@ -185,10 +179,7 @@ func TestUpsert(t *testing.T) {
 func TestConcurrentWriters(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
 		ctx := t.Context()
-		g, err := sqlfence.New(db, table)
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := guardOn(t, db, table)
 		const writers, perWriter = 8, 25
 		var wg sync.WaitGroup
 		errs := make(chan error, writers*perWriter)
@@ -233,29 +224,10 @@ func writeAndCheck(ctx context.Context, db *sql.DB, g *sqlfence.Guard, table str
 	}
 }
 
-// lockInOppositeOrders runs two holders at once: one locks a then b with
-// token ta, the other b then a with token tb, each by step, which takes
-// its second lock only once proceed is closed. proceed is closed once
-// both hold their first lock, so one of them must be a deadlock victim.
-// It returns both holders' errors.
-func lockInOppositeOrders(step func(tok uint64, first, second string, locked chan<- struct{}, proceed <-chan struct{}) error, a, b string, ta, tb uint64) (e1, e2 error) {
-	lockedA, lockedB, both := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	errs := make(chan error, 2)
-	go func() { errs <- step(ta, a, b, lockedA, both) }()
-	go func() { errs <- step(tb, b, a, lockedB, both) }()
-	<-lockedA
-	<-lockedB
-	close(both)
-	return <-errs, <-errs
-}
-
 func TestInTransaction(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db *sql.DB, table string) {
 		ctx := t.Context()
-		g, err := sqlfence.New(db, table)
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := guardOn(t, db, table)
 		if err := g.Upsert(ctx, fence.Token(5), "d", sqlfence.Values{"qty": 1}); err != nil {
 			t.Fatal(err)
 		}
@@ -281,11 +253,7 @@ func TestInTransaction(t *testing.T) {
 // TestBadInput: bad input is refused before any statement runs (the table
 // does not even exist).
 func TestBadInput(t *testing.T) {
-	db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(t.TempDir(), "x.db")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t, "sqlite", sqliteDSN(filepath.Join(t.TempDir(), "x.db")))
 	for _, bad := range [][]sqlfence.Option{
 		{sqlfence.WithKeyColumn("id; DROP TABLE x")},
 		{sqlfence.WithTokenColumn("")},
@@ -303,10 +271,7 @@ func TestBadInput(t *testing.T) {
 	if _, err := sqlfence.New(nil, "t"); !errors.Is(err, fence.ErrInvalid) {
 		t.Errorf("New(nil): %v", err)
 	}
-	g, err := sqlfence.New(db, "no_such_table")
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := guardOn(t, db, "no_such_table")
 	ctx := t.Context()
 	for name, err := range map[string]error{
 		"nil holder":  g.Update(ctx, nil, "k", sqlfence.Values{"a": 1}),

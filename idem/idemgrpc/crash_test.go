@@ -1,12 +1,10 @@
 package idemgrpc_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,8 +17,8 @@ import (
 	"google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/latchkey-go/latchkey/idem/idemgrpc"
-	"github.com/latchkey-go/latchkey/idem/internal/teststores"
 	"github.com/latchkey-go/latchkey/idem/redisstore"
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
 
@@ -68,86 +66,50 @@ func crashChild() {
 	os.Exit(3)
 }
 
-// serverProcess is a crash test's server, a child process.
-type serverProcess struct {
-	cmd   *exec.Cmd
-	lines chan string
-	addr  string
-}
-
-func startServerProcess(t *testing.T, redisAddr, prefix string, block bool) *serverProcess {
+// startServerProcess starts a crash test's server, a child process, and
+// returns it with its address.
+func startServerProcess(t *testing.T, redisAddr, prefix string, block bool) (*suitekit.Child, string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envCrashRedis+"="+redisAddr, envCrashPrefix+"="+prefix,
+	p := suitekit.StartChild(t, envCrashRedis+"="+redisAddr, envCrashPrefix+"="+prefix,
 		envCrashBlock+"="+map[bool]string{true: "1", false: "0"}[block])
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &serverProcess{cmd: cmd, lines: make(chan string, 16)}
-	t.Cleanup(p.kill)
-	go func() {
-		s := bufio.NewScanner(out)
-		for s.Scan() {
-			p.lines <- s.Text()
-		}
-		close(p.lines)
-	}()
-	p.addr = strings.TrimPrefix(p.expect(t, "addr "), "addr ")
-	return p
+	return p, expect(t, p, "addr ")
 }
 
 // expect waits for the next line of the server's output, which must start
-// with prefix.
-func (p *serverProcess) expect(t *testing.T, prefix string) string {
+// with prefix, and returns the rest.
+func expect(t *testing.T, p *suitekit.Child, prefix string) string {
 	t.Helper()
-	select {
-	case l, ok := <-p.lines:
-		if !ok || !strings.HasPrefix(l, prefix) {
-			t.Fatalf("server process said %q (open %v), want %q...", l, ok, prefix)
+	return p.Expect(t, prefix, 20*time.Second, func(l string) {
+		if !strings.HasPrefix(l, prefix) {
+			t.Fatalf("server process said %q, want %q...", l, prefix)
 		}
-		return l
-	case <-time.After(20 * time.Second):
-		t.Fatalf("server process did not say %q", prefix)
-	}
-	return ""
-}
-
-// kill sends SIGKILL and reaps the process.
-func (p *serverProcess) kill() {
-	_ = p.cmd.Process.Kill()
-	_ = p.cmd.Wait()
+	})
 }
 
 // The server process dies mid-payment; a new process with the same store
 // refuses the retries while the dead claim lasts, then runs the handler
 // exactly once and replays its answer to every other retry.
 func TestCrashedServerIsTakenOverOnce(t *testing.T) {
-	redisAddr := testsvc.RedisAddr(t)
-	prefix := testsvc.KeyPrefix(t)
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-	t.Cleanup(func() { teststores.CleanRedis(rdb, prefix) })
+	rdb, prefix := testsvc.RedisClient(t)
+	redisAddr := rdb.Options().Addr
 
-	first := startServerProcess(t, redisAddr, prefix, true)
+	first, addr := startServerProcess(t, redisAddr, prefix, true)
 	lost := make(chan call, 1)
-	firstClient := dial(t, first.addr)
+	firstClient := dial(t, addr)
 	go func() { lost <- pay(t, firstClient, "crash-1", "100 EUR") }()
-	first.expect(t, "running 1")
-	first.kill()
+	expect(t, first, "running 1")
+	_ = first.Cmd.Process.Kill()
+	_ = first.Cmd.Wait()
 	if got := <-lost; got.st.Code() != codes.Unavailable {
 		t.Fatalf("the call to the killed server answered %v, want Unavailable", got.st)
 	}
 
-	second := startServerProcess(t, redisAddr, prefix, false)
+	_, addr = startServerProcess(t, redisAddr, prefix, false)
 	var refused atomic.Int32
 	calls := make([]call, 4)
 	var wg sync.WaitGroup
 	for i := range calls {
-		c := dial(t, second.addr)
+		c := dial(t, addr)
 		wg.Go(func() {
 			for {
 				calls[i] = pay(t, c, "crash-1", "100 EUR")

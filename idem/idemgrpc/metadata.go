@@ -30,34 +30,28 @@ func captureMetadata(ctx context.Context) (context.Context, *capturedMD) {
 
 // SetHeader implements grpc.ServerTransportStream.
 func (c *capturedMD) SetHeader(md metadata.MD) error {
-	if err := c.ServerTransportStream.SetHeader(md); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.header = metadata.Join(c.header, md)
-	return nil
+	return c.keep(&c.header, md, c.ServerTransportStream.SetHeader(md))
 }
 
 // SendHeader implements grpc.ServerTransportStream.
 func (c *capturedMD) SendHeader(md metadata.MD) error {
-	if err := c.ServerTransportStream.SendHeader(md); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.header = metadata.Join(c.header, md)
-	return nil
+	return c.keep(&c.header, md, c.ServerTransportStream.SendHeader(md))
 }
 
 // SetTrailer implements grpc.ServerTransportStream.
 func (c *capturedMD) SetTrailer(md metadata.MD) error {
-	if err := c.ServerTransportStream.SetTrailer(md); err != nil {
+	return c.keep(&c.trailer, md, c.ServerTransportStream.SetTrailer(md))
+}
+
+// keep adds md to *kept, c's header or trailer, once the inner stream has
+// taken it (err, its answer, is nil), and returns err.
+func (c *capturedMD) keep(kept *metadata.MD, md metadata.MD, err error) error {
+	if err != nil {
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.trailer = metadata.Join(c.trailer, md)
+	*kept = metadata.Join(*kept, md)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package idemgrpc_test
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -51,7 +52,7 @@ func TestObserversShareIdemhttpInstrumentation(t *testing.T) {
 	pay(t, c, "", "card 4242")
 
 	want := map[string]float64{"executed": 1, "replayed": 1, "mismatch": 1, "bad_key": 1}
-	if got := requestsByOutcome(t, reg); !equalCounts(got, want) {
+	if got := requestsByOutcome(t, reg); !maps.Equal(got, want) {
 		t.Fatalf("latchkey_idem_requests_total by outcome %v, want %v", got, want)
 	}
 	wantCodes := []codes.Code{codes.OK, codes.OK, codes.FailedPrecondition, codes.InvalidArgument}
@@ -96,16 +97,4 @@ func requestsByOutcome(t *testing.T, reg *prometheus.Registry) map[string]float6
 		}
 	}
 	return got
-}
-
-func equalCounts(a, b map[string]float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }

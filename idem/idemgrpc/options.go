@@ -100,11 +100,7 @@ func WithMethods(fullMethods ...string) Option {
 // method name. Default: none (see WithMethods).
 func WithMethodFunc(f func(fullMethod string) bool) Option {
 	return func(c *config) {
-		if f == nil {
-			c.RejectNil("idemgrpc.WithMethodFunc", "method predicate")
-			return
-		}
-		c.methods = f
+		optcheck.SetFunc(&c.Config, &c.methods, f, "idemgrpc.WithMethodFunc", "method predicate")
 	}
 }
 
@@ -155,11 +151,7 @@ func WithOptionalKey() Option {
 // port would look like another principal and its retry would run again.
 func WithPrincipal(f func(ctx context.Context) string) Option {
 	return func(c *config) {
-		if f == nil {
-			c.RejectNil("idemgrpc.WithPrincipal", "principal function")
-			return
-		}
-		c.principal = f
+		optcheck.SetFunc(&c.Config, &c.principal, f, "idemgrpc.WithPrincipal", "principal function")
 	}
 }
 
@@ -169,13 +161,7 @@ func WithPrincipal(f func(ctx context.Context) string) Option {
 // recorded and the transient codes (Canceled, DeadlineExceeded, Unavailable,
 // ResourceExhausted, Aborted) and Unauthenticated never are.
 func WithRecordCode(f func(codes.Code) bool) Option {
-	return func(c *config) {
-		if f == nil {
-			c.RejectNil("idemgrpc.WithRecordCode", "code function")
-			return
-		}
-		c.record = f
-	}
+	return func(c *config) { optcheck.SetFunc(&c.Config, &c.record, f, "idemgrpc.WithRecordCode", "code function") }
 }
 
 // WithInProgress sets the in-progress deadline (see idem.WithInProgress),

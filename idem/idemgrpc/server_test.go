@@ -3,6 +3,7 @@ package idemgrpc_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemgrpc"
+	"github.com/latchkey-go/latchkey/idem/internal/flakystore"
 	"github.com/latchkey-go/latchkey/idem/memstore"
 )
 
@@ -300,18 +302,14 @@ func TestStreamingMethodIsRefused(t *testing.T) {
 
 func TestStoreUnavailable(t *testing.T) {
 	svc := &paySvc{}
-	c := dial(t, serve(t, svc, failingStore{}))
+	down := flakystore.New(memstore.New(), errors.New("connection refused"))
+	down.ClaimFails.Store(math.MaxInt32)
+	c := dial(t, serve(t, svc, down))
 	got := pay(t, c, "k", "1")
 	wantCode(t, got, codes.Unavailable, idemgrpc.ReasonStoreUnavailable)
 	if _, err := retryInfo(got.st); err != nil || svc.calls.Load() != 0 {
 		t.Fatalf("store down: %v, %d runs", err, svc.calls.Load())
 	}
-}
-
-type failingStore struct{ idem.Store }
-
-func (failingStore) Claim(context.Context, string, string, time.Duration) (idem.Claim, error) {
-	return idem.Claim{}, errors.New("connection refused")
 }
 
 func TestMisconfiguration(t *testing.T) {

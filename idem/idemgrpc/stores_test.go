@@ -5,55 +5,25 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql"
-	_ "github.com/jackc/pgx/v5/stdlib"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemgrpc"
 	"github.com/latchkey-go/latchkey/idem/internal/teststores"
-	"github.com/latchkey-go/latchkey/idem/layered"
-	"github.com/latchkey-go/latchkey/idem/memstore"
-	"github.com/latchkey-go/latchkey/idem/sqlstore"
-	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
 
 // realStores are the backends the storm runs on; each opens a fresh,
 // test-private namespace and removes it at the end.
-var realStores = []struct {
-	name string
-	open func(t *testing.T) idem.Store
-}{
-	{"memory", func(*testing.T) idem.Store { return memstore.New() }},
-	{"redis", openRedis},
-	{"postgres", func(t *testing.T) idem.Store { return openSQL(t, "pgx", testsvc.PostgresURL(t)) }},
-	{"mysql", func(t *testing.T) idem.Store {
-		return openSQL(t, "mysql", testsvc.MySQL(t, "interpolateParams", "true"))
-	}},
-	{"layered", func(t *testing.T) idem.Store {
-		return layered.New(openRedis(t), openSQL(t, "pgx", testsvc.PostgresURL(t)))
-	}},
-}
-
-func openRedis(t *testing.T) idem.Store {
-	s, _, _ := teststores.Redis(t)
-	return s
-}
-
-func openSQL(t *testing.T, driver, dsn string) *sqlstore.Store {
-	s, _ := teststores.SQL(t, driver, dsn, "idemgrpc")
-	return s
-}
+var realStores = teststores.Stores("idemgrpc", "memory", "redis", "postgres", "mysql", "layered")
 
 // A storm: 8 clients, each on its own connection, send the same payment 4
 // times at once while the first run is held open. The handler runs exactly
 // once and every caller gets its response.
 func TestStormRunsTheHandlerOnce(t *testing.T) {
 	for _, st := range realStores {
-		t.Run(st.name, func(t *testing.T) {
+		t.Run(st.Name, func(t *testing.T) {
 			svc := &paySvc{gate: make(chan struct{})}
-			addr := serve(t, svc, st.open(t), idemgrpc.WithWait(30*time.Second))
+			addr := serve(t, svc, st.Open(t), idemgrpc.WithWait(30*time.Second))
 			const clients, copies = 8, 4
 			calls := make([]call, clients*copies)
 			var wg sync.WaitGroup

@@ -18,10 +18,26 @@ import (
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemhttp"
 	"github.com/latchkey-go/latchkey/idem/idemhttp/idemhttptest"
+	"github.com/latchkey-go/latchkey/idem/internal/teststores"
 	"github.com/latchkey-go/latchkey/idem/memstore"
 	"github.com/latchkey-go/latchkey/idem/redisstore"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
+
+// realStores are the backends the must-have tests run on; each opens a fresh,
+// test-private namespace and removes it at the end.
+var realStores = teststores.Stores("idemhttp", "memory", "redis", "postgres", "sqlite")
+
+// eachStore runs test on each of realStores, in parallel subtests.
+func eachStore(t *testing.T, test func(t *testing.T, name string, store idem.Store)) {
+	t.Parallel()
+	for _, st := range realStores {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			test(t, st.Name, st.Open(t))
+		})
+	}
+}
 
 // payHandler charges once per call and counts the calls.
 type payHandler struct {
@@ -84,29 +100,24 @@ func problemCode(t *testing.T, r resp) string {
 // servers on every store: one instance, and two instances sharing the store
 // with requests alternating between them.
 func TestConformance(t *testing.T) {
-	t.Parallel()
-	for _, st := range realStores {
-		t.Run(st.name, func(t *testing.T) {
+	eachStore(t, func(t *testing.T, name string, store idem.Store) {
+		up := idemhttptest.NewUpstream()
+		a := httptest.NewServer(idemhttp.Middleware(store)(up))
+		t.Cleanup(a.Close)
+		idemhttptest.Run(t, idemhttptest.Target{URLs: []string{a.URL}, Upstream: up})
+		if name == "memory" {
+			return // one process: nothing to share
+		}
+		t.Run("two instances", func(t *testing.T) {
 			t.Parallel()
-			store := st.open(t)
 			up := idemhttptest.NewUpstream()
 			a := httptest.NewServer(idemhttp.Middleware(store)(up))
 			t.Cleanup(a.Close)
-			idemhttptest.Run(t, idemhttptest.Target{URLs: []string{a.URL}, Upstream: up})
-			if st.name == "memory" {
-				return // one process: nothing to share
-			}
-			t.Run("two instances", func(t *testing.T) {
-				t.Parallel()
-				up := idemhttptest.NewUpstream()
-				a := httptest.NewServer(idemhttp.Middleware(store)(up))
-				t.Cleanup(a.Close)
-				b := httptest.NewServer(idemhttp.Middleware(store)(up))
-				t.Cleanup(b.Close)
-				idemhttptest.Run(t, idemhttptest.Target{URLs: []string{a.URL, b.URL}, Upstream: up})
-			})
+			b := httptest.NewServer(idemhttp.Middleware(store)(up))
+			t.Cleanup(b.Close)
+			idemhttptest.Run(t, idemhttptest.Target{URLs: []string{a.URL, b.URL}, Upstream: up})
 		})
-	}
+	})
 }
 
 // A double click seen fifty times: 50 copies of one request at once run the
@@ -115,9 +126,9 @@ func TestFiftyConcurrentCopies(t *testing.T) {
 	t.Parallel()
 	for _, st := range realStores {
 		for _, wait := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/wait=%v", st.name, wait), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/wait=%v", st.Name, wait), func(t *testing.T) {
 				t.Parallel()
-				fiftyCopies(t, st.open(t), wait)
+				fiftyCopies(t, st.Open(t), wait)
 			})
 		}
 	}

@@ -1,28 +1,19 @@
 package idemhttp_test
 
 import (
-	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemhttp"
+	"github.com/latchkey-go/latchkey/idem/internal/flakystore"
 	"github.com/latchkey-go/latchkey/idem/memstore"
 )
-
-// unrecordable is a store whose Record always fails, as one that goes away
-// between the claim and the record would.
-type unrecordable struct{ idem.Store }
-
-func (unrecordable) Record(context.Context, string, string, []byte, time.Duration) error {
-	return errors.New("connection reset")
-}
 
 // TestObserverAndLogger checks the outcome reported for a handler that
 // panics (released, not recorded) and for one whose response could not be
@@ -46,7 +37,9 @@ func TestObserverAndLogger(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusCreated)
 	})
-	h := idemhttp.Middleware(unrecordable{memstore.New()}, idemhttp.WithObserver(observe), idemhttp.WithLogger(logger))(app)
+	unrecordable := flakystore.New(memstore.New(), errors.New("connection reset")) // gone between claim and record
+	unrecordable.RecordFails.Store(math.MaxInt32)
+	h := idemhttp.Middleware(unrecordable, idemhttp.WithObserver(observe), idemhttp.WithLogger(logger))(app)
 	send := func(path string) {
 		defer func() { _ = recover() }() // the panic goes on to net/http
 		r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{"card":"4242424242424242"}`))

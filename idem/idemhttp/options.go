@@ -231,11 +231,7 @@ func quoteList(ss []string) string {
 // again.
 func WithPrincipal(f func(*http.Request) string) Option {
 	return func(c *config) {
-		if f == nil {
-			c.RejectNil("idemhttp.WithPrincipal", "principal function")
-			return
-		}
-		c.principal = f
+		optcheck.SetFunc(&c.Config, &c.principal, f, "idemhttp.WithPrincipal", "principal function")
 	}
 }
 
@@ -245,24 +241,14 @@ func WithPrincipal(f func(*http.Request) string) Option {
 // fingerprint covers the full path and query, so a reuse across resources
 // gets 422 instead of a replay.
 func WithRoute(f func(*http.Request) string) Option {
-	return func(c *config) {
-		if f == nil {
-			c.RejectNil("idemhttp.WithRoute", "route function")
-			return
-		}
-		c.route = f
-	}
+	return func(c *config) { optcheck.SetFunc(&c.Config, &c.route, f, "idemhttp.WithRoute", "route function") }
 }
 
 // WithFingerprint sets the request fingerprint; a request with a known key
 // but another fingerprint gets 422. Default: Fingerprint.
 func WithFingerprint(f func(r *http.Request, body []byte) string) Option {
 	return func(c *config) {
-		if f == nil {
-			c.RejectNil("idemhttp.WithFingerprint", "fingerprint function")
-			return
-		}
-		c.fingerprint = f
+		optcheck.SetFunc(&c.Config, &c.fingerprint, f, "idemhttp.WithFingerprint", "fingerprint function")
 	}
 }
 
@@ -273,11 +259,7 @@ func WithFingerprint(f func(r *http.Request, body []byte) string) Option {
 // (return true) when the handler may have taken effect before failing.
 func WithStoreStatus(f func(status int) bool) Option {
 	return func(c *config) {
-		if f == nil {
-			c.RejectNil("idemhttp.WithStoreStatus", "status function")
-			return
-		}
-		c.store = f
+		optcheck.SetFunc(&c.Config, &c.store, f, "idemhttp.WithStoreStatus", "status function")
 	}
 }
 

@@ -20,15 +20,11 @@ import (
 // every store, and forgets it: a done payment's next request runs, a running
 // one is refused unless forced.
 func TestStoreKeyFindsTheMiddlewaresRecord(t *testing.T) {
-	t.Parallel()
-	for _, st := range realStores {
-		t.Run(st.name, func(t *testing.T) {
-			t.Parallel()
-			p := newPayments(t, st.open(t))
-			p.forgetDone()
-			p.forgetRunning()
-		})
-	}
+	eachStore(t, func(t *testing.T, _ string, store idem.Store) {
+		p := newPayments(t, store)
+		p.forgetDone()
+		p.forgetRunning()
+	})
 }
 
 // payments is the middleware on a store in front of a payment handler that

@@ -51,11 +51,7 @@ func WithTokenField(name string) TokenOption { return func(c *tokenConfig) { c.f
 // Default: "" for every request.
 func WithTokenBind(f func(*http.Request) string) TokenOption {
 	return func(c *tokenConfig) {
-		if f == nil {
-			c.RejectNil("idemhttp.WithTokenBind", "binding function")
-			return
-		}
-		c.bind = f
+		optcheck.SetFunc(&c.Config, &c.bind, f, "idemhttp.WithTokenBind", "binding function")
 	}
 }
 

@@ -16,17 +16,13 @@ import (
 )
 
 func TestRequireToken(t *testing.T) {
-	t.Parallel()
-	for _, st := range realStores {
-		t.Run(st.name, func(t *testing.T) {
-			t.Parallel()
-			ts, ok := st.open(t).(idem.TokenStore)
-			if !ok {
-				t.Skip("store keeps no tokens")
-			}
-			requireToken(t, ts)
-		})
-	}
+	eachStore(t, func(t *testing.T, _ string, store idem.Store) {
+		ts, ok := store.(idem.TokenStore)
+		if !ok {
+			t.Skip("store keeps no tokens")
+		}
+		requireToken(t, ts)
+	})
 }
 
 // requireToken places orders through RequireToken on ts: each token, bound

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 )
 
 // Short deadlines keep the suite fast; they are far above a loopback round
@@ -39,52 +40,32 @@ func UniqueKey(t testing.TB) string {
 // time (keys are unique per subtest).
 func Run(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	t.Helper()
-	for _, tc := range []struct {
-		name string
-		fn   func(*testing.T, idem.Store)
-	}{
-		{"ClaimFresh", testClaimFresh},
-		{"SecondClaimInProgress", testSecondClaimInProgress},
-		{"RecordThenReplay", testRecordThenReplay},
-		{"EmptyResult", testEmptyResult},
-		{"LargeBinaryResult", testLargeBinaryResult},
-		{"ReleaseLetsRetryRun", testReleaseLetsRetryRun},
-		{"WrongTokenRefused", testWrongTokenRefused},
-		{"FinishTwiceRefused", testFinishTwiceRefused},
-		{"TakeoverOnlyAfterDeadline", testTakeoverOnlyAfterDeadline},
-		{"RetentionEnds", testRetentionEnds},
-		{"ConcurrentClaimsOneWinner", testConcurrentClaims},
-		{"KeysDoNotCollide", testKeysDoNotCollide},
-		{"CanceledContext", testCanceledContext},
-		{"DoExactlyOnce", testDoExactlyOnce},
-		{"DoFailureReleases", testDoFailureReleases},
-		{"NaiveLostRequest", testNaiveLostRequest},
-		{"NaiveCheckThenSet", testNaiveCheckThenSet},
-		{"FingerprintMismatch", testFingerprintMismatch},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, newStore(t))
-		})
+	on := func(fn func(*testing.T, idem.Store)) func(*testing.T) {
+		return func(t *testing.T) { fn(t, newStore(t)) }
 	}
-	for _, tc := range inspectTests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := newStore(t)
-			in, ok := s.(idem.Inspector)
-			if !ok {
-				t.Skipf("%T does not implement idem.Inspector", s)
-			}
-			tc.fn(t, in, s)
-		})
-	}
+	append(suitekit.Cases{
+		{"ClaimFresh", on(testClaimFresh)},
+		{"SecondClaimInProgress", on(testSecondClaimInProgress)},
+		{"RecordThenReplay", on(testRecordThenReplay)},
+		{"EmptyResult", on(testEmptyResult)},
+		{"LargeBinaryResult", on(testLargeBinaryResult)},
+		{"ReleaseLetsRetryRun", on(testReleaseLetsRetryRun)},
+		{"WrongTokenRefused", on(testWrongTokenRefused)},
+		{"FinishTwiceRefused", on(testFinishTwiceRefused)},
+		{"TakeoverOnlyAfterDeadline", on(testTakeoverOnlyAfterDeadline)},
+		{"RetentionEnds", on(testRetentionEnds)},
+		{"ConcurrentClaimsOneWinner", on(testConcurrentClaims)},
+		{"KeysDoNotCollide", on(testKeysDoNotCollide)},
+		{"CanceledContext", on(testCanceledContext)},
+		{"DoExactlyOnce", on(testDoExactlyOnce)},
+		{"DoFailureReleases", on(testDoFailureReleases)},
+		{"NaiveLostRequest", on(testNaiveLostRequest)},
+		{"NaiveCheckThenSet", on(testNaiveCheckThenSet)},
+		{"FingerprintMismatch", on(testFingerprintMismatch)},
+	}, inspectCases(newStore)...).RunParallel(t)
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return suitekit.Context(t, 20*time.Second) }
 
 func mustClaim(t *testing.T, s idem.Store, key, fp string, d time.Duration, want idem.State) idem.Claim {
 	t.Helper()
@@ -217,24 +198,7 @@ func testTakeoverOnlyAfterDeadline(t *testing.T, s idem.Store) {
 	ctx, key := ctxT(t), UniqueKey(t)
 	start := time.Now()
 	c := mustClaim(t, s, key, "fp", deadline, idem.Claimed)
-	var taken idem.Claim
-	for {
-		n, err := s.Claim(ctx, key, "fp", long)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n.State == idem.Claimed {
-			if el := time.Since(start); el < deadline {
-				t.Fatalf("claim taken over after %v, before its %v deadline", el, deadline)
-			}
-			taken = n
-			break
-		}
-		if n.State != idem.InProgress {
-			t.Fatalf("state %v while the first claim is pending", n.State)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	taken := claimWhenEnded(ctx, t, s, key, start, idem.InProgress, "the claim's deadline")
 	if taken.Token == c.Token {
 		t.Fatal("takeover got the dead owner's token")
 	}
@@ -260,6 +224,14 @@ func testRetentionEnds(t *testing.T, s idem.Store) {
 	if err := s.Record(ctx, key, c.Token, []byte("r"), deadline); err != nil {
 		t.Fatal(err)
 	}
+	claimWhenEnded(ctx, t, s, key, start, idem.Done, "the outcome's retention")
+}
+
+// claimWhenEnded claims key again and again until a claim is made, once
+// what, lasting deadline from start, has ended; until then every answer must
+// be in state during. It returns the claim made.
+func claimWhenEnded(ctx context.Context, t *testing.T, s idem.Store, key string, start time.Time, during idem.State, what string) idem.Claim {
+	t.Helper()
 	for {
 		n, err := s.Claim(ctx, key, "fp", long)
 		if err != nil {
@@ -267,12 +239,12 @@ func testRetentionEnds(t *testing.T, s idem.Store) {
 		}
 		if n.State == idem.Claimed {
 			if el := time.Since(start); el < deadline {
-				t.Fatalf("outcome forgotten after %v, before its %v retention", el, deadline)
+				t.Fatalf("claimed after %v, before the end of %s (%v)", el, what, deadline)
 			}
-			return
+			return n
 		}
-		if n.State != idem.Done {
-			t.Fatalf("state %v during retention", n.State)
+		if n.State != during {
+			t.Fatalf("state %v before the end of %s, want %v", n.State, what, during)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -282,31 +254,39 @@ func testConcurrentClaims(t *testing.T, s idem.Store) {
 	ctx, key := ctxT(t), UniqueKey(t)
 	const n = 50
 	var claimed, inProgress atomic.Int32
+	atOnce(n, func() {
+		c, err := s.Claim(ctx, key, "fp", long)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		switch c.State {
+		case idem.Claimed:
+			claimed.Add(1)
+		case idem.InProgress:
+			inProgress.Add(1)
+		default:
+			t.Errorf("state %v", c.State)
+		}
+	})
+	if claimed.Load() != 1 || inProgress.Load() != n-1 {
+		t.Fatalf("%d claimed, %d in progress; want 1 and %d", claimed.Load(), inProgress.Load(), n-1)
+	}
+}
+
+// atOnce runs fn in n goroutines released at the same instant, and waits
+// for them.
+func atOnce(n int, fn func()) {
 	var wg sync.WaitGroup
 	gate := make(chan struct{})
 	for range n {
 		wg.Go(func() {
 			<-gate
-			c, err := s.Claim(ctx, key, "fp", long)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			switch c.State {
-			case idem.Claimed:
-				claimed.Add(1)
-			case idem.InProgress:
-				inProgress.Add(1)
-			default:
-				t.Errorf("state %v", c.State)
-			}
+			fn()
 		})
 	}
 	close(gate)
 	wg.Wait()
-	if claimed.Load() != 1 || inProgress.Load() != n-1 {
-		t.Fatalf("%d claimed, %d in progress; want 1 and %d", claimed.Load(), inProgress.Load(), n-1)
-	}
 }
 
 func testKeysDoNotCollide(t *testing.T, s idem.Store) {
@@ -419,22 +399,15 @@ func testNaiveLostRequest(t *testing.T, s idem.Store) {
 func testNaiveCheckThenSet(t *testing.T, s idem.Store) {
 	ctx, key := ctxT(t), UniqueKey(t)
 	var charged atomic.Int32
-	gate := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 20 {
-		wg.Go(func() {
-			<-gate
-			_, err := idem.Do(ctx, s, key, func(context.Context) (int32, error) {
-				time.Sleep(20 * time.Millisecond) // the window check-then-set leaves open
-				return charged.Add(1), nil
-			})
-			if err != nil && !errors.Is(err, idem.ErrInProgress) {
-				t.Error(err)
-			}
+	atOnce(20, func() {
+		_, err := idem.Do(ctx, s, key, func(context.Context) (int32, error) {
+			time.Sleep(20 * time.Millisecond) // the window check-then-set leaves open
+			return charged.Add(1), nil
 		})
-	}
-	close(gate)
-	wg.Wait()
+		if err != nil && !errors.Is(err, idem.ErrInProgress) {
+			t.Error(err)
+		}
+	})
 	if charged.Load() != 1 {
 		t.Fatalf("charged %d times, want 1", charged.Load())
 	}
@@ -458,29 +431,30 @@ func testFingerprintMismatch(t *testing.T, s idem.Store) {
 // RunTokens checks the idem.TokenStore contract.
 func RunTokens(t *testing.T, newStore func(t *testing.T) idem.TokenStore) {
 	t.Helper()
-	for _, tc := range []struct {
-		name string
-		fn   func(*testing.T, idem.TokenStore)
-	}{
-		{"ConsumeOnce", testTokenConsumeOnce},
-		{"UnknownRefused", testTokenUnknown},
-		{"WrongBindingRefusedAndSpent", testTokenWrongBinding},
-		{"Expires", testTokenExpires},
-		{"ConcurrentSubmitsOneWins", testTokenConcurrent},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, newStore(t))
-		})
+	on := func(fn func(*testing.T, idem.TokenStore)) func(*testing.T) {
+		return func(t *testing.T) { fn(t, newStore(t)) }
 	}
+	suitekit.Cases{
+		{"ConsumeOnce", on(testTokenConsumeOnce)},
+		{"UnknownRefused", on(testTokenUnknown)},
+		{"WrongBindingRefusedAndSpent", on(testTokenWrongBinding)},
+		{"Expires", on(testTokenExpires)},
+		{"ConcurrentSubmitsOneWins", on(testTokenConcurrent)},
+	}.RunParallel(t)
 }
 
-func testTokenConsumeOnce(t *testing.T, ts idem.TokenStore) {
-	ctx := ctxT(t)
-	tok, err := idem.IssueToken(ctx, ts, "user-1/checkout", time.Minute)
+// issue issues a token bound to bind for d.
+func issue(t *testing.T, ts idem.TokenStore, bind string, d time.Duration) string {
+	t.Helper()
+	tok, err := idem.IssueToken(ctxT(t), ts, bind, d)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tok
+}
+
+func testTokenConsumeOnce(t *testing.T, ts idem.TokenStore) {
+	ctx, tok := ctxT(t), issue(t, ts, "user-1/checkout", time.Minute)
 	if err := idem.ConsumeToken(ctx, ts, tok, "user-1/checkout"); err != nil {
 		t.Fatalf("first submit: %v", err)
 	}
@@ -499,11 +473,7 @@ func testTokenUnknown(t *testing.T, ts idem.TokenStore) {
 }
 
 func testTokenWrongBinding(t *testing.T, ts idem.TokenStore) {
-	ctx := ctxT(t)
-	tok, err := idem.IssueToken(ctx, ts, "alice", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, tok := ctxT(t), issue(t, ts, "alice", time.Minute)
 	if err := idem.ConsumeToken(ctx, ts, tok, "mallory"); !errors.Is(err, idem.ErrTokenInvalid) {
 		t.Fatalf("other binding = %v, want ErrTokenInvalid", err)
 	}
@@ -513,11 +483,7 @@ func testTokenWrongBinding(t *testing.T, ts idem.TokenStore) {
 }
 
 func testTokenExpires(t *testing.T, ts idem.TokenStore) {
-	ctx := ctxT(t)
-	tok, err := idem.IssueToken(ctx, ts, "", deadline)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, tok := ctxT(t), issue(t, ts, "", deadline)
 	time.Sleep(deadline + 50*time.Millisecond)
 	if err := idem.ConsumeToken(ctx, ts, tok, ""); !errors.Is(err, idem.ErrTokenInvalid) {
 		t.Fatalf("expired token = %v, want ErrTokenInvalid", err)
@@ -525,27 +491,16 @@ func testTokenExpires(t *testing.T, ts idem.TokenStore) {
 }
 
 func testTokenConcurrent(t *testing.T, ts idem.TokenStore) {
-	ctx := ctxT(t)
-	tok, err := idem.IssueToken(ctx, ts, "form", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, tok := ctxT(t), issue(t, ts, "form", time.Minute)
 	var ok atomic.Int32
-	var wg sync.WaitGroup
-	gate := make(chan struct{})
-	for range 50 {
-		wg.Go(func() {
-			<-gate
-			switch err := idem.ConsumeToken(ctx, ts, tok, "form"); {
-			case err == nil:
-				ok.Add(1)
-			case !errors.Is(err, idem.ErrTokenInvalid):
-				t.Error(err)
-			}
-		})
-	}
-	close(gate)
-	wg.Wait()
+	atOnce(50, func() {
+		switch err := idem.ConsumeToken(ctx, ts, tok, "form"); {
+		case err == nil:
+			ok.Add(1)
+		case !errors.Is(err, idem.ErrTokenInvalid):
+			t.Error(err)
+		}
+	})
 	if ok.Load() != 1 {
 		t.Fatalf("%d of 50 submits accepted, want 1", ok.Load())
 	}

@@ -8,19 +8,29 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 )
 
-// inspectTests check the idem.Inspector contract; Run runs them on every
-// store and skips them for a store that does not implement it.
-var inspectTests = []struct {
-	name string
-	fn   func(*testing.T, idem.Inspector, idem.Store)
-}{
-	{"InspectLookup", testInspectLookup},
-	{"InspectForgetDoneLetsNextRun", testInspectForgetDone},
-	{"InspectForgetInProgressRefusedUnlessForced", testInspectForgetInProgress},
-	{"InspectEndsWithDeadline", testInspectEndsWithDeadline},
-	{"InspectBadKeysRefusedBeforeTheStore", testInspectBadKeys},
+// inspectCases check the idem.Inspector contract on the stores newStore
+// opens; Run runs them, and they skip a store that does not implement it.
+func inspectCases(newStore func(*testing.T) idem.Store) suitekit.Cases {
+	on := func(fn func(*testing.T, idem.Inspector, idem.Store)) func(*testing.T) {
+		return func(t *testing.T) {
+			s := newStore(t)
+			in, ok := s.(idem.Inspector)
+			if !ok {
+				t.Skipf("%T does not implement idem.Inspector", s)
+			}
+			fn(t, in, s)
+		}
+	}
+	return suitekit.Cases{
+		{"InspectLookup", on(testInspectLookup)},
+		{"InspectForgetDoneLetsNextRun", on(testInspectForgetDone)},
+		{"InspectForgetInProgressRefusedUnlessForced", on(testInspectForgetInProgress)},
+		{"InspectEndsWithDeadline", on(testInspectEndsWithDeadline)},
+		{"InspectBadKeysRefusedBeforeTheStore", on(testInspectBadKeys)},
+	}
 }
 
 // slack absorbs the clock skew between the store and the test: times the

@@ -54,7 +54,7 @@ var schemes = backendurl.Schemes[Store]{
 		"mysql":         openMySQL,
 		"redis":         openRedis,
 		"rediss":        openRedis,
-		"redis-cluster": openRedisCluster,
+		"redis-cluster": openRedis,
 	},
 }
 

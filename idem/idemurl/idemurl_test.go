@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemtest"
 	"github.com/latchkey-go/latchkey/idem/idemurl"
@@ -72,13 +70,11 @@ func TestPostgres(t *testing.T) {
 
 func TestRedisPrefix(t *testing.T) {
 	t.Parallel()
-	addr := testsvc.RedisAddr(t)
-	prefix := testsvc.KeyPrefix(t)
+	c, prefix := testsvc.RedisClient(t) // deletes the prefix's keys at the end
+	addr := c.Options().Addr
 	raw := "redis://" + addr + "/0?prefix=" + prefix + "&dial_timeout=2s"
 	a, b := open(t, raw), open(t, raw)
 	shared(t, a, b)
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
 	keys, err := c.Keys(context.Background(), prefix+"*").Result()
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("keys under the prefix: %v %v, want the one record", keys, err)
@@ -94,12 +90,7 @@ func TestRedisPrefix(t *testing.T) {
 	if cl, err := other.Claim(t.Context(), key, "fp", time.Minute); err != nil || cl.State != idem.Claimed {
 		t.Fatalf("another prefix saw the claim: %+v %v", cl, err)
 	}
-	for _, p := range []string{prefix, otherPrefix} {
-		keys, _ := c.Keys(context.Background(), p+"*").Result()
-		if len(keys) > 0 {
-			c.Del(context.Background(), keys...)
-		}
-	}
+	testsvc.DeleteKeys(c, otherPrefix)
 }
 
 func TestMem(t *testing.T) {

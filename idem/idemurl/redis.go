@@ -3,65 +3,41 @@ package idemurl
 import (
 	"context"
 	"net/url"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/redisstore"
 	"github.com/latchkey-go/latchkey/internal/backendurl"
 )
 
 // redis://[user:password@]host:port[/db][?opts]: one Redis, options as
-// redis.ParseURL reads them, plus prefix=P.
-func openRedis(ctx context.Context, raw string, _ *url.URL) (Store, error) {
+// redis.ParseURL reads them, plus prefix=P. redis-cluster://host1:port1,
+// host2:port2[?opts]: a Redis Cluster reached through any of the listed
+// nodes.
+func openRedis(ctx context.Context, raw string, u *url.URL) (Store, error) {
 	raw, prefix, err := cutPrefix(raw)
 	if err != nil {
 		return nil, err
 	}
-	opt, err := backendurl.RedisOptions(raw)
-	if err != nil {
-		return nil, invalidf("%w", err)
-	}
-	return newRedisStore(ctx, redis.NewClient(opt), prefix)
-}
-
-// redis-cluster://host1:port1,host2:port2[?opts]: a Redis Cluster reached
-// through any of the listed nodes.
-func openRedisCluster(ctx context.Context, raw string, _ *url.URL) (Store, error) {
-	raw, prefix, err := cutPrefix(raw)
+	c, err := backendurl.RedisClient(raw, u.Scheme, idem.ErrInvalid, false)
 	if err != nil {
 		return nil, err
 	}
-	opt, err := backendurl.ClusterOptions(raw)
-	if err != nil {
-		return nil, invalidf("%w", err)
-	}
-	return newRedisStore(ctx, redis.NewClusterClient(opt), prefix)
+	return newRedisStore(ctx, c, prefix)
 }
 
 // cutPrefix removes the prefix parameter, which go-redis does not know, from
 // raw's query.
 func cutPrefix(raw string) (rest, prefix string, err error) {
-	base, query, ok := strings.Cut(raw, "?")
-	if !ok {
-		return raw, redisstore.DefaultPrefix, nil
-	}
-	q, err := url.ParseQuery(query)
+	rest, p, err := backendurl.CutParams(idem.ErrInvalid, "redis URL", raw, "prefix")
 	if err != nil {
-		return "", "", invalidf("redis URL parameters: %w", err)
+		return "", "", err
 	}
-	prefix = redisstore.DefaultPrefix
-	if ps, ok := q["prefix"]; ok {
-		if len(ps) != 1 || ps[0] == "" {
-			return "", "", invalidf("redis URL: prefix must be given once and not be empty")
-		}
-		prefix = ps[0]
-		delete(q, "prefix")
+	if v, ok := p["prefix"]; ok {
+		return rest, v, nil
 	}
-	if len(q) == 0 {
-		return base, prefix, nil
-	}
-	return base + "?" + q.Encode(), prefix, nil
+	return rest, redisstore.DefaultPrefix, nil
 }
 
 type redisClient interface {

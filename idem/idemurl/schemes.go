@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
+	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/memstore"
 	"github.com/latchkey-go/latchkey/idem/sqlstore"
 	"github.com/latchkey-go/latchkey/internal/backendurl"
@@ -29,33 +30,24 @@ func (memStore) Ping(context.Context) error { return nil }
 func (memStore) Close() error               { return nil }
 
 // sqlite:///abs/path or sqlite:rel/path. Query parameters are passed to the
-// driver after ours (busy timeout, WAL, synchronous=NORMAL).
+// driver after ours (busy timeout, WAL, synchronous=NORMAL). The store runs
+// on one connection (see backendurl.SQLiteDB).
 func openSQLite(ctx context.Context, _ string, u *url.URL) (Store, error) {
-	path, err := backendurl.SQLitePath(u)
+	db, err := backendurl.SQLiteDB(ctx, u, idem.ErrInvalid)
 	if err != nil {
-		return nil, invalidf("%w", err)
+		return nil, err
 	}
-	dsn := backendurl.SQLiteDSN(path)
-	if u.RawQuery != "" {
-		dsn += "&" + u.RawQuery
-	}
-	return openSQL(ctx, "sqlite", dsn, sqlstore.SQLite)
+	return openSQL(ctx, db, sqlstore.SQLite)
 }
-
-// sqliteConns is the connection pool size for SQLite: one. Its writers take
-// turns on a file lock whose busy handler sleeps rather than queues, so
-// connections of one process competing for it wait far longer than taking
-// turns in the pool (at 16 concurrent claims, p50 went from 45 ms to a few).
-const sqliteConns = 1
 
 // mysql://user:pass@host:3306/db?params: MySQL or MariaDB through
 // go-sql-driver/mysql (see backendurl.MySQLDSN for the parameters).
 func openMySQL(ctx context.Context, _ string, u *url.URL) (Store, error) {
-	dsn, err := backendurl.MySQLDSN(u)
+	db, err := backendurl.MySQLDB(u, idem.ErrInvalid)
 	if err != nil {
-		return nil, invalidf("%w", err)
+		return nil, err
 	}
-	return openSQL(ctx, "mysql", dsn, sqlstore.MySQL)
+	return openSQL(ctx, db, sqlstore.MySQL)
 }
 
 // postgres:// and postgresql://: everything in the URL is pgx's (TLS,
@@ -91,19 +83,8 @@ type pgxStore struct {
 func (s *pgxStore) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 func (s *pgxStore) Close() error                   { s.pool.Close(); return nil }
 
-func openSQL(ctx context.Context, driver, dsn string, d sqlstore.Dialect) (Store, error) {
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		return nil, invalidf("%w", err)
-	}
-	if d == sqlstore.SQLite {
-		db.SetMaxOpenConns(sqliteConns)
-		// Processes opening a new file at once race to put it in WAL
-		// mode; the loser's first connection fails with SQLITE_BUSY.
-		if err := backendurl.SQLiteReady(ctx, db); err != nil {
-			return nil, closeOnError(db, err)
-		}
-	}
+// openSQL makes the store on db, which it then owns, and creates its tables.
+func openSQL(ctx context.Context, db *sql.DB, d sqlstore.Dialect) (Store, error) {
 	st, err := sqlstore.New(db, sqlstore.WithDialect(d))
 	if err != nil {
 		return nil, closeOnError(db, err)

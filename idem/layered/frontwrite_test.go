@@ -7,18 +7,17 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	_ "modernc.org/sqlite"
 
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemhttp"
+	"github.com/latchkey-go/latchkey/idem/internal/flakystore"
+	"github.com/latchkey-go/latchkey/idem/internal/teststores"
 	"github.com/latchkey-go/latchkey/idem/layered"
 	"github.com/latchkey-go/latchkey/idem/sqlstore"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
@@ -28,70 +27,23 @@ import (
 // the last dial error, kept by its connection pool.
 var errDial = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 
-// flakyFront is the real Redis store whose next Record or Release fails.
-// Redis itself cannot be made to refuse exactly one write and then serve the
-// next request at once (a restart refuses every call for a while, and which
-// one fails is up to timing), so the fault is injected by this wrapper, which
-// embeds the real store and fails one call before it reaches Redis.
-type flakyFront struct {
-	idem.Store
-	failRecord, failRelease atomic.Bool
-	failed                  atomic.Int32
-}
-
-func (f *flakyFront) Record(ctx context.Context, key, token string, result []byte, retention time.Duration) error {
-	if f.failRecord.CompareAndSwap(true, false) {
-		f.failed.Add(1)
-		return errDial
-	}
-	return f.Store.Record(ctx, key, token, result, retention)
-}
-
-func (f *flakyFront) Release(ctx context.Context, key, token string) error {
-	if f.failRelease.CompareAndSwap(true, false) {
-		f.failed.Add(1)
-		return errDial
-	}
-	return f.Store.Release(ctx, key, token)
-}
-
-// sqliteBack returns a sqlstore on a private SQLite file.
-func sqliteBack(t *testing.T) *sqlstore.Store {
-	t.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	s, err := sqlstore.New(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // backs are the back stores a layered store is tested on.
-var backs = []struct {
-	name string
-	open func(*testing.T) idem.Store
-}{
-	{"postgres", func(t *testing.T) idem.Store { s, _, _ := pgBack(t); return s }},
-	{"sqlite", func(t *testing.T) idem.Store { return sqliteBack(t) }},
-}
+var backs = teststores.Stores("layered", "postgres", "sqlite")
 
 // eachFlaky runs test, in parallel subtests, on a layered store over each
-// back and a real Redis front whose next write can be made to fail.
-func eachFlaky(t *testing.T, test func(t *testing.T, s *layered.Store, front *flakyFront)) {
+// back and a real Redis front whose next write can be made to fail. Redis
+// itself cannot be made to refuse exactly one write and then serve the next
+// request at once (a restart refuses every call for a while, and which one
+// fails is up to timing), so the fault is injected by a flakystore.Store
+// around the real store, which fails one call before it reaches Redis.
+func eachFlaky(t *testing.T, test func(t *testing.T, s *layered.Store, front *flakystore.Store)) {
 	t.Parallel()
 	for _, b := range backs {
-		t.Run(b.name, func(t *testing.T) {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			rs, _, _ := redisFront(t, testsvc.RedisAddr(t))
-			front := &flakyFront{Store: rs}
-			test(t, layered.New(front, b.open(t)), front)
+			front := flakystore.New(rs, errDial)
+			test(t, layered.New(front, b.Open(t)), front)
 		})
 	}
 }
@@ -100,16 +52,16 @@ func eachFlaky(t *testing.T, test func(t *testing.T, s *layered.Store, front *fl
 // client's retry a moment later is answered with the first charge, at once,
 // instead of 409 until the in-progress deadline.
 func TestFailedFrontRecordStillReplays(t *testing.T) {
-	eachFlaky(t, func(t *testing.T, s *layered.Store, front *flakyFront) {
+	eachFlaky(t, func(t *testing.T, s *layered.Store, front *flakystore.Store) {
 		ctx := context.Background()
 		var charges atomic.Int32
 		pay := func(context.Context) (int32, error) { return charges.Add(1), nil }
 
-		front.failRecord.Store(true)
+		front.RecordFails.Store(1)
 		if v, err := idem.Do(ctx, s, "order-2001", pay); err != nil || v != 1 {
 			t.Fatalf("first copy = %d, %v", v, err)
 		}
-		if front.failed.Load() != 1 {
+		if front.Failed.Load() != 1 {
 			t.Fatal("the front's record did not fail")
 		}
 		v, err := idem.Do(ctx, s, "order-2001", pay)
@@ -124,17 +76,17 @@ func TestFailedFrontRecordStillReplays(t *testing.T) {
 // the in-progress deadline.
 func TestFailedFrontReleaseLetsRetryRun(t *testing.T) {
 	errIssuer := errors.New("card issuer unreachable")
-	eachFlaky(t, func(t *testing.T, s *layered.Store, front *flakyFront) {
+	eachFlaky(t, func(t *testing.T, s *layered.Store, front *flakystore.Store) {
 		ctx := context.Background()
 		var runs atomic.Int32
 
-		front.failRelease.Store(true)
+		front.ReleaseFails.Store(1)
 		_, err := idem.Do(ctx, s, "order-2002", func(context.Context) (int32, error) {
 			runs.Add(1)
 			return 0, errIssuer
 		})
-		if !errors.Is(err, errIssuer) || front.failed.Load() != 1 {
-			t.Fatalf("first copy = %v with %d front failures; want its own failure and a refused front release", err, front.failed.Load())
+		if !errors.Is(err, errIssuer) || front.Failed.Load() != 1 {
+			t.Fatalf("first copy = %v with %d front failures; want its own failure and a refused front release", err, front.Failed.Load())
 		}
 		v, err := idem.Do(ctx, s, "order-2002", func(context.Context) (int32, error) { return runs.Add(1), nil })
 		if err != nil || v != 2 {
@@ -152,24 +104,12 @@ func TestFailedFrontReleaseLetsRetryRun(t *testing.T) {
 // While the first copy of a payment really runs, the front says in progress
 // and so does the database: the second copy is refused, not run.
 func TestFrontAndBackInProgressRefuse(t *testing.T) {
-	eachFlaky(t, func(t *testing.T, s *layered.Store, _ *flakyFront) {
+	eachFlaky(t, func(t *testing.T, s *layered.Store, _ *flakystore.Store) {
 		ctx := context.Background()
 		var charges atomic.Int32
-		running, finish := make(chan struct{}), make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			if _, err := idem.Do(ctx, s, "order-2003", func(context.Context) (int32, error) {
-				close(running)
-				<-finish
-				return charges.Add(1), nil
-			}); err != nil {
-				t.Error(err)
-			}
-		})
-		<-running
+		finish := runHeld(t, s, "order-2003", &charges)
 		_, err := idem.Do(ctx, s, "order-2003", func(context.Context) (int32, error) { return charges.Add(1), nil })
-		close(finish)
-		wg.Wait()
+		finish()
 		if !errors.Is(err, idem.ErrInProgress) || charges.Load() != 1 {
 			t.Fatalf("copy during the first run = %v with %d charges; want ErrInProgress and 1 charge", err, charges.Load())
 		}
@@ -211,7 +151,7 @@ func TestFrontInProgressBackDownRefuses(t *testing.T) {
 // record the retry is replayed, after a refused front release it runs; never
 // 409.
 func TestFailedFrontWriteOverHTTP(t *testing.T) {
-	eachFlaky(t, func(t *testing.T, s *layered.Store, front *flakyFront) {
+	eachFlaky(t, func(t *testing.T, s *layered.Store, front *flakystore.Store) {
 		var calls atomic.Int32
 		fail := atomic.Bool{}
 		srv := httptest.NewServer(idemhttp.Middleware(s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -225,7 +165,7 @@ func TestFailedFrontWriteOverHTTP(t *testing.T) {
 		})))
 		t.Cleanup(srv.Close)
 
-		front.failRecord.Store(true)
+		front.RecordFails.Store(1)
 		if st, _, body := postPayment(t, srv.URL, "order-2005"); st != http.StatusCreated || body != "charge 1" {
 			t.Fatalf("first copy = %d %q", st, body)
 		}
@@ -234,7 +174,7 @@ func TestFailedFrontWriteOverHTTP(t *testing.T) {
 		}
 
 		fail.Store(true)
-		front.failRelease.Store(true)
+		front.ReleaseFails.Store(1)
 		if st, _, _ := postPayment(t, srv.URL, "order-2006"); st != http.StatusBadGateway {
 			t.Fatalf("failing copy = %d", st)
 		}
@@ -242,8 +182,8 @@ func TestFailedFrontWriteOverHTTP(t *testing.T) {
 		if st, replayed, body := postPayment(t, srv.URL, "order-2006"); st != http.StatusCreated || replayed != "" || body != "charge 3" {
 			t.Fatalf("retry after a refused front release = %d %q (replayed %q); want it run", st, body, replayed)
 		}
-		if front.failed.Load() != 2 {
-			t.Fatalf("%d front writes refused, want 2", front.failed.Load())
+		if front.Failed.Load() != 2 {
+			t.Fatalf("%d front writes refused, want 2", front.Failed.Load())
 		}
 	})
 }

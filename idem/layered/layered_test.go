@@ -16,6 +16,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemtest"
+	"github.com/latchkey-go/latchkey/idem/internal/flakystore"
 	"github.com/latchkey-go/latchkey/idem/internal/teststores"
 	"github.com/latchkey-go/latchkey/idem/layered"
 	"github.com/latchkey-go/latchkey/idem/redisstore"
@@ -53,14 +54,7 @@ func redisFront(t *testing.T, addr string) (*redisstore.Store, *redis.Client, st
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 300 * time.Millisecond,
 		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond})
 	prefix := testsvc.KeyPrefix(t)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			c.Del(ctx, iter.Val())
-		}
-		_ = c.Close()
-	})
+	t.Cleanup(func() { testsvc.DeleteKeys(c, prefix); _ = c.Close() })
 	return redisstore.New(c, redisstore.WithPrefix(prefix)), c, prefix
 }
 
@@ -88,17 +82,6 @@ func TestCrashedHandlerTakenOverAfterDeadline(t *testing.T) {
 		envRedis+"="+addr, envPrefix+"="+prefix, envPG+"="+url, envTable+"="+table)
 }
 
-// countingStore counts the calls that reach a real store; it only observes.
-type countingStore struct {
-	idem.Store
-	claims atomic.Int32
-}
-
-func (c *countingStore) Claim(ctx context.Context, key, fp string, d time.Duration) (idem.Claim, error) {
-	c.claims.Add(1)
-	return c.Store.Claim(ctx, key, fp, d)
-}
-
 // Redis flushed between two copies of a payment: the second copy is replayed
 // from the database, not run.
 func TestFlushAllBetweenCopies(t *testing.T) {
@@ -124,10 +107,10 @@ func TestFlushAllBetweenCopies(t *testing.T) {
 		t.Fatalf("charged %d times, want 1", charges.Load())
 	}
 	// The outcome was copied back to the front: the next copy needs only it.
-	counted := &countingStore{Store: back}
+	counted := flakystore.New(back, nil) // counts the claims that reach the back
 	s2 := layered.New(front, counted)
-	if v, err := idem.Do(ctx, s2, "order-1001", pay); err != nil || v != 1 || counted.claims.Load() != 0 {
-		t.Fatalf("third copy = %d, %v with %d back claims; want a front-only replay", v, err, counted.claims.Load())
+	if v, err := idem.Do(ctx, s2, "order-1001", pay); err != nil || v != 1 || counted.Claims.Load() != 0 {
+		t.Fatalf("third copy = %d, %v with %d back claims; want a front-only replay", v, err, counted.Claims.Load())
 	}
 }
 
@@ -142,19 +125,7 @@ func TestFlushAllMidFlight(t *testing.T) {
 	s := layered.New(front, back)
 	ctx := context.Background()
 	var charges atomic.Int32
-	running, finish := make(chan struct{}), make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		_, err := idem.Do(ctx, s, "order-1002", func(context.Context) (int32, error) {
-			close(running)
-			<-finish
-			return charges.Add(1), nil
-		})
-		if err != nil {
-			t.Error(err)
-		}
-	})
-	<-running
+	finish := runHeld(t, s, "order-1002", &charges)
 	if err := c.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -162,12 +133,30 @@ func TestFlushAllMidFlight(t *testing.T) {
 	if !errors.Is(err, idem.ErrInProgress) {
 		t.Fatalf("copy during the first run after FLUSHALL = %v, want ErrInProgress", err)
 	}
-	close(finish)
-	wg.Wait()
+	finish()
 	v, err := idem.Do(ctx, s, "order-1002", func(context.Context) (int32, error) { return charges.Add(1), nil })
 	if err != nil || v != 1 || charges.Load() != 1 {
 		t.Fatalf("copy after the run = %d, %v with %d charges; want the replay of 1", v, err, charges.Load())
 	}
+}
+
+// runHeld starts a Do of key on s whose operation adds a charge, and
+// returns once the operation runs. The operation returns when finish is
+// called, which waits for the Do to end.
+func runHeld(t *testing.T, s idem.Store, key string, charges *atomic.Int32) (finish func()) {
+	running, release := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, err := idem.Do(context.Background(), s, key, func(context.Context) (int32, error) {
+			close(running)
+			<-release
+			return charges.Add(1), nil
+		}); err != nil {
+			t.Error(err)
+		}
+	})
+	<-running
+	return func() { close(release); wg.Wait() }
 }
 
 // Redis down: the database alone still lets one copy through and replays it.

@@ -89,21 +89,19 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, d time.Durat
 // Record implements idem.Store. A claim whose deadline passed but that nobody
 // took over can still be recorded.
 func (s *Store) Record(ctx context.Context, key, tok string, result []byte, retention time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.recs[key]
-	if !ok || r.done || r.token != tok {
-		return idem.ErrClaimLost
-	}
-	r.done, r.token, r.result, r.expires = true, "", clone(result), s.now().Add(retention)
-	return nil
+	return s.finish(ctx, key, tok, func(r *record) {
+		r.done, r.token, r.result, r.expires = true, "", clone(result), s.now().Add(retention)
+	})
 }
 
 // Release implements idem.Store.
 func (s *Store) Release(ctx context.Context, key, tok string) error {
+	return s.finish(ctx, key, tok, func(*record) { delete(s.recs, key) })
+}
+
+// finish ends, with end, under the lock, the claim of key that tok holds,
+// or returns idem.ErrClaimLost when tok holds none.
+func (s *Store) finish(ctx context.Context, key, tok string, end func(*record)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -113,7 +111,7 @@ func (s *Store) Release(ctx context.Context, key, tok string) error {
 	if !ok || r.done || r.token != tok {
 		return idem.ErrClaimLost
 	}
-	delete(s.recs, key)
+	end(r)
 	return nil
 }
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemtest"
-	"github.com/latchkey-go/latchkey/idem/redisstore"
+	"github.com/latchkey-go/latchkey/idem/internal/teststores"
 )
 
 // Records kept as a hash by earlier versions can be looked up and forgotten
@@ -15,8 +15,7 @@ import (
 func TestInspectHashRecord(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	c, prefix := newClient(t)
-	s := redisstore.New(c, redisstore.WithPrefix(prefix))
+	s, c, _ := teststores.Redis(t)
 	done, running := idemtest.UniqueKey(t), idemtest.UniqueKey(t)
 	c.HSet(ctx, s.RecordKey(done), "s", "d", "f", "fp", "r", "ch_1")
 	c.PExpire(ctx, s.RecordKey(done), time.Minute)

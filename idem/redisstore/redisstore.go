@@ -200,24 +200,14 @@ func newClaim(fingerprint string) string {
 }
 
 // boxedMillis returns ms(d) as a command argument. The boxing of an int64
-// allocates; the store keeps the last one, as a program uses one or two
-// durations.
-func (s *Store) boxedMillis(d time.Duration) any {
-	if p := s.lastMillis.Load(); p != nil && p.d == d {
+// allocates; last keeps the last one, as a program uses one or two
+// durations (the store keeps one for claims, one for Record's retention).
+func boxedMillis(last *atomic.Pointer[millis], d time.Duration) any {
+	if p := last.Load(); p != nil && p.d == d {
 		return p.v
 	}
 	m := &millis{d: d, v: ms(d)}
-	s.lastMillis.Store(m)
-	return m.v
-}
-
-// boxedRetention is boxedMillis for Record's retention.
-func (s *Store) boxedRetention(d time.Duration) any {
-	if p := s.lastRetain.Load(); p != nil && p.d == d {
-		return p.v
-	}
-	m := &millis{d: d, v: ms(d)}
-	s.lastRetain.Store(m)
+	last.Store(m)
 	return m.v
 }
 
@@ -260,7 +250,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, d time.Durat
 	claim := newClaim(fingerprint)
 	tok := claim[1:claimPrefixLen]
 	rk := s.RecordKey(key)
-	c, err := s.claim(ctx, rk, claim, s.boxedMillis(d))
+	c, err := s.claim(ctx, rk, claim, boxedMillis(&s.lastMillis, d))
 	if err != nil {
 		if ctx.Err() != nil {
 			s.abandon(key, tok)
@@ -362,18 +352,7 @@ func (s *Store) Record(ctx context.Context, key, token string, result []byte, re
 	if err := s.check(); err != nil {
 		return err
 	}
-	if !ownerToken(token) {
-		return idem.ErrClaimLost
-	}
-	a := &scriptArgs{keys: [1]string{s.RecordKey(key)}, args: [3]any{claimPrefix(token), result, s.boxedRetention(retention)}}
-	n, err := s.exec.Run(ctx, nil, recordScript, a.keys[:], a.args[:]...).Int64()
-	if err != nil {
-		return err
-	}
-	if n != 1 {
-		return idem.ErrClaimLost
-	}
-	return nil
+	return s.finish(ctx, recordScript, key, token, result, boxedMillis(&s.lastRetain, retention))
 }
 
 // Release implements idem.Store in one round trip.
@@ -381,17 +360,23 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
+	return s.finish(ctx, releaseScript, key, token)
+}
+
+// finish runs script, Record's or Release's, on key's record with the claim
+// of token and the script's further arguments (two at most), and returns
+// idem.ErrClaimLost unless token owned the claim.
+func (s *Store) finish(ctx context.Context, script *redis.Script, key, token string, args ...any) error {
 	if !ownerToken(token) {
 		return idem.ErrClaimLost
 	}
-	n, err := s.exec.Run(ctx, nil, releaseScript, []string{s.RecordKey(key)}, claimPrefix(token)).Int64()
-	if err != nil {
-		return err
-	}
-	if n != 1 {
+	a := &scriptArgs{keys: [1]string{s.RecordKey(key)}, args: [3]any{claimPrefix(token)}}
+	n := 1 + copy(a.args[1:], args)
+	owned, err := s.exec.Run(ctx, nil, script, a.keys[:], a.args[:n]...).Int64()
+	if err == nil && owned != 1 {
 		return idem.ErrClaimLost
 	}
-	return nil
+	return err
 }
 
 // PutToken implements idem.TokenStore.

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/idem"
 	"github.com/latchkey-go/latchkey/idem/idemtest"
+	"github.com/latchkey-go/latchkey/idem/internal/teststores"
 	"github.com/latchkey-go/latchkey/idem/redisstore"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
@@ -33,52 +33,29 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// newClient connects to the shared Redis and deletes the test's keys when it
-// ends.
-func newClient(t *testing.T) (*redis.Client, string) { return testsvc.RedisClient(t) }
-
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	c, prefix := newClient(t)
+	c, prefix := testsvc.RedisClient(t)
 	idemtest.Run(t, func(*testing.T) idem.Store { return redisstore.New(c, redisstore.WithPrefix(prefix)) })
 }
 
 func TestTokens(t *testing.T) {
 	t.Parallel()
-	c, prefix := newClient(t)
+	c, prefix := testsvc.RedisClient(t)
 	idemtest.RunTokens(t, func(*testing.T) idem.TokenStore { return redisstore.New(c, redisstore.WithPrefix(prefix)) })
 }
 
 func TestCrashedHandlerTakenOverAfterDeadline(t *testing.T) {
 	t.Parallel()
-	c, prefix := newClient(t)
+	c, prefix := testsvc.RedisClient(t)
 	idemtest.Crash(t, redisstore.New(c, redisstore.WithPrefix(prefix)),
 		envAddr+"="+c.Options().Addr, envPrefix+"="+prefix)
 }
 
-// countingHook counts the commands sent to Redis.
-type countingHook struct{ n atomic.Int32 }
-
-func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(int32(len(cmds)))
-		return next(ctx, cmds)
-	}
-}
-
 func TestOneRoundTripToClaimAndToReplay(t *testing.T) {
 	t.Parallel()
-	c, prefix := newClient(t)
-	hook := &countingHook{}
-	c.AddHook(hook)
-	s := redisstore.New(c, redisstore.WithPrefix(prefix))
+	s, c, _ := teststores.Redis(t)
+	sent := testsvc.CountCommands(c)
 	ctx := context.Background()
 	// Warm the script cache: the first EVALSHA of a script may need an EVAL.
 	warm, err := s.Claim(ctx, "warm", "", time.Minute)
@@ -90,9 +67,13 @@ func TestOneRoundTripToClaimAndToReplay(t *testing.T) {
 	}
 	count := func(name string, fn func()) {
 		t.Helper()
-		before := hook.n.Load()
+		before := sent.Counts()
 		fn()
-		if n := hook.n.Load() - before; n != 1 {
+		var n int64
+		for _, k := range sent.Since(before) {
+			n += k
+		}
+		if n != 1 {
 			t.Errorf("%s took %d Redis commands, want 1", name, n)
 		}
 	}
@@ -174,8 +155,7 @@ func TestServerDownFailsClosed(t *testing.T) {
 // in-progress deadline.
 func TestCancelledClaimsLeaveNoClaim(t *testing.T) {
 	t.Parallel()
-	c, prefix := newClient(t)
-	s := redisstore.New(c, redisstore.WithPrefix(prefix))
+	s, _, _ := teststores.Redis(t)
 	const goroutines, rounds = 32, 20
 	var (
 		wg        sync.WaitGroup
@@ -243,7 +223,7 @@ func claimWithRandomDeadlines(t *testing.T, s *redisstore.Store, g, rounds int) 
 // servers before Redis 7.0 get instead of SET NX GET.
 func TestConformanceClaimScript(t *testing.T) {
 	t.Parallel()
-	c, prefix := newClient(t)
+	c, prefix := testsvc.RedisClient(t)
 	idemtest.Run(t, func(*testing.T) idem.Store {
 		s := redisstore.New(c, redisstore.WithPrefix(prefix))
 		redisstore.UseClaimScript(s)
@@ -257,8 +237,7 @@ func TestConformanceClaimScript(t *testing.T) {
 // meanwhile is claimed in today's layout, which Record then finds.
 func TestRecordsOfEarlierVersions(t *testing.T) {
 	t.Parallel()
-	c, prefix := newClient(t)
-	s := redisstore.New(c, redisstore.WithPrefix(prefix))
+	s, c, _ := teststores.Redis(t)
 	ctx := t.Context()
 
 	done := s.RecordKey("done")
@@ -324,8 +303,7 @@ return {1}`)
 // the claim, which its owner then still can record.
 func TestForeignTokenOwnsNothing(t *testing.T) {
 	t.Parallel()
-	c, prefix := newClient(t)
-	s := redisstore.New(c, redisstore.WithPrefix(prefix))
+	s, _, _ := teststores.Redis(t)
 	ctx := t.Context()
 	cl, err := s.Claim(ctx, "k", "fp", time.Minute)
 	if err != nil || cl.State != idem.Claimed {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/latchkey-go/latchkey/idem"
+	"github.com/latchkey-go/latchkey/internal/sqlconn"
 )
 
 var _ idem.Inspector = (*Store)(nil)
@@ -74,11 +75,7 @@ func (s *Store) Forget(ctx context.Context, key string, force bool) error {
 	// A claim recorded between the DELETE and the SELECT is an outcome the
 	// next DELETE may take; a few rounds settle it.
 	for range 3 {
-		res, err := s.db.Exec(ctx, q, key)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
+		if n, err := sqlconn.Affected(s.db.Exec(ctx, q, key)); err != nil || n == 1 {
 			return err
 		}
 		r, err := s.Lookup(ctx, key)

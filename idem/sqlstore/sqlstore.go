@@ -242,15 +242,11 @@ func (s *Store) claim(ctx context.Context, key, tok, fingerprint string, d time.
 		return id == 1, err
 	}
 	var got string
-	switch err := s.db.QueryRow(ctx, s.q.claim, args...).Scan(&got); {
-	case errors.Is(err, sql.ErrNoRows):
-		return false, nil
-	case err != nil:
-		return false, err
-	case got != tok:
+	found, err := sqlconn.ScanOne(s.db.QueryRow(ctx, s.q.claim, args...), &got)
+	if found && got != tok {
 		return false, fmt.Errorf("sqlstore: claim returned a foreign token")
 	}
-	return true, nil
+	return found, err
 }
 
 // Record implements idem.Store with one UPDATE. A claim past its deadline
@@ -270,17 +266,11 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 }
 
 func (s *Store) one(r sql.Result, err error) error {
-	if err != nil {
-		return err
-	}
-	n, err := r.RowsAffected()
-	if err != nil {
-		return err
-	}
-	if n != 1 {
+	n, err := sqlconn.Affected(r, err)
+	if err == nil && n != 1 {
 		return idem.ErrClaimLost
 	}
-	return nil
+	return err
 }
 
 // PutToken implements idem.TokenStore.
@@ -293,29 +283,21 @@ func (s *Store) PutToken(ctx context.Context, token, bind string, ttl time.Durat
 // on MySQL one UPDATE that marks the token spent.
 func (s *Store) ConsumeToken(ctx context.Context, token, bind string) error {
 	if s.dialect == MySQL {
-		r, err := s.db.Exec(ctx, s.q.consumeToken, []byte(bind), token)
-		if err != nil {
-			return err
-		}
-		if ok, err := r.LastInsertId(); err != nil {
-			return err
-		} else if ok != 1 {
+		ok, err := sqlconn.LastID(s.db.Exec(ctx, s.q.consumeToken, []byte(bind), token))
+		if err == nil && ok != 1 {
 			return idem.ErrTokenInvalid
 		}
-		return nil
+		return err
 	}
 	var (
 		got  []byte
 		left int64
 	)
-	err := s.db.QueryRow(ctx, s.q.consumeToken, token).Scan(&got, &left)
-	if errors.Is(err, sql.ErrNoRows) {
-		return idem.ErrTokenInvalid
-	}
+	found, err := sqlconn.ScanOne(s.db.QueryRow(ctx, s.q.consumeToken, token), &got, &left)
 	if err != nil {
 		return err
 	}
-	if left < 0 || string(got) != bind {
+	if !found || left < 0 || string(got) != bind {
 		return idem.ErrTokenInvalid
 	}
 	return nil

@@ -81,18 +81,25 @@ func eachBackend(t *testing.T, test func(t *testing.T, b backend)) {
 	}
 }
 
-// newStore opens db, creates tables unique to the test, and drops them when
-// the test ends.
-func newStore(t *testing.T, b backend) (*sqlstore.Store, []string) {
+// testStore is a store in tables of its own test, dropped when the test
+// ends.
+type testStore struct {
+	*sqlstore.Store
+	db    *sql.DB  // the database, through database/sql
+	table string   // the records' table; the tokens' is table_tok
+	env   []string // the environment that opens the store in a crash child
+}
+
+// newStore opens b's database and a store on it in tables unique to the
+// test, migrated, and drops them when the test ends.
+func newStore(t *testing.T, b backend) testStore {
 	t.Helper()
 	dsn := b.open(t)
-	db, err := sql.Open(b.driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, b.driver, dsn)
 	table := "idemtest_" + idem.NewToken()[:12]
 	opts := []sqlstore.Option{sqlstore.WithTable(table), sqlstore.WithTokenTable(table + "_tok")}
 	var s *sqlstore.Store
+	var err error
 	driver := b.driver
 	if b.pgx {
 		pool, perr := pgxpool.New(context.Background(), dsn)
@@ -117,35 +124,46 @@ func newStore(t *testing.T, b backend) (*sqlstore.Store, []string) {
 				t.Errorf("drop %s: %v", tb, err)
 			}
 		}
-		_ = db.Close()
 	})
-	return s, []string{envDriver + "=" + driver, envDSN + "=" + dsn, envTable + "=" + table}
+	return testStore{s, db, table, []string{envDriver + "=" + driver, envDSN + "=" + dsn, envTable + "=" + table}}
+}
+
+// openDB opens dsn with database/sql's driver and closes it when the test
+// ends.
+func openDB(t *testing.T, driver, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
 }
 
 func TestConformance(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		s, _ := newStore(t, b)
+		s := newStore(t, b).Store
 		idemtest.Run(t, func(*testing.T) idem.Store { return s })
 	})
 }
 
 func TestTokens(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		s, _ := newStore(t, b)
+		s := newStore(t, b).Store
 		idemtest.RunTokens(t, func(*testing.T) idem.TokenStore { return s })
 	})
 }
 
 func TestCrashedHandlerTakenOverAfterDeadline(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		s, env := newStore(t, b)
-		idemtest.Crash(t, s, env...)
+		s := newStore(t, b)
+		idemtest.Crash(t, s.Store, s.env...)
 	})
 }
 
 func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		s, _ := newStore(t, b)
+		s := newStore(t, b)
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Go(func() {
@@ -162,28 +180,12 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 // written, whatever the store's code does.
 func TestUniqueIndexOnKey(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		dsn := b.open(t)
-		db, err := sql.Open(b.driver, dsn)
-		if err != nil {
+		s := newStore(t, b)
+		insert := fmt.Sprintf(`INSERT INTO %s (idem_key, state, token, fingerprint, expires_ms, created_ms) VALUES ('k', 1, 't', '', 0, 0)`, s.table)
+		if _, err := s.db.Exec(insert); err != nil {
 			t.Fatal(err)
 		}
-		defer db.Close()
-		table := "idemtest_" + idem.NewToken()[:12]
-		s, err := sqlstore.New(db, sqlstore.WithTable(table), sqlstore.WithTokenTable(table+"_tok"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx := context.Background()
-		if err := s.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _, _ = db.Exec("DROP TABLE " + table) }()
-		defer func() { _, _ = db.Exec("DROP TABLE " + table + "_tok") }()
-		insert := fmt.Sprintf(`INSERT INTO %s (idem_key, state, token, fingerprint, expires_ms, created_ms) VALUES ('k', 1, 't', '', 0, 0)`, table)
-		if _, err := db.Exec(insert); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.Exec(insert); err == nil {
+		if _, err := s.db.Exec(insert); err == nil {
 			t.Fatal("a second row with the same key was accepted")
 		}
 	})
@@ -191,7 +193,7 @@ func TestUniqueIndexOnKey(t *testing.T) {
 
 func TestPurge(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		s, _ := newStore(t, b)
+		s := newStore(t, b)
 		ctx := context.Background()
 		c, err := s.Claim(ctx, "gone", "", time.Millisecond)
 		if err != nil || c.State != idem.Claimed {
@@ -216,11 +218,7 @@ func TestPurge(t *testing.T) {
 
 func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
-	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "x.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t, "sqlite", filepath.Join(t.TempDir(), "x.db"))
 	for _, name := range []string{"", "1abc", "a-b", "a.b", "t; DROP TABLE users", `"quoted"`, "a b", "ünï"} {
 		if _, err := sqlstore.New(db, sqlstore.WithTable(name)); !errors.Is(err, idem.ErrInvalid) {
 			t.Errorf("WithTable(%q) = %v, want ErrInvalid", name, err)
@@ -246,20 +244,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	if err != nil || s.Dialect() != sqlstore.SQLite {
 		t.Fatalf("detect sqlite = %v, %v", s, err)
 	}
-	pg, err := sql.Open("pgx", "postgres://127.0.0.1:1/none")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close()
-	if s, err := sqlstore.New(pg); err != nil || s.Dialect() != sqlstore.Postgres {
+	if s, err := sqlstore.New(openDB(t, "pgx", "postgres://127.0.0.1:1/none")); err != nil || s.Dialect() != sqlstore.Postgres {
 		t.Fatalf("detect postgres = %v, %v", s, err)
 	}
-	my, err := sql.Open("mysql", "root@tcp(127.0.0.1:1)/none")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer my.Close()
-	if s, err := sqlstore.New(my); err != nil || s.Dialect() != sqlstore.MySQL {
+	if s, err := sqlstore.New(openDB(t, "mysql", "root@tcp(127.0.0.1:1)/none")); err != nil || s.Dialect() != sqlstore.MySQL {
 		t.Fatalf("detect mysql = %v, %v", s, err)
 	}
 }

@@ -59,7 +59,8 @@ type Target struct {
 	// binary, without spaces.
 	Name string
 	// Publish sends msgs, in order, to the broker resources config names
-	// (config is the test's: a stream, a queue, an address). It runs in the
+	// (config is the test's, as JSON: a stream, a queue, an address; read
+	// it with [Config]). It runs in the
 	// test process only, before any consumer starts, and must return only
 	// once the broker holds every message.
 	Publish func(ctx context.Context, config string, msgs []dedup.Message) error
@@ -129,16 +130,21 @@ func (s spec) key(k string) string { return s.Prefix + k }
 
 // Run runs the drill of t on the broker resources config names (fresh ones:
 // the drill expects them empty) and fails the test unless every id took
-// effect exactly once and the broker drained. It is skipped under -short.
-func Run(t *testing.T, tg Target, config string, o Options) Result {
+// effect exactly once and the broker drained. The target's functions get
+// config as JSON. It is skipped under -short.
+func Run(t *testing.T, tg Target, config any, o Options) Result {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("crash drill")
 	}
 	o = o.withDefaults()
+	rawConfig, err := json.Marshal(config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
-	s := spec{Target: tg.Name, Config: config, Redis: testsvc.RedisAddr(t), Prefix: testsvc.KeyPrefix(t),
+	s := spec{Target: tg.Name, Config: string(rawConfig), Redis: testsvc.RedisAddr(t), Prefix: testsvc.KeyPrefix(t),
 		TTL: o.TTL, FailRate: o.FailRate, KillAt: o.KillAt}
 	c := redis.NewClient(&redis.Options{Addr: s.Redis, PoolSize: 32})
 	t.Cleanup(func() { deleteKeys(c, s.Prefix); _ = c.Close() })
@@ -148,7 +154,7 @@ func Run(t *testing.T, tg Target, config string, o Options) Result {
 	msgs, want := plan(rand.New(rand.NewPCG(seed, 1)), o.IDs)
 	r := Result{Messages: len(msgs)}
 	start := time.Now()
-	if err := tg.Publish(ctx, config, msgs); err != nil {
+	if err := tg.Publish(ctx, s.Config, msgs); err != nil {
 		t.Fatalf("publish: %v", err)
 	}
 	r.Publish = time.Since(start)
@@ -172,7 +178,7 @@ func Run(t *testing.T, tg Target, config string, o Options) Result {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	runDone := make(chan error, 1)
-	go func() { runDone <- tg.Consume(runCtx, config, "parent", parent.handler()) }()
+	go func() { runDone <- tg.Consume(runCtx, s.Config, "parent", parent.handler()) }()
 	runWait := sync.OnceValue(func() error { return <-runDone })
 	defer func() { stop(); _ = runWait() }()
 
@@ -203,6 +209,13 @@ func Run(t *testing.T, tg Target, config string, o Options) Result {
 	t.Logf("effects: child %d, parent %d; injected failures %d; parent outcomes %v",
 		r.ChildEffects, r.ParentEffects, r.Failures, r.ParentOutcomes)
 	return r
+}
+
+// Config decodes the config a target's function is given into a C.
+func Config[C any](raw string) (C, error) {
+	var c C
+	err := json.Unmarshal([]byte(raw), &c)
+	return c, err
 }
 
 // withDefaults is o with each zero field set to its default.

@@ -25,7 +25,6 @@ import (
 	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
@@ -78,30 +77,7 @@ func invalidf(format string, args ...any) error {
 // cutParams removes the named parameters, which the drivers do not know,
 // from raw's query and returns their values; each may be given once.
 func cutParams(raw string, names ...string) (string, map[string]string, error) {
-	got := map[string]string{}
-	base, query, ok := strings.Cut(raw, "?")
-	if !ok {
-		return raw, got, nil
-	}
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return "", nil, invalidf("URL parameters: %w", err)
-	}
-	for _, n := range names {
-		vs, ok := q[n]
-		if !ok {
-			continue
-		}
-		if len(vs) != 1 || vs[0] == "" {
-			return "", nil, invalidf("%s must be given once and not be empty", n)
-		}
-		got[n] = vs[0]
-		delete(q, n)
-	}
-	if len(q) == 0 {
-		return base, got, nil
-	}
-	return base + "?" + q.Encode(), got, nil
+	return backendurl.CutParams(dedup.ErrInvalid, "URL", raw, names...)
 }
 
 func duration(params map[string]string, name string, def time.Duration) (time.Duration, error) {
@@ -131,28 +107,14 @@ type closer struct {
 
 func (c closer) Close() error { return c.close() }
 
-type redisClient interface {
-	redis.UniversalClient
-}
-
 func openRedis(ctx context.Context, raw string, u *url.URL) (Store, error) {
 	raw, p, err := cutParams(raw, "prefix", "bloom", "capacity", "rate", "period")
 	if err != nil {
 		return nil, err
 	}
-	var c redisClient
-	if u.Scheme == "redis-cluster" {
-		opt, err := backendurl.ClusterOptions(raw)
-		if err != nil {
-			return nil, invalidf("%w", err)
-		}
-		c = redis.NewClusterClient(opt)
-	} else {
-		opt, err := backendurl.RedisOptions(raw)
-		if err != nil {
-			return nil, invalidf("%w", err)
-		}
-		c = redis.NewClient(opt)
+	c, err := backendurl.RedisClient(raw, u.Scheme, dedup.ErrInvalid, false)
+	if err != nil {
+		return nil, err
 	}
 	in, err := redisInspector(c, p)
 	if err == nil {
@@ -166,7 +128,7 @@ func openRedis(ctx context.Context, raw string, u *url.URL) (Store, error) {
 }
 
 // redisInspector is the dedup/redisstore store, or with bloom=NAME the filter.
-func redisInspector(c redisClient, p map[string]string) (dedup.Inspector, error) {
+func redisInspector(c redis.UniversalClient, p map[string]string) (dedup.Inspector, error) {
 	name, bloom := p["bloom"]
 	if !bloom {
 		for _, n := range []string{"capacity", "rate", "period"} {

@@ -35,25 +35,26 @@ func newBatcher(c *redis.Client, sends int) *redisbatch.Batcher {
 	return redisbatch.NewSends(c, sends)
 }
 
-func sendsName(sends int) string {
-	if sends == 0 {
-		return "adaptive"
+// forEachSends runs test in parallel, in a parallel subtest for each of
+// sendsInFlight.
+func forEachSends(t *testing.T, test func(t *testing.T, sends int)) {
+	t.Parallel()
+	for _, sends := range sendsInFlight {
+		name := fmt.Sprint(sends, " sends")
+		if sends == 0 {
+			name = "adaptive"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, sends)
+		})
 	}
-	return fmt.Sprint(sends, " sends")
 }
 
 // TestConcurrentCallsGetTheirOwnReplies runs many goroutines' calls through
 // one Batcher, so most travel in pipelines, and checks every reply and that
 // each goroutine's calls ran in order.
-func TestConcurrentCallsGetTheirOwnReplies(t *testing.T) {
-	t.Parallel()
-	for _, sends := range sendsInFlight {
-		t.Run(sendsName(sends), func(t *testing.T) {
-			t.Parallel()
-			concurrentCalls(t, sends)
-		})
-	}
-}
+func TestConcurrentCallsGetTheirOwnReplies(t *testing.T) { forEachSends(t, concurrentCalls) }
 
 // concurrentCalls is TestConcurrentCallsGetTheirOwnReplies with sends sends
 // in flight.
@@ -106,15 +107,7 @@ func concurrentCalls(t *testing.T, sends int) {
 // TestOrderedCallback checks the ordering promise: a call on the same key made
 // after another call's ordered callback ran reaches Redis after it, even when
 // the first call waits in the queue.
-func TestOrderedCallback(t *testing.T) {
-	t.Parallel()
-	for _, sends := range sendsInFlight {
-		t.Run(sendsName(sends), func(t *testing.T) {
-			t.Parallel()
-			orderedCallback(t, sends)
-		})
-	}
-}
+func TestOrderedCallback(t *testing.T) { forEachSends(t, orderedCallback) }
 
 // orderedCallback is TestOrderedCallback with sends sends in flight.
 func orderedCallback(t *testing.T, sends int) {
@@ -232,38 +225,34 @@ return 1`)
 // script calls so that both travel in the same pipelines, and checks every
 // reply and the order of each key's commands.
 func TestPlainCommands(t *testing.T) {
-	t.Parallel()
-	for _, sends := range sendsInFlight {
-		t.Run(sendsName(sends), func(t *testing.T) {
-			t.Parallel()
-			c, prefix := newClient(t)
-			b := newBatcher(c, sends)
-			ctx := context.Background()
-			const goroutines, calls = 32, 50
-			var wg sync.WaitGroup
-			for g := range goroutines {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					counter := fmt.Sprintf("%sctr%d", prefix, g)
-					list := fmt.Sprintf("%slist%d", prefix, g)
-					for i := range calls {
-						n, err := b.Do(ctx, counter, "incr", counter).Int64()
-						if err != nil || n != int64(i+1) {
-							t.Errorf("incr %d on %s: reply %d, %v", i, counter, n, err)
-							return
-						}
-						if _, err := b.Run(ctx, nil, push, []string{list}, i).Int64(); err != nil {
-							t.Error(err)
-							return
-						}
+	forEachSends(t, func(t *testing.T, sends int) {
+		c, prefix := newClient(t)
+		b := newBatcher(c, sends)
+		ctx := context.Background()
+		const goroutines, calls = 32, 50
+		var wg sync.WaitGroup
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				counter := fmt.Sprintf("%sctr%d", prefix, g)
+				list := fmt.Sprintf("%slist%d", prefix, g)
+				for i := range calls {
+					n, err := b.Do(ctx, counter, "incr", counter).Int64()
+					if err != nil || n != int64(i+1) {
+						t.Errorf("incr %d on %s: reply %d, %v", i, counter, n, err)
+						return
 					}
-				}()
-			}
-			wg.Wait()
-			if _, err := b.Do(ctx, prefix+"missing", "get", prefix+"missing").Result(); !errors.Is(err, redis.Nil) {
-				t.Fatalf("GET of a missing key = %v, want redis.Nil", err)
-			}
-		})
-	}
+					if _, err := b.Run(ctx, nil, push, []string{list}, i).Int64(); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if _, err := b.Do(ctx, prefix+"missing", "get", prefix+"missing").Result(); !errors.Is(err, redis.Nil) {
+			t.Fatalf("GET of a missing key = %v, want redis.Nil", err)
+		}
+	})
 }

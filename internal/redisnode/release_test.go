@@ -20,6 +20,28 @@ const (
 	otherOwner  = "fedcba9876543210" + "0000000000000003" // another Manager's
 )
 
+// twoNodes starts a Redis of its own and returns a context of 30 s for the
+// test, a client of that Redis, and two Nodes (two Lockers) on the client;
+// t's cleanup closes them.
+func twoNodes(t *testing.T) (ctx context.Context, c *redis.Client, n, other *Node) {
+	t.Helper()
+	srv := testsvc.StartRedis(t)
+	c = redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	nodes := make([]*Node, 2)
+	for i := range nodes {
+		node, err := New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = node.Close() })
+		nodes[i] = node
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx, c, nodes[0], nodes[1]
+}
+
 // Sixteen goroutines taking turns on one key through one Locker: every
 // public release (the Manager's turn for other Lockers) reached only the
 // Locker's own subscription, and its waiter slept through the message's
@@ -32,21 +54,7 @@ const (
 // returns.
 func TestReleaseWithNoOtherLockersWaiterWakesAtOnce(t *testing.T) {
 	t.Parallel()
-	srv := testsvc.StartRedis(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { _ = c.Close() })
-	n, err := New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close() })
-	other, err := New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = other.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, _, n, other := twoNodes(t)
 
 	// Another Locker subscribed, waiting for another key.
 	_, stopOther, err := other.WatchRelease(ctx, "elsewhere")
@@ -86,21 +94,7 @@ func TestReleaseWithNoOtherLockersWaiterWakesAtOnce(t *testing.T) {
 // random delay, for even odds), not only by its poll.
 func TestReleasePublishesForAnotherLockersWaiter(t *testing.T) {
 	t.Parallel()
-	srv := testsvc.StartRedis(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { _ = c.Close() })
-	n, err := New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close() })
-	other, err := New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = other.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, c, n, other := twoNodes(t)
 
 	wake, stop, err := other.WatchRelease(ctx, "k")
 	if err != nil {

@@ -1,9 +1,7 @@
 package sqldialect_test
 
 import (
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -209,9 +207,7 @@ func TestUpserts(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			var b [6]byte
-			_, _ = rand.Read(b[:])
-			table := "upsert_" + hex.EncodeToString(b[:])
+			table := testsvc.TableName("upsert_")
 			if _, err := db.Exec(c.d.Fill("CREATE TABLE {t} (k {key} PRIMARY KEY, v BIGINT NOT NULL)", "{t}", table)); err != nil {
 				t.Fatal(err)
 			}

@@ -62,34 +62,15 @@ func StartBrowser(t testing.TB) *Browser {
 		command: func() *exec.Cmd {
 			return exec.Command(driver, "--port="+strconv.Itoa(b.port), "--allowed-ips=127.0.0.1")
 		},
-		ready: func() bool {
-			resp, err := ping.Get(b.url("/status"))
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		},
+		ready: func() bool { return answersOK(ping, b.url("/status")) },
 	}
+	b.startOnFreePorts(3, nil, &b.port)
+	// Run before the cleanup that stops chromedriver.
 	t.Cleanup(func() {
 		if b.session != "" {
 			_ = b.call(http.MethodDelete, "", nil, nil)
 		}
-		b.Stop()
-		releasePort(b.port)
 	})
-	var lastErr error
-	for range 3 {
-		b.port = FreePort(t)
-		reservePort(b.port)
-		if lastErr = b.firstStart(); lastErr == nil {
-			break
-		}
-		releasePort(b.port)
-	}
-	if lastErr != nil {
-		t.Fatalf("testsvc: start chromedriver: %v", lastErr)
-	}
 	caps := map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
 		"browserName": "chrome",
 		"goog:chromeOptions": map[string]any{

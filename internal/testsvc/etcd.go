@@ -91,26 +91,9 @@ func startEtcd(t testing.TB, scheme string, hc *http.Client, args []string) *Etc
 		},
 		ready: func() bool { return etcdHealthy(hc, client()) },
 	}
-	t.Cleanup(func() {
-		s.Stop()
-		releasePort(s.clientPort)
-		releasePort(s.peerPort)
-	})
-	var lastErr error
-	for range 5 {
-		s.clientPort, s.peerPort = FreePort(t), FreePort(t)
-		reservePort(s.clientPort)
-		reservePort(s.peerPort)
-		if lastErr = s.firstStart(); lastErr == nil {
-			return s
-		}
-		releasePort(s.clientPort)
-		releasePort(s.peerPort)
-		// A failed first start may leave a half-initialised member behind.
-		_ = os.RemoveAll(filepath.Join(dir, "data"))
-	}
-	t.Fatalf("testsvc: start etcd: %v", lastErr)
-	return nil
+	// A failed first start may leave a half-initialised member behind.
+	s.startOnFreePorts(5, func() { _ = os.RemoveAll(filepath.Join(dir, "data")) }, &s.clientPort, &s.peerPort)
+	return s
 }
 
 // Endpoint returns the client address, 127.0.0.1:PORT, as etcd's Go client

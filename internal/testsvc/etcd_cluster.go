@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -89,17 +87,6 @@ func StartEtcdCluster(t testing.TB, n int) *EtcdCluster {
 			releasePort(m.peerPort)
 		}
 	}
-	t.Cleanup(func() {
-		// A graceful stop of a whole cluster takes seconds (leadership
-		// transfer, peers waiting for each other); the data is thrown away,
-		// so kill instead.
-		for _, m := range c.Members {
-			_ = m.Signal(syscall.SIGKILL)
-			m.Stop()
-		}
-		release()
-	})
-
 	procs := make([]*process, n)
 	for i, m := range c.Members {
 		procs[i] = m.process
@@ -114,16 +101,8 @@ func StartEtcdCluster(t testing.TB, n int) *EtcdCluster {
 		}
 		initial = strings.Join(peers, ",")
 	}
-	reset := func() {
-		for _, m := range c.Members {
-			_ = os.RemoveAll(filepath.Join(m.dir, "data"))
-		}
-		release()
-	}
 	label := func(i int) string { return "member " + c.Members[i].Name }
-	if err := startTogether(procs, label, prepare, reset); err != nil {
-		t.Fatalf("testsvc: start etcd cluster: %v", err)
-	}
+	startTogether(t, "etcd cluster", procs, label, prepare, release)
 	return c
 }
 

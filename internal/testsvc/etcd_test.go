@@ -3,6 +3,7 @@ package testsvc
 import (
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestEtcdServer(t *testing.T) {
@@ -20,22 +21,33 @@ func TestEtcdServer(t *testing.T) {
 	if err := s.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	s.Restart()
-	if s.Pid() == pid || s.Pid() == 0 {
-		t.Fatalf("Restart: pid %d, was %d", s.Pid(), pid)
+	checkRestartStopStart(t, s.process, func() error { return etcdDial(s.Endpoint()) })
+}
+
+// checkRestartStopStart checks a running server p: after Restart it runs
+// under a new pid and answers (answers returns nil); after Stop it has no
+// pid and takes no signal; after Start it answers again.
+func checkRestartStopStart(t *testing.T, p *process, answers func() error) {
+	t.Helper()
+	pid := p.Pid()
+	start := time.Now()
+	p.Restart()
+	t.Logf("Restart took %v", time.Since(start))
+	if p.Pid() == pid || p.Pid() == 0 {
+		t.Fatalf("Restart: pid %d, was %d", p.Pid(), pid)
 	}
-	if err := etcdDial(s.Endpoint()); err != nil {
+	if err := answers(); err != nil {
 		t.Fatalf("after Restart: %v", err)
 	}
-	s.Stop()
-	if s.Pid() != 0 {
+	p.Stop()
+	if p.Pid() != 0 {
 		t.Fatal("server still running after Stop")
 	}
-	if err := s.Signal(syscall.SIGCONT); err == nil {
+	if err := p.Signal(syscall.SIGCONT); err == nil {
 		t.Fatal("Signal on a stopped server succeeded")
 	}
-	s.Start()
-	if err := etcdDial(s.Endpoint()); err != nil {
+	p.Start()
+	if err := answers(); err != nil {
 		t.Fatalf("after Start: %v", err)
 	}
 }

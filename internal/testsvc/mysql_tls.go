@@ -57,22 +57,7 @@ func StartMySQLTLS(t testing.TB, c *Certs) *MySQLServer {
 			return exec.Command(client, "--no-defaults", "-S", sock, "-uroot", "-e", "SELECT 1").Run() == nil
 		},
 	}
-	t.Cleanup(func() {
-		s.Stop()
-		releasePort(s.port)
-	})
-	var lastErr error
-	for range 3 {
-		s.port = FreePort(t)
-		reservePort(s.port)
-		if lastErr = s.firstStart(); lastErr == nil {
-			break
-		}
-		releasePort(s.port)
-	}
-	if lastErr != nil {
-		t.Fatalf("testsvc: start mariadbd: %v", lastErr)
-	}
+	s.startOnFreePorts(3, nil, &s.port)
 	setup := "CREATE DATABASE test; CREATE USER 'app'@'%'; GRANT ALL ON test.* TO 'app'@'%';"
 	if out, err := exec.Command(client, "--no-defaults", "-S", sock, "-uroot", "-e", setup).CombinedOutput(); err != nil {
 		t.Fatalf("testsvc: set up mariadbd: %v: %s", err, out)

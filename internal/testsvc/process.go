@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -94,6 +96,41 @@ func (p *process) firstStart() error {
 	return p.startLocked()
 }
 
+// startOnFreePorts is the first start of a single server: a port that was
+// free a moment ago can be taken by the time the server binds it, so it
+// tries up to tries times, each with fresh free ports of 127.0.0.1 stored
+// in ports (reserved while the server may use them) and after prepare, if
+// not nil, has readied the try (written a configuration with the ports,
+// removed what a failed try left). t.Cleanup stops the server and gives the
+// ports back. It fails p.t when no try started the server.
+func (p *process) startOnFreePorts(tries int, prepare func(), ports ...*int) {
+	p.t.Helper()
+	release := func() {
+		for _, port := range ports {
+			releasePort(*port)
+		}
+	}
+	p.t.Cleanup(func() {
+		p.Stop()
+		release()
+	})
+	var lastErr error
+	for range tries {
+		for _, port := range ports {
+			*port = FreePort(p.t)
+			reservePort(*port)
+		}
+		if prepare != nil {
+			prepare()
+		}
+		if lastErr = p.firstStart(); lastErr == nil {
+			return
+		}
+		release()
+	}
+	p.t.Fatalf("testsvc: start %s: %v", p.name, lastErr)
+}
+
 func (p *process) runningLocked() bool {
 	if p.cmd == nil {
 		return false
@@ -165,12 +202,24 @@ func (p *process) stopLocked() {
 	}
 }
 
-// startTogether starts procs at once, as a cluster needs (no member is ready
-// before a quorum runs), trying up to three times: before each try, prepare
-// picks fresh ports and writes the configuration; after a failed one, every
-// process is stopped and reset undoes what the try left (data, reserved
-// ports). label names process i in the error.
-func startTogether(procs []*process, label func(i int) string, prepare, reset func()) error {
+// startTogether starts procs, the members of a cluster named what, at once,
+// as a cluster needs (no member is ready before a quorum runs), trying up to
+// three times: before each try, prepare picks fresh ports and writes the
+// configuration; after a failed one, every process is stopped, its data
+// (data in its directory) removed and release gives back the try's ports.
+// t.Cleanup kills every member and calls release: the data is thrown away,
+// so no member waits for a graceful shutdown, which in a cluster waits on
+// the others. label names process i in the error that fails t when no try
+// started them all.
+func startTogether(t testing.TB, what string, procs []*process, label func(i int) string, prepare, release func()) {
+	t.Helper()
+	t.Cleanup(func() {
+		for _, p := range procs {
+			_ = p.Signal(syscall.SIGKILL)
+			p.Stop()
+		}
+		release()
+	})
 	var lastErr error
 	for range 3 {
 		prepare()
@@ -188,12 +237,13 @@ func startTogether(procs []*process, label func(i int) string, prepare, reset fu
 			}
 		}
 		if lastErr == nil {
-			return nil
+			return
 		}
 		for _, p := range procs {
 			p.Stop()
+			_ = os.RemoveAll(filepath.Join(p.dir, "data"))
 		}
-		reset()
+		release()
 	}
-	return lastErr
+	t.Fatalf("testsvc: start %s: %v", what, lastErr)
 }

@@ -59,30 +59,21 @@ func StartPrometheus(t testing.TB, config string, files map[string]string, args 
 			}
 			return exec.Command(bin, append(argv, args...)...)
 		},
-		ready: func() bool {
-			resp, err := hc.Get(s.URL() + "/-/ready")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		},
+		ready: func() bool { return answersOK(hc, s.URL()+"/-/ready") },
 	}
-	t.Cleanup(func() {
-		s.Stop()
-		releasePort(s.port)
-	})
-	var lastErr error
-	for range 5 {
-		s.port = FreePort(t)
-		reservePort(s.port)
-		if lastErr = s.firstStart(); lastErr == nil {
-			return s
-		}
-		releasePort(s.port)
+	s.startOnFreePorts(5, nil, &s.port)
+	return s
+}
+
+// answersOK reports whether a GET of url answers 200 OK: the readiness
+// check of a server with an HTTP API.
+func answersOK(hc *http.Client, url string) bool {
+	resp, err := hc.Get(url)
+	if err != nil {
+		return false
 	}
-	t.Fatalf("testsvc: start prometheus: %v", lastErr)
-	return nil
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // Addr returns the server's address, 127.0.0.1:PORT.

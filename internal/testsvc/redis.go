@@ -55,23 +55,8 @@ func StartRedis(t testing.TB, args ...string) *RedisServer {
 			return err == nil || errors.Is(err, errRedisNeedsAuth) // up, with --requirepass
 		},
 	}
-	t.Cleanup(func() {
-		s.Stop()
-		releasePort(s.port)
-	})
-	// A port that was free a moment ago can be taken by the time the server
-	// binds it; try a few.
-	var lastErr error
-	for range 5 {
-		s.port = FreePort(t)
-		reservePort(s.port)
-		if lastErr = s.firstStart(); lastErr == nil {
-			return s
-		}
-		releasePort(s.port)
-	}
-	t.Fatalf("testsvc: start redis-server: %v", lastErr)
-	return nil
+	s.startOnFreePorts(5, nil, &s.port)
+	return s
 }
 
 // Addr returns the server's address, 127.0.0.1:PORT. It stays the same

@@ -304,6 +304,14 @@ func KeyPrefix(t testing.TB) string {
 	return string(name) + "-" + hex.EncodeToString(b[:]) + ":"
 }
 
+// TableName returns prefix followed by 12 random hex digits: the name of a
+// table of one test's own on a shared database server.
+func TableName(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
 // tail returns the last n bytes of a file, for failure messages.
 func tail(path string, n int64) string {
 	f, err := os.Open(path)

@@ -57,22 +57,8 @@ admin.enableServer=false
 func StartZooKeeper(t testing.TB, extra ...string) *ZooKeeperServer {
 	t.Helper()
 	s := newZooKeeperServer(t, zkJava(t), "zookeeper")
-	t.Cleanup(func() {
-		s.Stop()
-		releasePort(s.port)
-	})
-	var lastErr error
-	for range 5 {
-		s.port = FreePort(t)
-		reservePort(s.port)
-		s.writeConfig(extra)
-		if lastErr = s.firstStart(); lastErr == nil {
-			return s
-		}
-		releasePort(s.port)
-	}
-	t.Fatalf("testsvc: start zookeeper: %v", lastErr)
-	return nil
+	s.startOnFreePorts(5, func() { s.writeConfig(extra) }, &s.port)
+	return s
 }
 
 // zkJava returns the java binary that runs ZooKeeper, after checking that

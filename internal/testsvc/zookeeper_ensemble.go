@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -94,24 +93,12 @@ func startZooKeeperEnsemble(t testing.TB, n int, linked bool, extra []string) *Z
 	for i := range n {
 		st.e.Servers = append(st.e.Servers, newZooKeeperServer(t, java, "zookeeper "+strconv.Itoa(i+1)))
 	}
-	t.Cleanup(func() {
-		// The data is thrown away: kill rather than wait for graceful
-		// shutdowns, which in an ensemble wait on each other.
-		for _, s := range st.e.Servers {
-			_ = s.Signal(syscall.SIGKILL)
-			s.Stop()
-		}
-		st.release()
-	})
-
 	procs := make([]*process, n)
 	for i, s := range st.e.Servers {
 		procs[i] = s.process
 	}
 	label := func(i int) string { return "server " + strconv.Itoa(i+1) }
-	if err := startTogether(procs, label, st.prepare, st.reset); err != nil {
-		t.Fatalf("testsvc: start zookeeper ensemble: %v", err)
-	}
+	startTogether(t, "zookeeper ensemble", procs, label, st.prepare, st.release)
 	return st.e
 }
 
@@ -181,14 +168,6 @@ func (st *ensembleStart) members(i int) string {
 		fmt.Fprintf(&lines, "server.%d=%s:%s\n", j+1, q, strings.TrimPrefix(el, "127.0.0.1:"))
 	}
 	return lines.String()
-}
-
-// reset throws away a failed attempt's data and ports.
-func (st *ensembleStart) reset() {
-	for _, s := range st.e.Servers {
-		_ = os.RemoveAll(s.dataDir())
-	}
-	st.release()
 }
 
 // release gives back the ports of the last attempt.

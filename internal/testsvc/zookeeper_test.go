@@ -36,26 +36,12 @@ func TestZooKeeperServer(t *testing.T) {
 	if err := s.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	s.Restart()
-	t.Logf("Restart took %v", time.Since(start))
-	if s.Pid() == pid || s.Pid() == 0 {
-		t.Fatalf("Restart: pid %d, was %d", s.Pid(), pid)
-	}
-	if out, err := ZooKeeperFourLetter(s.Endpoint(), "srvr"); err != nil || !strings.Contains(out, "Mode:") {
-		t.Fatalf("after Restart srvr = %q, %v", out, err)
-	}
-	s.Stop()
-	if s.Pid() != 0 {
-		t.Fatal("server still running after Stop")
-	}
-	if err := s.Signal(syscall.SIGCONT); err == nil {
-		t.Fatal("Signal on a stopped server succeeded")
-	}
-	s.Start()
-	if out, err := ZooKeeperFourLetter(s.Endpoint(), "srvr"); err != nil || !strings.Contains(out, "Mode:") {
-		t.Fatalf("after Start srvr = %q, %v", out, err)
-	}
+	checkRestartStopStart(t, s.process, func() error {
+		if out, err := ZooKeeperFourLetter(s.Endpoint(), "srvr"); err != nil || !strings.Contains(out, "Mode:") {
+			return fmt.Errorf("srvr = %q, %v", out, err)
+		}
+		return nil
+	})
 }
 
 // waitStopped waits until every thread of pid is stopped: SIGSTOP takes

@@ -7,28 +7,9 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 )
-
-// newClusterClient returns a client configured with the endpoints of all
-// members of c, in the given order.
-func newClusterClient(t testing.TB, endpoints []string) *clientv3.Client {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-	})
-	if err != nil {
-		t.Fatalf("etcd client: %v", err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	return cli
-}
 
 // TestClusterLeaderKilled holds a lock on a 3-member cluster, kills the
 // leader (SIGKILL), and has a second Locker try to take the lock, once per
@@ -46,7 +27,7 @@ func TestClusterLeaderKilled(t *testing.T) {
 
 	eps := c.Endpoints()
 	rev := []string{eps[2], eps[1], eps[0]}
-	a, b := newLocker(t, newClusterClient(t, eps)), newLocker(t, newClusterClient(t, rev))
+	a, b := newLocker(t, newClientAt(t, eps)), newLocker(t, newClientAt(t, rev))
 
 	held, err := a.Acquire(ctx, name, lock.WithTTL(ttl))
 	if err != nil {

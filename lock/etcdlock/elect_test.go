@@ -3,8 +3,6 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
-	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,53 +29,15 @@ func TestElection(t *testing.T) {
 	})
 }
 
-// etcdctlElect is a running `etcdctl elect`.
-type etcdctlElect struct {
-	cmd *exec.Cmd
-	etcdctlLock
-}
-
 // startEtcdctlElect runs `etcdctl elect args...` against srv in the
-// background; its cleanup stops it (SIGKILL if it still runs) before the
-// server stops.
-func startEtcdctlElect(t *testing.T, srv *testsvc.EtcdServer, args ...string) *etcdctlElect {
+// background, as startEtcdctl does.
+func startEtcdctlElect(t *testing.T, srv *testsvc.EtcdServer, args ...string) *etcdctl {
 	t.Helper()
-	bin, err := exec.LookPath("etcdctl")
-	if err != nil {
-		testsvc.Unavailable(t, "etcdctl not found on PATH (apt-get install etcd-client)")
-	}
-	cmd := exec.Command(bin, append([]string{"--endpoints", srv.Endpoint(), "elect"}, args...)...)
-	env := []string{"ETCDCTL_API=3"}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ETCDCTL_") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = env
-	e := &etcdctlElect{cmd: cmd}
-	e.done = make(chan struct{})
-	cmd.Stdout, cmd.Stderr = &e.out, &e.errb
-	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start etcdctl: %v", err)
-	}
-	go func() {
-		e.err = cmd.Wait()
-		close(e.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-e.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-e.done
-		}
-	})
-	return e
+	return startEtcdctl(t, srv, append([]string{"elect"}, args...)...)
 }
 
 // resign makes a campaigning etcdctl resign and exit (it does on SIGTERM).
-func (e *etcdctlElect) resign(t *testing.T) {
+func (e *etcdctl) resign(t *testing.T) {
 	t.Helper()
 	_ = e.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -298,7 +258,7 @@ func TestElectionClusterLeaderKilled(t *testing.T) {
 	const ttl = 3 * time.Second
 	eps := c.Endpoints()
 	newElection := func(endpoints []string) *elect.Election {
-		e, err := elect.New(newLocker(t, newClusterClient(t, endpoints)), name, elect.WithTTL(ttl))
+		e, err := elect.New(newLocker(t, newClientAt(t, endpoints)), name, elect.WithTTL(ttl))
 		if err != nil {
 			t.Fatal(err)
 		}

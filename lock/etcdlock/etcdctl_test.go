@@ -32,27 +32,28 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// etcdctlLock is a running `etcdctl lock NAME -- sh -c SCRIPT`.
-type etcdctlLock struct {
+// An etcdctl is a running etcdctl command.
+type etcdctl struct {
+	cmd  *exec.Cmd
 	out  syncBuffer
 	errb syncBuffer
 	done chan struct{} // closed when etcdctl has exited
 	err  error         // its exit status; set before done is closed
 }
 
-// startEtcdctlLock runs `etcdctl lock name -- sh -c script` against srv in
-// the background. Its cleanup kills etcdctl (SIGKILL) if it is still
-// running and waits for it: registered after StartEtcd, it runs before the
-// server stops, because an etcdctl lock whose server is gone hangs and
-// ignores SIGTERM (SERVICES.md). It calls Unavailable when etcdctl is not on
-// PATH (apt-get install etcd-client).
-func startEtcdctlLock(t *testing.T, srv *testsvc.EtcdServer, name, script string) *etcdctlLock {
+// startEtcdctl runs `etcdctl args...` against srv in the background. Its
+// cleanup kills etcdctl (SIGKILL) if it is still running and waits for it:
+// registered after StartEtcd, it runs before the server stops, because an
+// etcdctl lock whose server is gone hangs and ignores SIGTERM
+// (SERVICES.md). It calls Unavailable when etcdctl is not on PATH (apt-get
+// install etcd-client).
+func startEtcdctl(t *testing.T, srv *testsvc.EtcdServer, args ...string) *etcdctl {
 	t.Helper()
 	bin, err := exec.LookPath("etcdctl")
 	if err != nil {
 		testsvc.Unavailable(t, "etcdctl not found on PATH (apt-get install etcd-client)")
 	}
-	cmd := exec.Command(bin, "--endpoints", srv.Endpoint(), "lock", name, "--", "sh", "-c", script)
+	cmd := exec.Command(bin, append([]string{"--endpoints", srv.Endpoint()}, args...)...)
 	// etcdctl refuses ETCDCTL_* variables that shadow its flags.
 	env := []string{"ETCDCTL_API=3"}
 	for _, kv := range os.Environ() {
@@ -61,30 +62,37 @@ func startEtcdctlLock(t *testing.T, srv *testsvc.EtcdServer, name, script string
 		}
 	}
 	cmd.Env = env
-	l := &etcdctlLock{done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = &l.out, &l.errb
+	e := &etcdctl{cmd: cmd, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = &e.out, &e.errb
 	// A killed etcdctl may leave its sh behind holding the output pipe.
 	cmd.WaitDelay = time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start etcdctl: %v", err)
 	}
 	go func() {
-		l.err = cmd.Wait()
-		close(l.done)
+		e.err = cmd.Wait()
+		close(e.done)
 	}()
 	t.Cleanup(func() {
 		select {
-		case <-l.done:
+		case <-e.done:
 		default:
 			_ = cmd.Process.Kill()
-			<-l.done
+			<-e.done
 		}
 	})
-	return l
+	return e
+}
+
+// startEtcdctlLock runs `etcdctl lock name -- sh -c script` against srv in
+// the background, as startEtcdctl does.
+func startEtcdctlLock(t *testing.T, srv *testsvc.EtcdServer, name, script string) *etcdctl {
+	t.Helper()
+	return startEtcdctl(t, srv, "lock", name, "--", "sh", "-c", script)
 }
 
 // waitOutput waits until the output contains s, for at most d.
-func (l *etcdctlLock) waitOutput(s string, d time.Duration) bool {
+func (l *etcdctl) waitOutput(s string, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for !strings.Contains(l.out.String(), s) {
 		if time.Now().After(deadline) {
@@ -96,7 +104,7 @@ func (l *etcdctlLock) waitOutput(s string, d time.Duration) bool {
 }
 
 // wait waits for etcdctl to exit, for at most d, and reports its status.
-func (l *etcdctlLock) wait(t *testing.T, d time.Duration) {
+func (l *etcdctl) wait(t *testing.T, d time.Duration) {
 	t.Helper()
 	select {
 	case <-l.done:

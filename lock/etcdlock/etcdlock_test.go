@@ -19,15 +19,16 @@ import (
 // newClient returns a client of srv closed at the end of the test.
 func newClient(t testing.TB, srv *testsvc.EtcdServer, dial ...grpc.DialOption) *clientv3.Client {
 	t.Helper()
-	return newClientAt(t, srv.Endpoint(), dial...)
+	return newClientAt(t, []string{srv.Endpoint()}, dial...)
 }
 
-// newClientAt returns a client of the etcd at endpoint (host:port) closed at
-// the end of the test.
-func newClientAt(t testing.TB, endpoint string, dial ...grpc.DialOption) *clientv3.Client {
+// newClientAt returns a client of the etcd at endpoints (host:port: one
+// server's, or a cluster's members', tried in the given order) closed at the
+// end of the test.
+func newClientAt(t testing.TB, endpoints []string, dial ...grpc.DialOption) *clientv3.Client {
 	t.Helper()
 	c, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{endpoint},
+		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
 		DialOptions: dial,
 		Logger:      zap.NewNop(),

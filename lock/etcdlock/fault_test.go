@@ -133,7 +133,7 @@ func TestBrokenKeepAliveNotConfirmed(t *testing.T) {
 	name := "broken-" + testsvc.KeyPrefix(t)
 	const ttl = 3 * time.Second
 	p := testsvc.NewProxy(t, srv.Endpoint())
-	via, direct := newClientAt(t, p.Addr()), newClient(t, srv)
+	via, direct := newClientAt(t, []string{p.Addr()}), newClient(t, srv)
 	l := newLocker(t, splitClient{Client: via, direct: direct})
 	keepIdleLease(ctx, t, l, name, ttl)
 

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/latchkey-go/latchkey/internal/backendurl"
+	"github.com/latchkey-go/latchkey/lock"
 )
 
 // conns is what a Locker or Client of this package was opened on, closed
@@ -38,10 +39,15 @@ func (c *conns) close(first func() error) error {
 func owning[V, T any](v V, err error, closeConn func() error, opened func(V, func() error) T) (T, error) {
 	if err != nil {
 		_ = closeConn()
-		var none T
-		return none, err
+		return none[T](err)
 	}
 	return opened(v, closeConn), nil
+}
+
+// none returns T's zero value and err, for an opener that failed.
+func none[T any](err error) (T, error) {
+	var zero T
+	return zero, err
 }
 
 // pgxPool opens the pool a postgres:// or postgresql:// URL names:
@@ -60,14 +66,4 @@ func closer(pool *pgxpool.Pool) func() error { return func() error { pool.Close(
 
 // mysqlDB opens the database a mysql:// URL names (see
 // backendurl.MySQLDSN for the parameters).
-func mysqlDB(u *url.URL) (*sql.DB, error) {
-	dsn, err := backendurl.MySQLDSN(u)
-	if err != nil {
-		return nil, invalidf("%w", err)
-	}
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		return nil, invalidf("%w", err)
-	}
-	return db, nil
-}
+func mysqlDB(u *url.URL) (*sql.DB, error) { return backendurl.MySQLDB(u, lock.ErrInvalid) }

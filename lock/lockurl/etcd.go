@@ -20,6 +20,8 @@ import (
 // no earlier deadline.
 const etcdDialTimeout = 5 * time.Second
 
+// etcdOpener opens what newFn (etcdlock.New, NewRW, NewSemaphores) makes
+// on the client an etcd URL names, made into a T by on.
 // etcd://[user:password@]host:port[,host:port...][/prefix][?cacert=FILE&cert=FILE&key=FILE]:
 // an etcd cluster through any of the listed members. The path, without its
 // leading slash, is the key prefix (etcdlock.WithPrefix); none means the
@@ -29,13 +31,15 @@ const etcdDialTimeout = 5 * time.Second
 // that signs the members' certificates, and the client's certificate for a
 // cluster started with --client-cert-auth. Without them the connection is
 // plain gRPC.
-func openEtcd(ctx context.Context, _ string, u *url.URL) (Locker, error) {
-	c, opts, err := etcdConnect(ctx, u)
-	if err != nil {
-		return nil, err
+func etcdOpener[V, T any](newFn func(etcdlock.Client, ...etcdlock.Option) (V, error), on func(V, func() error) T) backendurl.Opener[T] {
+	return func(ctx context.Context, _ string, u *url.URL) (T, error) {
+		c, opts, err := etcdConnect(ctx, u)
+		if err != nil {
+			return none[T](err)
+		}
+		v, err := newFn(c, opts...)
+		return owning(v, err, c.Close, on)
 	}
-	l, err := etcdlock.New(c, opts...)
-	return owning(l, err, c.Close, etcdLockerOn)
 }
 
 // etcdConnect returns a client of the cluster an etcd URL names, checked to

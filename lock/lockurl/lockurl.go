@@ -28,6 +28,10 @@ import (
 
 	"github.com/latchkey-go/latchkey/internal/backendurl"
 	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/etcdlock"
+	"github.com/latchkey-go/latchkey/lock/redislock"
+	"github.com/latchkey-go/latchkey/lock/sqllock"
+	"github.com/latchkey-go/latchkey/lock/zklock"
 )
 
 // A Locker is a lock.Locker that owns its connections. Release its leases
@@ -48,16 +52,16 @@ var schemes = backendurl.Schemes[Locker]{
 	Pkg: "lockurl", Invalid: lock.ErrInvalid, Unsupported: ErrUnsupported,
 	Openers: map[string]backendurl.Opener[Locker]{
 		"mem":           openMem,
-		"sqlite":        openSQLite,
-		"postgres":      openPostgres,
-		"postgresql":    openPostgres,
-		"mysql":         openMySQL,
-		"redis":         openRedis,
-		"rediss":        openRedis,
-		"redis-cluster": openRedis,
+		"sqlite":        sqliteOpener(sqllock.New, sqlLockerOn),
+		"postgres":      postgresOpener(sqllock.NewPgx, sqlLockerOn),
+		"postgresql":    postgresOpener(sqllock.NewPgx, sqlLockerOn),
+		"mysql":         mysqlOpener(sqllock.New, sqlLockerOn),
+		"redis":         redisOpener(redislock.New, redisLockerOn),
+		"rediss":        redisOpener(redislock.New, redisLockerOn),
+		"redis-cluster": redisOpener(redislock.New, redisLockerOn),
 		"redlock":       openRedlock,
-		"etcd":          openEtcd,
-		"zk":            openZK,
+		"etcd":          etcdOpener(etcdlock.New, etcdLockerOn),
+		"zk":            zkOpener(zklock.New, zkLockerOn),
 	},
 }
 

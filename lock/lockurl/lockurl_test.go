@@ -15,11 +15,13 @@ import (
 	"github.com/latchkey-go/latchkey/lock/lockurl"
 )
 
-func open(t *testing.T, raw string) lockurl.Locker {
+// opened returns what openFn (Open, OpenRW, OpenSemaphores) opens from raw;
+// t's cleanup closes it and checks that Close succeeds.
+func opened[T interface{ Close() error }](t *testing.T, raw string, openFn func(context.Context, string) (T, error)) T {
 	t.Helper()
-	l, err := lockurl.Open(t.Context(), raw)
+	l, err := openFn(t.Context(), raw)
 	if err != nil {
-		t.Fatalf("Open(%q): %v", lockurl.Redact(raw), err)
+		t.Fatalf("opening %q: %v", lockurl.Redact(raw), err)
 	}
 	t.Cleanup(func() {
 		if err := l.Close(); err != nil {
@@ -27,6 +29,11 @@ func open(t *testing.T, raw string) lockurl.Locker {
 		}
 	})
 	return l
+}
+
+func open(t *testing.T, raw string) lockurl.Locker {
+	t.Helper()
+	return opened(t, raw, lockurl.Open)
 }
 
 // excludes checks that a and b, opened from the same URL, are one lock space:

@@ -36,14 +36,14 @@ var rwSchemes = backendurl.Schemes[*RWLocker]{
 	Pkg: "lockurl", Invalid: lock.ErrInvalid, Unsupported: ErrUnsupported,
 	Openers: map[string]backendurl.Opener[*RWLocker]{
 		"mem":           openMemRW,
-		"sqlite":        openSQLiteRW,
-		"postgres":      openPostgresRW,
-		"postgresql":    openPostgresRW,
-		"redis":         openRedisRW,
-		"rediss":        openRedisRW,
-		"redis-cluster": openRedisRW,
-		"etcd":          openEtcdRW,
-		"zk":            openZKRW,
+		"sqlite":        sqliteOpener(sqllock.NewRW, rwLockerOn),
+		"postgres":      postgresOpener(sqllock.NewPgxRW, rwLockerOn),
+		"postgresql":    postgresOpener(sqllock.NewPgxRW, rwLockerOn),
+		"redis":         redisOpener(redislock.NewRW, rwLockerOn),
+		"rediss":        redisOpener(redislock.NewRW, rwLockerOn),
+		"redis-cluster": redisOpener(redislock.NewRW, rwLockerOn),
+		"etcd":          etcdOpener(etcdlock.NewRW, rwLockerOn),
+		"zk":            zkOpener(zklock.NewRW, rwLockerOn),
 		"mysql":         openMySQLRW,
 		"redlock":       noRW("Redlock"),
 	},
@@ -86,54 +86,4 @@ func openMemRW(ctx context.Context, raw string, u *url.URL) (*RWLocker, error) {
 		return nil, err
 	}
 	return &RWLocker{Locker: memlock.NewRW()}, nil
-}
-
-func openSQLiteRW(ctx context.Context, _ string, u *url.URL) (*RWLocker, error) {
-	db, err := sqliteDB(ctx, u)
-	if err != nil {
-		return nil, err
-	}
-	l, err := sqllock.NewRW(ctx, db, sqllock.SQLite)
-	return owning(l, err, db.Close, rwLockerOn)
-}
-
-func openPostgresRW(ctx context.Context, raw string, _ *url.URL) (*RWLocker, error) {
-	pool, err := pgxPool(ctx, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := sqllock.NewPgxRW(ctx, pool)
-	return owning(l, err, closer(pool), rwLockerOn)
-}
-
-func openRedisRW(ctx context.Context, raw string, u *url.URL) (*RWLocker, error) {
-	c, err := redisConnect(ctx, raw, u)
-	if err != nil {
-		return nil, err
-	}
-	l, err := redislock.NewRW(c)
-	return owning(l, err, c.Close, rwLockerOn)
-}
-
-func openEtcdRW(ctx context.Context, _ string, u *url.URL) (*RWLocker, error) {
-	c, opts, err := etcdConnect(ctx, u)
-	if err != nil {
-		return nil, err
-	}
-	l, err := etcdlock.NewRW(c, opts...)
-	return owning(l, err, c.Close, rwLockerOn)
-}
-
-func openZKRW(ctx context.Context, _ string, u *url.URL) (*RWLocker, error) {
-	servers, opts, err := zkConfig(u)
-	if err != nil {
-		return nil, err
-	}
-	dctx, cancel := context.WithTimeout(ctx, zkDialTimeout)
-	defer cancel()
-	l, err := zklock.NewRW(dctx, servers, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &RWLocker{Locker: l}, nil
 }

@@ -17,16 +17,7 @@ import (
 
 func openRW(t *testing.T, raw string) *lockurl.RWLocker {
 	t.Helper()
-	l, err := lockurl.OpenRW(t.Context(), raw)
-	if err != nil {
-		t.Fatalf("OpenRW(%q): %v", lockurl.Redact(raw), err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return l
+	return opened(t, raw, lockurl.OpenRW)
 }
 
 // rwExcludes checks that a and b, opened from one URL, share read-write

@@ -8,8 +8,10 @@ import (
 	_ "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
 	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
 
-	"github.com/latchkey-go/latchkey/internal/backendurl"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/latchkey-go/latchkey/internal/backendurl"
+	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/memlock"
 	"github.com/latchkey-go/latchkey/lock/sqllock"
 )
@@ -27,70 +29,57 @@ type memLocker struct{ *memlock.Locker }
 
 func (memLocker) Close() error { return nil }
 
-// sqlite:///abs/path or sqlite:rel/path. Query parameters are passed to the
-// driver after ours (busy timeout, WAL, synchronous=NORMAL).
-func openSQLite(ctx context.Context, _ string, u *url.URL) (Locker, error) {
-	db, err := sqliteDB(ctx, u)
-	if err != nil {
-		return nil, err
+// sqliteOpener opens what newFn (sqllock.New, NewRW, NewSemaphores) makes
+// on the file of a sqlite:///abs/path or sqlite:rel/path URL, made into a T
+// by on. Query parameters are passed to the driver after ours (busy timeout,
+// WAL, synchronous=NORMAL).
+func sqliteOpener[V, T any](newFn func(context.Context, *sql.DB, sqllock.Dialect, ...sqllock.Option) (V, error), on func(V, func() error) T) backendurl.Opener[T] {
+	return func(ctx context.Context, _ string, u *url.URL) (T, error) {
+		db, err := sqliteDB(ctx, u)
+		if err != nil {
+			return none[T](err)
+		}
+		v, err := newFn(ctx, db, sqllock.SQLite)
+		return owning(v, err, db.Close, on)
 	}
-	l, err := sqllock.New(ctx, db, sqllock.SQLite)
-	return owning(l, err, db.Close, sqlLockerOn)
 }
 
-// sqliteDB opens the file a sqlite URL names.
+// sqliteDB opens the file a sqlite URL names, on one connection (see
+// backendurl.SQLiteDB).
 func sqliteDB(ctx context.Context, u *url.URL) (*sql.DB, error) {
-	path, err := sqlitePath(u)
-	if err != nil {
-		return nil, err
-	}
-	dsn := backendurl.SQLiteDSN(path)
-	if u.RawQuery != "" {
-		dsn += "&" + u.RawQuery
-	}
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, err
-	}
-	// One connection per process: SQLite's busy handler is not fair, and a
-	// process's own connections could starve its renewals (see sqllock).
-	db.SetMaxOpenConns(1)
-	if err := backendurl.SQLiteReady(ctx, db); err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	return db, nil
+	return backendurl.SQLiteDB(ctx, u, lock.ErrInvalid)
 }
 
-func sqlitePath(u *url.URL) (string, error) {
-	p, err := backendurl.SQLitePath(u)
-	if err != nil {
-		return "", invalidf("%w", err)
+// postgresOpener opens what newFn (sqllock.NewPgx, NewPgxRW,
+// NewPgxSemaphores) makes, creating its table in the first round trip, on
+// the pool of a postgres:// or postgresql:// URL, made into a T by on.
+// Everything in the URL is pgx's (pool size, TLS, timeouts), see
+// pgxpool.ParseConfig.
+func postgresOpener[V, T any](newFn func(context.Context, *pgxpool.Pool, ...sqllock.Option) (V, error), on func(V, func() error) T) backendurl.Opener[T] {
+	return func(ctx context.Context, raw string, _ *url.URL) (T, error) {
+		pool, err := pgxPool(ctx, raw)
+		if err != nil {
+			return none[T](err)
+		}
+		v, err := newFn(ctx, pool)
+		return owning(v, err, closer(pool), on)
 	}
-	return p, nil
 }
 
-// postgres:// and postgresql://: everything in the URL is pgx's (pool size,
-// TLS, timeouts), see pgxpool.ParseConfig.
-func openPostgres(ctx context.Context, raw string, _ *url.URL) (Locker, error) {
-	pool, err := pgxPool(ctx, raw)
-	if err != nil {
-		return nil, err
+// mysqlOpener opens what newFn (sqllock.New, NewSemaphores) makes, creating
+// its table in the first round trip, on the database of a
+// mysql://user:pass@host:3306/db?params URL, made into a T by on: MySQL or
+// MariaDB through go-sql-driver/mysql (see backendurl.MySQLDSN for the
+// parameters); waiters poll, MySQL having no NOTIFY.
+func mysqlOpener[V, T any](newFn func(context.Context, *sql.DB, sqllock.Dialect, ...sqllock.Option) (V, error), on func(V, func() error) T) backendurl.Opener[T] {
+	return func(ctx context.Context, _ string, u *url.URL) (T, error) {
+		db, err := mysqlDB(u)
+		if err != nil {
+			return none[T](err)
+		}
+		v, err := newFn(ctx, db, sqllock.MySQL)
+		return owning(v, err, db.Close, on)
 	}
-	l, err := sqllock.NewPgx(ctx, pool) // creates the table: the first round trip
-	return owning(l, err, closer(pool), sqlLockerOn)
-}
-
-// mysql://user:pass@host:3306/db?params: MySQL or MariaDB through
-// go-sql-driver/mysql (see backendurl.MySQLDSN for the parameters); waiters
-// poll, MySQL having no NOTIFY.
-func openMySQL(ctx context.Context, _ string, u *url.URL) (Locker, error) {
-	db, err := mysqlDB(u)
-	if err != nil {
-		return nil, err
-	}
-	l, err := sqllock.New(ctx, db, sqllock.MySQL) // creates the table: the first round trip
-	return owning(l, err, db.Close, sqlLockerOn)
 }
 
 // sqlLocker closes the connections it was opened with after the Locker.

@@ -35,15 +35,15 @@ var semSchemes = backendurl.Schemes[*Semaphores]{
 	Pkg: "lockurl", Invalid: lock.ErrInvalid, Unsupported: ErrUnsupported,
 	Openers: map[string]backendurl.Opener[*Semaphores]{
 		"mem":           openMemSemaphores,
-		"sqlite":        openSQLiteSemaphores,
-		"postgres":      openPostgresSemaphores,
-		"postgresql":    openPostgresSemaphores,
-		"mysql":         openMySQLSemaphores,
-		"redis":         openRedisSemaphores,
-		"rediss":        openRedisSemaphores,
-		"redis-cluster": openRedisSemaphores,
-		"etcd":          openEtcdSemaphores,
-		"zk":            openZKSemaphores,
+		"sqlite":        sqliteOpener(sqllock.NewSemaphores, semaphoresOn),
+		"postgres":      postgresOpener(sqllock.NewPgxSemaphores, semaphoresOn),
+		"postgresql":    postgresOpener(sqllock.NewPgxSemaphores, semaphoresOn),
+		"mysql":         mysqlOpener(sqllock.NewSemaphores, semaphoresOn),
+		"redis":         redisOpener(redislock.NewSemaphores, semaphoresOn),
+		"rediss":        redisOpener(redislock.NewSemaphores, semaphoresOn),
+		"redis-cluster": redisOpener(redislock.NewSemaphores, semaphoresOn),
+		"etcd":          etcdOpener(etcdlock.NewSemaphores, semaphoresOn),
+		"zk":            zkOpener(zklock.NewSemaphores, semaphoresOn),
 	},
 }
 
@@ -63,63 +63,4 @@ func openMemSemaphores(_ context.Context, _ string, u *url.URL) (*Semaphores, er
 		return nil, invalidf("mem:// takes no host or path")
 	}
 	return &Semaphores{Client: memlock.NewSemaphores().Client}, nil
-}
-
-func openSQLiteSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphores, error) {
-	db, err := sqliteDB(ctx, u)
-	if err != nil {
-		return nil, err
-	}
-	s, err := sqllock.NewSemaphores(ctx, db, sqllock.SQLite)
-	return owning(s, err, db.Close, semaphoresOn)
-}
-
-func openPostgresSemaphores(ctx context.Context, raw string, _ *url.URL) (*Semaphores, error) {
-	pool, err := pgxPool(ctx, raw)
-	if err != nil {
-		return nil, err
-	}
-	s, err := sqllock.NewPgxSemaphores(ctx, pool)
-	return owning(s, err, closer(pool), semaphoresOn)
-}
-
-func openMySQLSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphores, error) {
-	db, err := mysqlDB(u)
-	if err != nil {
-		return nil, err
-	}
-	s, err := sqllock.NewSemaphores(ctx, db, sqllock.MySQL)
-	return owning(s, err, db.Close, semaphoresOn)
-}
-
-func openRedisSemaphores(ctx context.Context, raw string, u *url.URL) (*Semaphores, error) {
-	c, err := redisConnect(ctx, raw, u)
-	if err != nil {
-		return nil, err
-	}
-	s, err := redislock.NewSemaphores(c)
-	return owning(s, err, c.Close, semaphoresOn)
-}
-
-func openEtcdSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphores, error) {
-	c, opts, err := etcdConnect(ctx, u)
-	if err != nil {
-		return nil, err
-	}
-	s, err := etcdlock.NewSemaphores(c, opts...)
-	return owning(s, err, c.Close, semaphoresOn)
-}
-
-func openZKSemaphores(ctx context.Context, _ string, u *url.URL) (*Semaphores, error) {
-	servers, opts, err := zkConfig(u)
-	if err != nil {
-		return nil, err
-	}
-	dctx, cancel := context.WithTimeout(ctx, zkDialTimeout)
-	defer cancel()
-	s, err := zklock.NewSemaphores(dctx, servers, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &Semaphores{Client: s}, nil
 }

@@ -22,16 +22,7 @@ func TestOpenSemaphores(t *testing.T) {
 	for name, raw := range urls {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
-			a, err := lockurl.OpenSemaphores(ctx, raw)
-			if err != nil {
-				t.Fatalf("OpenSemaphores: %v", err)
-			}
-			defer a.Close()
-			b, err := lockurl.OpenSemaphores(ctx, raw)
-			if err != nil {
-				t.Fatalf("OpenSemaphores: %v", err)
-			}
-			defer b.Close()
+			a, b := opened(t, raw, lockurl.OpenSemaphores), opened(t, raw, lockurl.OpenSemaphores)
 			key := testsvc.KeyPrefix(t) + "jobs"
 			sa, _ := a.Semaphore(key, 2)
 			sb, _ := b.Semaphore(key, 2)

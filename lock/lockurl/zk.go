@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/backendurl"
 	"github.com/latchkey-go/latchkey/lock/zklock"
 )
 
@@ -14,6 +15,9 @@ import (
 // earlier deadline.
 const zkDialTimeout = 5 * time.Second
 
+// zkOpener opens what newFn (zklock.New, NewRW, NewSemaphores) makes, made
+// into a T by on, waiting at most zkDialTimeout for the session; it has no
+// connection of the opener's to close, closing its session itself.
 // zk://[user:password@]host:port[,host:port...][/prefix][?session=30s&tick=2s&names=kazoo]: a
 // ZooKeeper ensemble through any of the listed servers (port 2181 when none
 // is given). A user and password authenticate the session with the digest
@@ -23,19 +27,24 @@ const zkDialTimeout = 5 * time.Second
 // bounds the TTLs Acquire accepts; tick is the servers' tickTime
 // (zklock.WithTickTime: give it when it is longer than 2 s); names=kazoo writes kazoo's node names
 // instead of Curator's (see zklock).
-func openZK(ctx context.Context, _ string, u *url.URL) (Locker, error) {
-	servers, opts, err := zkConfig(u)
-	if err != nil {
-		return nil, err
+func zkOpener[V, T any](newFn func(context.Context, []string, ...zklock.Option) (V, error), on func(V, func() error) T) backendurl.Opener[T] {
+	return func(ctx context.Context, _ string, u *url.URL) (T, error) {
+		servers, opts, err := zkConfig(u)
+		if err != nil {
+			return none[T](err)
+		}
+		dctx, cancel := context.WithTimeout(ctx, zkDialTimeout)
+		defer cancel()
+		v, err := newFn(dctx, servers, opts...)
+		if err != nil {
+			return none[T](err)
+		}
+		return on(v, nil), nil
 	}
-	dctx, cancel := context.WithTimeout(ctx, zkDialTimeout)
-	defer cancel()
-	l, err := zklock.New(dctx, servers, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
 }
+
+// zkLockerOn is a zklock Locker as a Locker.
+func zkLockerOn(l *zklock.Locker, _ func() error) Locker { return l }
 
 // zkConfig reads a zk URL: the servers and the options it asks for.
 func zkConfig(u *url.URL) ([]string, []zklock.Option, error) {

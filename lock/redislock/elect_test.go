@@ -14,10 +14,7 @@ import (
 // Proclaim (one script that keeps the lock's expiry), and observers woken by
 // the release channel.
 func TestElection(t *testing.T) {
-	addr := testsvc.RedisAddr(t)
-	prefix := testsvc.KeyPrefix(t)
-	admin := newClient(t, addr)
-	t.Cleanup(func() { deletePrefix(t, admin, prefix) })
+	addr, prefix, _ := sharedRedis(t)
 	electtest.Run(t, electtest.Harness{
 		New: func(t *testing.T) lock.Locker {
 			return newLocker(t, newClient(t, addr), WithPrefix(prefix))

@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkey-go/latchkey/internal/redisnode"
-	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 )
 
@@ -33,10 +32,7 @@ func TestErrorsReadOnce(t *testing.T) {
 		}
 	})
 	t.Run("lost", func(t *testing.T) {
-		addr := testsvc.RedisAddr(t)
-		prefix := testsvc.KeyPrefix(t)
-		admin := newClient(t, addr)
-		t.Cleanup(func() { deletePrefix(t, admin, prefix) })
+		addr, prefix, admin := sharedRedis(t)
 		lease, err := newLocker(t, newClient(t, addr), WithPrefix(prefix)).Acquire(ctxT(t), "k", lock.WithTTL(300*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)

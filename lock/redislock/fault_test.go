@@ -1,12 +1,10 @@
 package redislock
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 )
@@ -25,11 +24,7 @@ const faultTTL = time.Second
 
 func waitDone(t *testing.T, lease *lock.Lease, within time.Duration) {
 	t.Helper()
-	select {
-	case <-lease.Done():
-	case <-time.After(within):
-		t.Fatalf("Done not closed within %v", within)
-	}
+	suitekit.WaitDone(t, lease, within)
 	if !errors.Is(lease.Err(), lock.ErrLeaseLost) {
 		t.Fatalf("Err = %v, want ErrLeaseLost", lease.Err())
 	}
@@ -178,46 +173,13 @@ func runChild() {
 func TestPausedHolder(t *testing.T) {
 	t.Parallel()
 	srv := testsvc.StartRedis(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnvAddr+"="+srv.Addr(), childEnvTTL+"="+faultTTL.String())
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
+	child := suitekit.StartChild(t, childEnvAddr+"="+srv.Addr(), childEnvTTL+"="+faultTTL.String())
+	first := child.Expect(t, "token ", 20*time.Second, nil)
+	tok, err := strconv.ParseUint(first, 10, 64)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("child: token %q", first)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	lines := make(chan string, 4)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		_ = cmd.Wait() // after the pipe is drained
-		close(exited)
-	}()
-	line := func() string {
-		select {
-		case s := <-lines:
-			return s
-		case <-time.After(20 * time.Second):
-			t.Fatal("child said nothing")
-			return ""
-		}
-	}
-	first := line()
-	tok, err := strconv.ParseUint(strings.TrimPrefix(first, "token "), 10, 64)
-	if err != nil {
-		t.Fatalf("child: %q", first)
-	}
-	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := child.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	l := newLocker(t, newClient(t, srv.Addr()))
@@ -228,11 +190,11 @@ func TestPausedHolder(t *testing.T) {
 	if next.Token() <= tok {
 		t.Fatalf("successor's token %d <= paused holder's %d", next.Token(), tok)
 	}
-	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := child.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	if s := line(); !strings.HasPrefix(s, "lost ") || !strings.Contains(s, lock.ErrLeaseLost.Error()) {
-		t.Fatalf("resumed child said %q, want its lease lost", s)
+	if s := child.Expect(t, "lost ", 20*time.Second, nil); !strings.Contains(s, lock.ErrLeaseLost.Error()) {
+		t.Fatalf("resumed child said lost %q, want its lease lost", s)
 	}
 	// The resumed holder's renewal or cleanup must not touch the new lock.
 	time.Sleep(faultTTL / 2)

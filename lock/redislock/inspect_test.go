@@ -17,10 +17,7 @@ import (
 )
 
 func TestOperator(t *testing.T) {
-	addr := testsvc.RedisAddr(t)
-	prefix := testsvc.KeyPrefix(t)
-	admin := newClient(t, addr)
-	t.Cleanup(func() { deletePrefix(t, admin, prefix) })
+	addr, prefix, _ := sharedRedis(t)
 	locktest.RunOperator(t, locktest.Harness{
 		New: func(t *testing.T) lock.Locker { return newLocker(t, newClient(t, addr), WithPrefix(prefix)) },
 	})

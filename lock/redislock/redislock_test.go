@@ -50,6 +50,18 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
+// sharedRedis returns the address of the shared Redis, a key prefix of the
+// test's own and an admin client; t's cleanup deletes the keys under the
+// prefix.
+func sharedRedis(t *testing.T) (addr, prefix string, admin *redis.Client) {
+	t.Helper()
+	addr = testsvc.RedisAddr(t)
+	prefix = testsvc.KeyPrefix(t)
+	admin = newClient(t, addr)
+	t.Cleanup(func() { deletePrefix(t, admin, prefix) })
+	return addr, prefix, admin
+}
+
 // deletePrefix deletes every key under prefix: what a restart without
 // persistence does to this Locker's data.
 func deletePrefix(t testing.TB, c *redis.Client, prefix string) {
@@ -69,16 +81,21 @@ func deletePrefix(t testing.TB, c *redis.Client, prefix string) {
 // TestConformance runs locktest against the shared Redis. Its Restart drops
 // every key of the test, as a restart without persistence would; the server
 // process itself is restarted in TestConformancePrivate.
-func TestConformance(t *testing.T) {
-	addr := testsvc.RedisAddr(t)
-	prefix := testsvc.KeyPrefix(t)
-	admin := newClient(t, addr)
-	t.Cleanup(func() { deletePrefix(t, admin, prefix) })
+func TestConformance(t *testing.T) { runSharedConformance(t) }
+
+// TestConformanceNoBatching runs locktest with every command sent on its
+// own, against the shared Redis.
+func TestConformanceNoBatching(t *testing.T) { runSharedConformance(t, WithBatching(false)) }
+
+// runSharedConformance runs locktest against the shared Redis, with Lockers
+// made with opts under the test's own prefix.
+func runSharedConformance(t *testing.T, opts ...Option) {
+	addr, prefix, admin := sharedRedis(t)
 	var cuts locktest.Cuts
 	locktest.Run(t, locktest.Harness{
 		New: func(t *testing.T) lock.Locker {
 			c := newClient(t, addr)
-			l, err := New(c, WithPrefix(prefix))
+			l, err := New(c, append([]Option{WithPrefix(prefix)}, opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,34 +131,6 @@ func TestConformancePrivate(t *testing.T) {
 			}
 		},
 		Restart: func(t *testing.T) { srv.Restart() },
-	})
-}
-
-// TestConformanceNoBatching runs locktest with every command sent on its
-// own, against the shared Redis.
-func TestConformanceNoBatching(t *testing.T) {
-	addr := testsvc.RedisAddr(t)
-	prefix := testsvc.KeyPrefix(t)
-	admin := newClient(t, addr)
-	t.Cleanup(func() { deletePrefix(t, admin, prefix) })
-	var cuts locktest.Cuts
-	locktest.Run(t, locktest.Harness{
-		New: func(t *testing.T) lock.Locker {
-			c := newClient(t, addr)
-			l, err := New(c, WithPrefix(prefix), WithBatching(false))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return cuts.Add(l, func() { _ = c.Close() })
-		},
-		Cut:    cuts.Cut,
-		Holder: func(t *testing.T, key string) string { return storedHolder(t, admin, prefix, key) },
-		Revoke: func(t *testing.T, key string) {
-			if err := admin.Del(ctxT(t), redisnode.LockKey(prefix, key)).Err(); err != nil {
-				t.Errorf("revoke: %v", err)
-			}
-		},
-		Restart: func(t *testing.T) { deletePrefix(t, admin, prefix) },
 	})
 }
 

@@ -8,16 +8,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/rwlock"
 	"github.com/latchkey-go/latchkey/rwlock/rwlocktest"
 )
 
 func TestRWConformance(t *testing.T) {
-	addr := testsvc.RedisAddr(t)
-	prefix := testsvc.KeyPrefix(t)
-	admin := newClient(t, addr)
-	t.Cleanup(func() { deletePrefix(t, admin, prefix) })
+	addr, prefix, _ := sharedRedis(t)
 	rwlocktest.Run(t, rwlocktest.Harness{
 		New: func(t *testing.T) *rwlock.Locker {
 			l, err := NewRW(newClient(t, addr), WithPrefix(prefix))
@@ -49,10 +45,7 @@ var rwTarget = rwlocktest.Target{
 }
 
 func TestRWProcesses(t *testing.T) {
-	addr := testsvc.RedisAddr(t)
-	prefix := testsvc.KeyPrefix(t)
-	admin := newClient(t, addr)
-	t.Cleanup(func() { deletePrefix(t, admin, prefix) })
+	addr, prefix, _ := sharedRedis(t)
 	rwlocktest.RunProcesses(t, rwTarget, addr+" "+prefix)
 }
 

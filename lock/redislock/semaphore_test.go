@@ -25,10 +25,7 @@ func TestSemaphoreConformance(t *testing.T) {
 			name = "NoBatching"
 		}
 		t.Run(name, func(t *testing.T) {
-			addr := testsvc.RedisAddr(t)
-			prefix := testsvc.KeyPrefix(t)
-			admin := newClient(t, addr)
-			t.Cleanup(func() { deletePrefix(t, admin, prefix) })
+			addr, prefix, admin := sharedRedis(t)
 			var conns sync.Map // *semaphore.Client -> its *redis.Client
 			semaphoretest.Run(t, semaphoretest.Harness{
 				New: func(t *testing.T) *semaphore.Client {

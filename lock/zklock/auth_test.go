@@ -135,9 +135,7 @@ zk.stop(); zk.close()
 // kazoo with the same digest credentials contends for a lock latchkey
 // holds (and waits: busy); kazoo without them is refused by the ACL.
 func TestDigestAuthWithKazoo(t *testing.T) {
-	if err := exec.Command(python, "-c", "import kazoo").Run(); err != nil {
-		testsvc.Unavailable(t, "kazoo not importable by %s (apt-get install python3-kazoo): %v", python, err)
-	}
+	needKazoo(t)
 	srv := startZK(t)
 	ours := newLocker(t, srv, zklock.WithDigestAuth("alice", "s3cret"), zklock.WithPrefix("/locks"), zklock.WithNodeNames(zklock.KazooNames))
 	lease, err := ours.Acquire(t.Context(), "shared", lock.WithTTL(10*time.Second))

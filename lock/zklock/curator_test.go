@@ -3,7 +3,6 @@ package zklock_test
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,12 +29,7 @@ const (
 
 // A curator is the testdata/CuratorLock.java program: Curator
 // InterProcessMutex contenders on one path, driven line by line.
-type curator struct {
-	t      *testing.T
-	in     io.Writer
-	lines  <-chan string
-	stderr string
-}
+type curator struct{ *child }
 
 // jvmFlags start a short-lived JVM quickly.
 var jvmFlags = []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto"}
@@ -100,79 +93,22 @@ func startCuratorMain(t *testing.T, java, classes, main string, args ...string) 
 	start := time.Now()
 	jargs := append(slices.Clone(jvmFlags), "-Xmx128m", "-cp", classes+":"+curatorJar+":"+slf4jNop, main)
 	jargs = append(jargs, args...)
-	cmd := exec.Command(java, jargs...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	c := &curator{t: t, stderr: filepath.Join(classes, "stderr")}
-	errf, err := os.Create(c.stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer errf.Close()
-	cmd.Stderr = errf
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c.in = in
-	t.Cleanup(func() {
-		_ = in.Close() // it closes its session and exits
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	c.lines = readLines(out)
+	c := &curator{startChild(t, "Curator", exec.Command(java, jargs...), 5*time.Second)}
 	c.expect("ready")
 	t.Logf("Curator connected %v after its start", time.Since(start).Round(time.Millisecond))
 	return c
-}
-
-func (c *curator) send(line string) {
-	c.t.Helper()
-	if _, err := io.WriteString(c.in, line+"\n"); err != nil {
-		c.t.Fatalf("to Curator: %v", err)
-	}
 }
 
 // expect reads Curator's next line and fails unless it starts with the
 // given fields; it returns all fields.
 func (c *curator) expect(want ...string) []string {
 	c.t.Helper()
-	select {
-	case line, ok := <-c.lines:
-		if !ok {
-			c.t.Fatalf("Curator exited, want %q; stderr:\n%s", want, readFile(c.stderr))
-		}
-		f := strings.Fields(line)
-		if len(f) < len(want) || !slices.Equal(f[:len(want)], want) {
-			c.t.Fatalf("Curator said %q, want %q; stderr:\n%s", line, strings.Join(want, " "), readFile(c.stderr))
-		}
-		return f
-	case <-time.After(30 * time.Second):
-		c.t.Fatalf("Curator did not say %q within 30 s; stderr:\n%s", want, readFile(c.stderr))
-		return nil
+	line := c.next(strings.Join(want, " "), 30*time.Second)
+	f := strings.Fields(line)
+	if len(f) < len(want) || !slices.Equal(f[:len(want)], want) {
+		c.t.Fatalf("Curator said %q, want %q; stderr:\n%s", line, strings.Join(want, " "), readFile(c.stderr))
 	}
-}
-
-// quiet fails if Curator says anything within d.
-func (c *curator) quiet(d time.Duration, why string) {
-	c.t.Helper()
-	select {
-	case line := <-c.lines:
-		c.t.Fatalf("Curator said %q %s", line, why)
-	case <-time.After(d):
-	}
+	return f
 }
 
 // held parses "held ID NODE CZXID" and checks the node has Curator's name.

@@ -1,13 +1,9 @@
 package zklock_test
 
 import (
+	"context"
 	"errors"
-	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +23,22 @@ func TestElection(t *testing.T) {
 		TTL:    time.Second, // a loaded JVM can take 100s of ms to answer
 		Queued: true,
 	})
+}
+
+// campaigned is the outcome of a Campaign run in the background.
+type campaigned struct {
+	term *elect.Term
+	err  error
+}
+
+// campaignAsync runs a waiting Campaign for value in the background.
+func campaignAsync(ctx context.Context, e *elect.Election, value string) <-chan campaigned {
+	ch := make(chan campaigned, 1)
+	go func() {
+		term, err := e.Campaign(ctx, value)
+		ch <- campaigned{term, err}
+	}()
+	return ch
 }
 
 // kazooElection drives a kazoo Election, one command per line on stdin:
@@ -60,69 +72,6 @@ for line in sys.stdin:
 zk.stop(); zk.close()
 `
 
-// kazooProc is a running kazooElection.
-type kazooProc struct {
-	t     *testing.T
-	in    io.Writer
-	lines <-chan string
-	errf  string
-}
-
-func startKazooElection(t *testing.T, hosts, path, id string) *kazooProc {
-	t.Helper()
-	if err := exec.Command(python, "-c", "import kazoo").Run(); err != nil {
-		testsvc.Unavailable(t, "kazoo not importable by %s (apt-get install python3-kazoo): %v", python, err)
-	}
-	cmd := exec.Command(python, "-c", kazooElection, hosts, path, id)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p := &kazooProc{t: t, errf: filepath.Join(t.TempDir(), "stderr")}
-	errf, err := os.Create(p.errf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer errf.Close()
-	cmd.Stderr = errf
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	p.in, p.lines = in, readLines(out)
-	p.expect("ready")
-	return p
-}
-
-func (p *kazooProc) send(cmd string) {
-	p.t.Helper()
-	if _, err := io.WriteString(p.in, cmd+"\n"); err != nil {
-		p.t.Fatalf("kazoo: %v", err)
-	}
-}
-
-func (p *kazooProc) expect(want string) string {
-	p.t.Helper()
-	select {
-	case got := <-p.lines:
-		if !strings.HasPrefix(got, want) {
-			p.t.Fatalf("kazoo said %q, want %q; stderr:\n%s", got, want, readFile(p.errf))
-		}
-		return got
-	case <-time.After(20 * time.Second):
-		p.t.Fatalf("kazoo did not say %q; stderr:\n%s", want, readFile(p.errf))
-	}
-	return ""
-}
-
-func (p *kazooProc) quiet(d time.Duration, why string) {
-	p.t.Helper()
-	select {
-	case got := <-p.lines:
-		p.t.Fatalf("kazoo said %q %s", got, why)
-	case <-time.After(d):
-	}
-}
-
 // TestKazooElection: kazoo's Election (kazoo's Lock with the candidate's
 // identifier as node data) and ours share an election on one path, both
 // ways: each respects the other's leader, sees its value, and takes over
@@ -135,7 +84,8 @@ func TestKazooElection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kazoo := startKazooElection(t, srv.Endpoint(), "/elections/shared", "kazoo-leader")
+	kazoo := startKazoo(t, kazooElection, srv.Endpoint(), "/elections/shared", "kazoo-leader")
+	kazoo.expect("ready")
 
 	// kazoo leads.
 	kazoo.send("run")
@@ -147,23 +97,17 @@ func TestKazooElection(t *testing.T) {
 	if _, err := ours.Campaign(ctx, "ours", elect.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("try-once Campaign while kazoo leads: %v", err)
 	}
-	type result struct {
-		term *elect.Term
-		err  error
-	}
-	got := make(chan result, 1)
-	go func() {
-		term, err := ours.Campaign(ctx, "ours")
-		got <- result{term, err}
-	}()
+	got := campaignAsync(ctx, ours, "ours")
 	waitContenders := func(want string) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			kazoo.send("contenders")
-			if c := kazoo.expect("contenders"); c == "contenders "+want {
+			c := kazoo.next("contenders", 30*time.Second)
+			if c == "contenders "+want {
 				return
-			} else if time.Now().After(deadline) {
+			}
+			if !strings.HasPrefix(c, "contenders ") || time.Now().After(deadline) {
 				t.Fatalf("kazoo sees %q, want contenders %s", c, want)
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -240,15 +184,7 @@ func TestCuratorElection(t *testing.T) {
 	if _, err := ours.Campaign(ctx, "ours", elect.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("try-once Campaign while Curator leads: %v", err)
 	}
-	type result struct {
-		term *elect.Term
-		err  error
-	}
-	got := make(chan result, 1)
-	go func() {
-		term, err := ours.Campaign(ctx, "ours")
-		got <- result{term, err}
-	}()
+	got := campaignAsync(ctx, ours, "ours")
 	participants("curator-leader,ours")
 	cur.send("resign")
 	cur.expect("resigned")
@@ -305,16 +241,12 @@ func TestElectionSessionExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		term *elect.Term
-		err  error
-	}
-	got := make(chan result, 1)
+	got := make(chan campaigned, 1)
 	go func() {
 		for {
 			tb, err := b.Campaign(ctx, "b")
 			if err == nil || ctx.Err() != nil {
-				got <- result{tb, err}
+				got <- campaigned{tb, err}
 				return
 			}
 			time.Sleep(100 * time.Millisecond) // no session while the server is down

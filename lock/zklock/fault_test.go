@@ -51,30 +51,8 @@ func TestFrozenHolder(t *testing.T) {
 	srv := testsvc.StartZooKeeper(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChildHolder$", "-test.count=1", "-test.v=false")
 	cmd.Env = append(os.Environ(), childEnv+"="+srv.Endpoint())
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	lines := readLines(out)
-	next := func(within time.Duration) string {
-		select {
-		case l := <-lines:
-			return l
-		case <-time.After(within):
-			t.Fatalf("child said nothing within %v", within)
-			return ""
-		}
-	}
-	first := next(30 * time.Second)
+	holder := startChild(t, "child", cmd, 0)
+	first := holder.next("held <token>", 30*time.Second)
 	tok, ok := strings.CutPrefix(first, "held ")
 	if !ok {
 		t.Fatalf("child: %q", first)
@@ -101,7 +79,7 @@ func TestFrozenHolder(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	lost := next(5 * time.Second)
+	lost := holder.next("lost <err>", 5*time.Second)
 	if !strings.HasPrefix(lost, "lost ") || !strings.Contains(lost, lock.ErrLeaseLost.Error()) {
 		t.Fatalf("child after SIGCONT: %q, want its lease lost", lost)
 	}

@@ -2,10 +2,7 @@ package zklock_test
 
 import (
 	"errors"
-	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -36,39 +33,29 @@ sys.stdin.readline(); print("got" if lk.acquire(timeout=10) else "busy", flush=T
 lk.release(); zk.stop(); zk.close()
 `
 
-// TestKazooInterop: a kazoo Lock and ours exclude each other on one path.
-func TestKazooInterop(t *testing.T) {
+// needKazoo fails the test in CI, and skips it elsewhere, unless python
+// can import kazoo.
+func needKazoo(t *testing.T) {
+	t.Helper()
 	if err := exec.Command(python, "-c", "import kazoo").Run(); err != nil {
 		testsvc.Unavailable(t, "kazoo not importable by %s (apt-get install python3-kazoo): %v", python, err)
 	}
+}
+
+// startKazoo runs a kazoo script with args; it is killed in t.Cleanup.
+func startKazoo(t *testing.T, script string, args ...string) *child {
+	t.Helper()
+	needKazoo(t)
+	return startChild(t, "kazoo", exec.Command(python, append([]string{"-c", script}, args...)...), 0)
+}
+
+// TestKazooInterop: a kazoo Lock and ours exclude each other on one path.
+func TestKazooInterop(t *testing.T) {
 	srv := startZK(t)
 	ours := newLocker(t, srv, zklock.WithPrefix("/locks"), zklock.WithNodeNames(zklock.KazooNames))
-	cmd := exec.Command(python, "-c", kazooScript, srv.Endpoint(), "/locks/shared")
-	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = stderr
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	lines := readLines(out)
-	expect := func(want string) {
-		t.Helper()
-		select {
-		case got := <-lines:
-			if got != want {
-				t.Fatalf("kazoo said %q, want %q; stderr:\n%s", got, want, readFile(stderr.Name()))
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatalf("kazoo did not say %q", want)
-		}
-	}
+	kazoo := startKazoo(t, kazooScript, srv.Endpoint(), "/locks/shared")
 	ctx := t.Context()
-	expect("held")
+	kazoo.expect("held")
 	if _, err := ours.Acquire(ctx, "shared", lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("took the lock kazoo holds: %v", err)
 	}
@@ -86,22 +73,17 @@ func TestKazooInterop(t *testing.T) {
 		t.Fatal("our waiter got the lock while kazoo held it")
 	default:
 	}
-	io.WriteString(in, "\n") // kazoo releases
-	expect("released")
+	kazoo.send("") // kazoo releases
+	kazoo.expect("released")
 	lease := <-got
 	if lease == nil {
 		t.FailNow()
 	}
-	io.WriteString(in, "\n") // kazoo tries while we hold
-	expect("busy")
+	kazoo.send("") // kazoo tries while we hold
+	kazoo.expect("busy")
 	if err := lease.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	io.WriteString(in, "\n") // kazoo waits and gets it
-	expect("got")
-}
-
-func readFile(name string) string {
-	b, _ := os.ReadFile(name)
-	return string(b)
+	kazoo.send("") // kazoo waits and gets it
+	kazoo.expect("got")
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -84,46 +82,18 @@ sys.stdin.readline(); zk.stop(); zk.close()
 // TestRWKazooInterop: kazoo's ReadLock and WriteLock and ours share and
 // exclude on one path as readers and writers should.
 func TestRWKazooInterop(t *testing.T) {
-	if err := exec.Command(python, "-c", "import kazoo").Run(); err != nil {
-		testsvc.Unavailable(t, "kazoo not importable by %s (apt-get install python3-kazoo): %v", python, err)
-	}
 	srv := startZK(t)
 	ours := newRW(t, srv, zklock.WithPrefix("/locks"))
 	ctx := t.Context()
-	kazoo := func(mode string) (step func(), expect func(string)) {
-		cmd := exec.Command(python, "-c", kazooRWScript, srv.Endpoint(), "/locks/prices", mode)
-		stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr-"+mode))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stderr = stderr
-		in, _ := cmd.StdinPipe()
-		out, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		lines := readLines(out)
-		return func() { _, _ = in.Write([]byte("\n")) }, func(want string) {
-			t.Helper()
-			select {
-			case got, ok := <-lines:
-				if !ok {
-					b, _ := os.ReadFile(stderr.Name())
-					t.Fatalf("kazoo %s exited; want %q; stderr:\n%s", mode, want, b)
-				}
-				if got != want {
-					t.Fatalf("kazoo %s said %q, want %q", mode, got, want)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatalf("kazoo %s said nothing within 30 s; want %q", mode, want)
-			}
-		}
+	kazoo := func(mode string) *child {
+		k := startKazoo(t, kazooRWScript, srv.Endpoint(), "/locks/prices", mode)
+		k.name = "kazoo " + mode
+		return k
 	}
 
 	// kazoo's writer keeps our reader out.
-	step, expect := kazoo("write")
-	expect("held")
+	kw := kazoo("write")
+	kw.expect("held")
 	if _, err := ours.RLock(ctx, "prices", lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("our RLock under kazoo's WriteLock = %v, want ErrNotAcquired", err)
 	}
@@ -131,22 +101,22 @@ func TestRWKazooInterop(t *testing.T) {
 	if err != nil || info.Writer == nil || info.Writer.Label != "kazoo-write" {
 		t.Fatalf("Inspect under kazoo's WriteLock = %+v, %v", info, err)
 	}
-	step()
-	expect("released")
+	kw.send("")
+	kw.expect("released")
 	// Our reader keeps kazoo's writer out; kazoo's reader shares with it.
 	r, err := ours.RLock(ctx, "prices", lock.WithWait(0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	step()
-	expect("busy")
-	rstep, rexpect := kazoo("read")
-	rexpect("held")
+	kw.send("")
+	kw.expect("busy")
+	kr := kazoo("read")
+	kr.expect("held")
 	if _, err := ours.Lock(ctx, "prices", lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("our Lock beside two readers = %v, want ErrNotAcquired", err)
 	}
-	rstep()
-	rexpect("released")
+	kr.send("")
+	kr.expect("released")
 	if err := r.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -155,10 +125,10 @@ func TestRWKazooInterop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rstep()
-	rexpect("busy")
+	kr.send("")
+	kr.expect("busy")
 	if err := w.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rstep()
+	kr.send("")
 }

@@ -3,10 +3,6 @@ package zklock_test
 import (
 	"context"
 	"errors"
-	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -103,9 +99,6 @@ zk.stop(); zk.close()
 // of one path, each sees the other's holders, and each refuses the other's
 // N when it differs.
 func TestKazooSemaphoreInterop(t *testing.T) {
-	if err := exec.Command(python, "-c", "import kazoo").Run(); err != nil {
-		testsvc.Unavailable(t, "kazoo not importable by %s (apt-get install python3-kazoo): %v", python, err)
-	}
 	srv := startZK(t)
 	ctx := t.Context()
 	ours := newSemaphores(t, srv.Endpoint(), zklock.WithPrefix("/sems"))
@@ -113,31 +106,8 @@ func TestKazooSemaphoreInterop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(python, "-c", kazooSemaphoreScript, srv.Endpoint(), "/sems/reports", "2")
-	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = stderr
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	lines := readLines(out)
-	expect := func(want string) {
-		t.Helper()
-		select {
-		case got := <-lines:
-			if got != want {
-				t.Fatalf("kazoo said %q, want %q; stderr:\n%s", got, want, readFile(stderr.Name()))
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatalf("kazoo did not say %q; stderr:\n%s", want, readFile(stderr.Name()))
-		}
-	}
-	expect("held")
+	kazoo := startKazoo(t, kazooSemaphoreScript, srv.Endpoint(), "/sems/reports", "2")
+	kazoo.expect("held")
 	// kazoo holds one of two: we get the other, not two.
 	if _, err := sem.AcquireN(ctx, 2, lock.WithWait(0)); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("took 2 permits while kazoo holds 1 of 2: %v", err)
@@ -162,23 +132,23 @@ func TestKazooSemaphoreInterop(t *testing.T) {
 	if _, err := three.Acquire(ctx, lock.WithWait(0)); !errors.Is(err, semaphore.ErrMismatch) {
 		t.Fatalf("Acquire with N=3 beside kazoo's N=2 = %v, want ErrMismatch", err)
 	}
-	io.WriteString(in, "\n")
-	expect("holders go,kazoo")
-	io.WriteString(in, "\n") // kazoo releases
-	expect("released")
+	kazoo.send("")
+	kazoo.expect("holders go,kazoo")
+	kazoo.send("") // kazoo releases
+	kazoo.expect("released")
 	other, err := sem.Acquire(ctx, lock.WithWait(0), lock.WithTTL(10*time.Second))
 	if err != nil {
 		t.Fatalf("the permit kazoo released: %v", err)
 	}
-	io.WriteString(in, "\n") // kazoo tries while we hold both
-	expect("busy")
-	io.WriteString(in, "\n") // kazoo waits; we release one
+	kazoo.send("") // kazoo tries while we hold both
+	kazoo.expect("busy")
+	kazoo.send("") // kazoo waits; we release one
 	time.Sleep(300 * time.Millisecond)
 	if err := other.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	expect("got")
-	expect("mismatch")
+	kazoo.expect("got")
+	kazoo.expect("mismatch")
 	if err := mine.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,8 @@
 package zklock_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -45,20 +43,6 @@ func plainConn(t testing.TB, srv *testsvc.ZooKeeperServer) *zk.Conn {
 	}
 	t.Cleanup(c.Close)
 	return c
-}
-
-// readLines delivers the lines a child process writes, and closes the
-// channel when it stops writing.
-func readLines(r io.Reader) <-chan string {
-	lines := make(chan string, 16)
-	go func() {
-		s := bufio.NewScanner(r)
-		for s.Scan() {
-			lines <- s.Text()
-		}
-		close(lines)
-	}()
-	return lines
 }
 
 type nopLogger struct{}

@@ -587,11 +587,7 @@ func (s *suite) fixedReader(t *testing.T) {
 	if least := s.ttl - lock.DriftMargin(s.ttl); got.Sub(start) < least {
 		t.Fatalf("writer got in %v after a reader took a %v lease, before %v", got.Sub(start), s.ttl, least)
 	}
-	select {
-	case <-r.Done():
-	case <-time.After(eventually):
-		t.Fatal("expired reader's Done not closed")
-	}
+	suitekit.WaitDone(t, r, eventually) // the expired reader
 	if !errors.Is(r.Err(), lock.ErrLeaseLost) {
 		t.Fatalf("expired reader's Err = %v, want ErrLeaseLost", r.Err())
 	}

@@ -696,16 +696,8 @@ func (s *suite) operator(t *testing.T) {
 	if err != nil || h.Holder != "report job 2" || h.Token != p2.Token() || h.Count != 2 {
 		t.Fatalf("Break of report job 2 = %+v, %v", h, err)
 	}
-	select {
-	case <-p2.Done():
-	case <-time.After(20 * time.Second):
-		t.Fatal("the broken holder's Done never closed")
-	}
-	select {
-	case <-p1.Done():
-		t.Fatalf("the holder not broken lost its permit: %v", p1.Err())
-	default:
-	}
+	suitekit.WaitDone(t, p2, 20*time.Second) // the broken holder
+	suitekit.NotDone(t, p1)                  // the holder not broken
 	p3 := s.take(t, sem(t, op, n, 3), 2, lock.WithWait(0))
 	if p3.Token() <= p2.Token() {
 		t.Fatalf("the next holder's token %d is not above the broken holder's %d", p3.Token(), p2.Token())

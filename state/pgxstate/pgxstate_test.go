@@ -2,8 +2,6 @@ package pgxstate_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"testing"
@@ -12,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/latchkey-go/latchkey/internal/suitekit"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/state"
 	"github.com/latchkey-go/latchkey/state/pgxstate"
@@ -28,9 +27,7 @@ func orders(t *testing.T) (*pgxpool.Pool, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	table := "pgxstate_" + hex.EncodeToString(b[:])
+	table := testsvc.TableName("pgxstate_")
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, fmt.Sprintf(`CREATE TABLE %s (id TEXT PRIMARY KEY, status TEXT NOT NULL, version BIGINT NOT NULL DEFAULT 0)`, table)); err != nil {
 		t.Fatal(err)
@@ -46,18 +43,26 @@ func orders(t *testing.T) (*pgxpool.Pool, string) {
 	return pool, table
 }
 
-// A move inside a pgx.Tx commits or rolls back with it: rolled back, the
-// order is UNPAID again and the next move applies.
-func TestMoveJoinsTheTransaction(t *testing.T) {
-	t.Parallel()
+// machine returns a pool, an orders table as orders makes it and a Machine
+// of flow on them.
+func machine(t *testing.T) (*pgxpool.Pool, string, *state.Machine) {
+	t.Helper()
 	pool, table := orders(t)
-	ctx := t.Context()
 	m, err := pgxstate.NewMachine(pool, table, flow)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pool, table, m
+}
+
+// A move inside a pgx.Tx commits or rolls back with it: rolled back, the
+// order is UNPAID again and the next move applies.
+func TestMoveJoinsTheTransaction(t *testing.T) {
+	t.Parallel()
+	pool, _, m := machine(t)
+	ctx := t.Context()
 	errAbandon := errors.New("abandoned")
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if r, err := m.On(pgxstate.Conn(tx)).Move(ctx, "o1", "PAID", nil); err != nil || r != state.Applied {
 			return fmt.Errorf("move in the transaction: %v, %v", r, err)
 		}
@@ -88,12 +93,8 @@ func TestMoveJoinsTheTransaction(t *testing.T) {
 // pgx's error inside, and its moves are rolled back.
 func TestDeadlockIsRetry(t *testing.T) {
 	t.Parallel()
-	pool, table := orders(t)
+	pool, table, m := machine(t)
 	ctx := t.Context()
-	m, err := pgxstate.NewMachine(pool, table, flow)
-	if err != nil {
-		t.Fatal(err)
-	}
 	run := func(first, second string, moved chan<- struct{}, proceed <-chan struct{}) error {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			in := m.On(pgxstate.Conn(tx))
@@ -106,14 +107,7 @@ func TestDeadlockIsRetry(t *testing.T) {
 			return err
 		})
 	}
-	m1, m2, both := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	errs := make(chan error, 2)
-	go func() { errs <- run("o1", "o2", m1, both) }()
-	go func() { errs <- run("o2", "o1", m2, both) }()
-	<-m1
-	<-m2
-	close(both)
-	e1, e2 := <-errs, <-errs
+	e1, e2 := suitekit.InOppositeOrders(run, "o1", "o2")
 	if (e1 == nil) == (e2 == nil) {
 		t.Fatalf("transactions ended %v and %v, want one through and one deadlock victim", e1, e2)
 	}
@@ -194,12 +188,8 @@ func TestBadInput(t *testing.T) {
 // state.ErrRetry.
 func TestSerializationFailureIsRetry(t *testing.T) {
 	t.Parallel()
-	pool, table := orders(t)
+	pool, _, m := machine(t)
 	ctx := t.Context()
-	m, err := pgxstate.NewMachine(pool, table, flow)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 // Package consume holds what the broker adapters of dedup (amqpconsumer,
 // natsconsumer, redisconsumer) share: the first bad option given, the error
-// handler, and the back-off after a failed read.
+// handler, and the loop that backs off after a failed read.
 package consume
 
 import (
@@ -38,6 +38,14 @@ func (c *Config) Fail(format string, args ...any) {
 	}
 }
 
+// Check reports ok and, when it is false, notes a bad option as Fail does.
+func (c *Config) Check(ok bool, format string, args ...any) bool {
+	if !ok {
+		c.Fail(format, args...)
+	}
+	return ok
+}
+
 // Report tells the error handler, if there is one, of err.
 func (c *Config) Report(ctx context.Context, err error) {
 	if c.OnError != nil {
@@ -45,15 +53,29 @@ func (c *Config) Report(ctx context.Context, err error) {
 	}
 }
 
-// Backoff waits after a failed read, twice as long as last, from 50 ms up to
-// 5 s, and returns how long that is; it returns early when ctx ends.
-func Backoff(ctx context.Context, last time.Duration) time.Duration {
-	d := min(max(2*last, 50*time.Millisecond), 5*time.Second)
-	t := time.NewTimer(d)
-	select {
-	case <-ctx.Done():
-		t.Stop()
-	case <-t.C:
+// Loop runs step until ctx ends, then returns ctx.Err(). A step that fails
+// before ctx ends is reported, as wrap makes its error, and followed by a
+// wait twice as long as the last, from 50 ms up to 5 s, cut short when ctx
+// ends; a step that succeeds starts the waits over.
+func (c *Config) Loop(ctx context.Context, step func(context.Context) error, wrap func(error) error) error {
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		err := step(ctx)
+		if err == nil {
+			backoff = 0
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		c.Report(ctx, wrap(err))
+		backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
 	}
-	return d
+	return ctx.Err()
 }

@@ -6,6 +6,7 @@ package optcheck
 import (
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/latchkey-go/latchkey/idem"
 )
@@ -28,6 +29,17 @@ func (c *Config) Reject(call string, err error) {
 // where a what is required.
 func (c *Config) RejectNil(call, what string) {
 	c.Reject(call+"(nil)", fmt.Errorf("%w: a %s is required", idem.ErrInvalid, what))
+}
+
+// SetFunc sets *dst to f, the function an option was given, unless f is
+// nil: then it notes that the option called as call was given a nil
+// function, where a what is required, and *dst keeps its value.
+func SetFunc[F any](c *Config, dst *F, f F, call, what string) {
+	if reflect.ValueOf(f).IsNil() {
+		c.RejectNil(call, what)
+		return
+	}
+	*dst = f
 }
 
 // UseIdem keeps o for every idem.Begin when idem accepts it, so the bounds

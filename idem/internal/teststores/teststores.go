@@ -1,7 +1,8 @@
 // Package teststores opens the idempotency stores the middleware tests run
 // on, each in a namespace of its own test that is removed when the test
 // ends: a key prefix on the shared Redis, tables of their own on a SQL
-// database.
+// database. Its benchmarks' private Redis and their CPU reports are here
+// too.
 package teststores
 
 import (
@@ -21,20 +22,8 @@ import (
 // prefix, which it returns too; the prefix's keys are deleted at the end.
 func Redis(t testing.TB) (*redisstore.Store, *redis.Client, string) {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: testsvc.RedisAddr(t)})
-	prefix := testsvc.KeyPrefix(t)
-	t.Cleanup(func() { CleanRedis(c, prefix) })
+	c, prefix := testsvc.RedisClient(t)
 	return redisstore.New(c, redisstore.WithPrefix(prefix)), c, prefix
-}
-
-// CleanRedis deletes prefix's keys and closes c.
-func CleanRedis(c *redis.Client, prefix string) {
-	ctx := context.Background()
-	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		c.Del(ctx, iter.Val())
-	}
-	_ = c.Close()
 }
 
 // SQL returns a store on the database dsn opens with driver, in tables of
