@@ -47,10 +47,10 @@ type queries struct {
 	// also joins or leaves the key's queue -> token, remaining ms, whether
 	// its Locker may now stand in the queue (queue.go).
 	acquireWaiting string
-	holder  string // $1 key -> remaining ms (SQLite; MySQL: see mysqlQueries; PostgreSQL's acquire says it)
-	mark    string // MySQL, SQLite: $1 key, $2 owner -> marks the row as waited for by owner's Locker
-	renew   string // $1 key, $2 owner, $3 ttl ms -> rows affected
-	release string // $1 key, $2 owner -> rows (PostgreSQL also notifies, if waited for)
+	holder         string // $1 key -> remaining ms (SQLite; MySQL: see mysqlQueries; PostgreSQL's acquire says it)
+	mark           string // MySQL, SQLite: $1 key, $2 owner -> marks the row as waited for by owner's Locker
+	renew          string // $1 key, $2 owner, $3 ttl ms -> rows affected
+	release        string // $1 key, $2 owner -> rows (PostgreSQL also notifies, if waited for)
 	// handover releases and takes the lock for the next owner in one step
 	// unless another Locker's waiter marked the row: $1 key, $2 owner,
 	// $3 next, $4 ttl ms -> next's token, 0 when released for everyone
