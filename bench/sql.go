@@ -76,10 +76,10 @@ func sqlTargets() []sqlTarget {
 			}
 			if err != nil {
 				_ = l.Close()
-				drop(prefix + "locks")
+				drop(prefix+"locks", prefix+"locks_queue")
 				return nil, nil, nil, err
 			}
-			return l, s, func() { _ = l.Close(); drop(prefix+"locks", prefix+"idem", prefix+"tok") }, nil
+			return l, s, func() { _ = l.Close(); drop(prefix+"locks", prefix+"locks_queue", prefix+"idem", prefix+"tok") }, nil
 		}
 	}
 	pgx := func(ctx context.Context, c *sqlcount.Counter, prefix string) (lock.Locker, *sqlstore.Store, func(), error) {
@@ -110,10 +110,10 @@ func sqlTargets() []sqlTarget {
 		}
 		if err != nil {
 			_ = l.Close()
-			drop(prefix + "locks")
+			drop(prefix+"locks", prefix+"locks_queue")
 			return nil, nil, nil, err
 		}
-		return l, s, func() { _ = l.Close(); drop(prefix+"locks", prefix+"idem", prefix+"tok") }, nil
+		return l, s, func() { _ = l.Close(); drop(prefix+"locks", prefix+"locks_queue", prefix+"idem", prefix+"tok") }, nil
 	}
 	sep := "?"
 	if strings.Contains(*sqlMySQL, "?") {

@@ -60,7 +60,7 @@ func sqlLockImpls() []sqlLockImpl {
 			return latchkeyLockers(func() (*sqllock.Locker, error) {
 				return sqllock.NewPgx(ctx, pool, sqllock.WithTable(prefix+"locks"))
 			}, func() {
-				_, _ = pool.Exec(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+prefix+"locks")
+				_, _ = pool.Exec(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+prefix+"locks, "+prefix+"locks_queue")
 				pool.Close()
 			})
 		}},
@@ -72,7 +72,7 @@ func sqlLockImpls() []sqlLockImpl {
 			return latchkeyLockers(func() (*sqllock.Locker, error) {
 				return sqllock.New(ctx, db, sqllock.Postgres, sqllock.WithTable(prefix+"locks"))
 			}, func() {
-				_, _ = db.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+prefix+"locks")
+				_, _ = db.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+prefix+"locks, "+prefix+"locks_queue")
 				_ = db.Close()
 			})
 		}},

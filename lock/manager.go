@@ -49,7 +49,7 @@ var _ Locker = (*Manager)(nil)
 // NewManager returns a Manager for b. It uses each optional capability of
 // package driver that b also implements (BatchRenewer, BoundedAcquirer,
 // BoundedRenewer, PipelinedReleaser, HandoverReleaser, ServerQueue,
-// ReleaseWatcher, Shared, Relabeler, HolderWatcher). Unless b is a
+// WaiterWatcher, ReleaseWatcher, Shared, Relabeler, HolderWatcher). Unless b is a
 // driver.ServerQueue, whose server queues the waiters, the Manager serves
 // its waiting Acquire calls on one key in arrival order. It returns an
 // error wrapping ErrInvalid if b is nil.
@@ -71,6 +71,8 @@ func NewManager(b driver.Backend) (*Manager, error) {
 	switch w := b.(type) {
 	case driver.ServerQueue:
 		m.watch = w.WatchReleaseOwner
+	case driver.WaiterWatcher:
+		m.watch = w.WatchReleaseFor
 	case driver.ReleaseWatcher:
 		m.watch = func(ctx context.Context, key, _ string) (<-chan struct{}, func(), error) {
 			return w.WatchRelease(ctx, key)

@@ -97,6 +97,18 @@ type ReleaseWatcher interface {
 	WatchRelease(ctx context.Context, key string) (wake <-chan struct{}, stop func(), err error)
 }
 
+// A WaiterWatcher is a ReleaseWatcher whose server may promise a released
+// key to one of the Lockers waiting for it, in the order they began to wait
+// (lock/sqllock on PostgreSQL): the Manager calls WatchReleaseFor for its
+// waiting Acquire calls, passing the owner the Acquire tries the key as, and
+// WatchRelease for those who only observe. Unlike a ServerQueue, the
+// Manager still queues its own waiters.
+type WaiterWatcher interface {
+	ReleaseWatcher
+	// WatchReleaseFor is WatchRelease for the Acquire that tries key as owner.
+	WatchReleaseFor(ctx context.Context, key, owner string) (wake <-chan struct{}, stop func(), err error)
+}
+
 // A ServerQueue is a Backend that queues waiters on its server (etcd's
 // revisions, ZooKeeper's sequential nodes): the Manager then calls
 // WatchReleaseOwner (and not WatchRelease, if the backend has it too),

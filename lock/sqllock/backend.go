@@ -22,6 +22,9 @@ type backend struct {
 	dialect Dialect
 	q       queries
 	marks   marks // the other modes' marks (modes.go; PostgreSQL, MySQL)
+	// waiting is which owners wait, whose attempts queue their Locker on
+	// the server (queue.go): nil unless PostgreSQL through pgx.
+	waiting *waiting
 }
 
 var (
@@ -33,10 +36,11 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	if b.dialect == MySQL {
 		return b.tryAcquireMySQL(ctx, key, owner, ttl)
 	}
-	if b.dialect == SQLite {
-		if left, err := b.peekSQLite(ctx, key, owner); err != nil {
-			return 0, left, err
-		}
+	if b.dialect == Postgres {
+		return b.tryAcquirePostgres(ctx, key, owner, ttl)
+	}
+	if left, err := b.peekSQLite(ctx, key, owner); err != nil {
+		return 0, left, err
 	}
 	var (
 		token sql.NullInt64
@@ -49,24 +53,48 @@ func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	if ok && token.Valid {
 		return uint64(token.Int64), 0, nil
 	}
-	if b.dialect == Postgres && left > lock.MaxTTL.Milliseconds() {
-		return b.takeOver(ctx, key, owner, ttl)
+	// Held, by a lock or another mode (see modes.go): ask which, and how
+	// long a holding lock has left, to time the next attempt. (SQLite runs
+	// in-process, so the second statement costs no round trip.) A lease in
+	// its last millisecond is reported as 1 ms, not unknown.
+	var held sql.NullInt64
+	var rw, permits int64
+	var marked sql.NullBool // the upsert marked the row if it had to
+	if ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.holder, key, owner), &held, &rw, &permits, &marked); err != nil || !ok {
+		left = 0
+	} else if err := modeError(key, lock.ModeLock, 0, rw, permits); err != nil {
+		return 0, 0, err
+	} else {
+		left = max(held.Int64, 1)
 	}
-	if b.dialect == SQLite {
-		// Held, by a lock or another mode (see modes.go): ask which, and
-		// how long a holding lock has left, to time the next attempt.
-		// (SQLite runs in-process, so the second statement costs no round trip.)
-		// A lease in its last millisecond is reported as 1 ms, not unknown.
-		var held sql.NullInt64
-		var rw, permits int64
-		var marked sql.NullBool // the upsert marked the row if it had to
-		if ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.holder, key, owner), &held, &rw, &permits, &marked); err != nil || !ok {
-			left = 0
-		} else if err := modeError(key, lock.ModeLock, 0, rw, permits); err != nil {
-			return 0, 0, err
-		} else {
-			left = max(held.Int64, 1)
-		}
+	return 0, time.Duration(left) * time.Millisecond, lock.ErrNotAcquired
+}
+
+// tryAcquirePostgres is TryAcquire on PostgreSQL: one statement, which
+// also queues the Locker of a waiting owner, or takes it out of the queue
+// (queue.go).
+func (b *backend) tryAcquirePostgres(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
+	var (
+		token  sql.NullInt64
+		left   int64
+		queued bool
+	)
+	query, waits := b.q.acquire, b.waiting.waits(owner)
+	if waits {
+		query = b.q.acquireWaiting
+	}
+	ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, query, key, owner, ttl.Milliseconds()), &token, &left, &queued)
+	if err != nil {
+		return 0, 0, fmt.Errorf("sqllock: %w", err)
+	}
+	if waits {
+		b.waiting.attempted(key, queued)
+	}
+	if ok && token.Valid {
+		return uint64(token.Int64), 0, nil
+	}
+	if left > lock.MaxTTL.Milliseconds() {
+		return b.takeOver(ctx, key, owner, ttl)
 	}
 	return 0, time.Duration(max(left, 0)) * time.Millisecond, lock.ErrNotAcquired
 }

@@ -28,17 +28,29 @@ const (
 	MySQL = sqldialect.MySQL
 )
 
+// promise is the SET clause of a PostgreSQL release (v.ms the clock in
+// ms): a row marked as waited for is promised to the first live Locker in
+// the key's queue, if any, for promisedFor ms; any other release clears the
+// promise.
+const promise = `next_locker = CASE WHEN l.waited > v.ms THEN (SELECT q.locker FROM {table}_queue AS q
+		WHERE q.key = $1 AND q.expires_at > v.ms ORDER BY q.queued_us, q.locker LIMIT 1) END,
+	next_until = v.ms + {promised}`
+
 // channelSuffix names the PostgreSQL channel releases notify, after the table.
 const channelSuffix = "_released"
 
 // queries are the statements for one dialect and table.
 type queries struct {
 	migrate []string
-	acquire string // $1 key, $2 owner, $3 ttl ms -> token (NULL when held), holder's remaining ms (at least 1)
-	holder  string // $1 key -> remaining ms (SQLite; MySQL: see mysqlQueries; PostgreSQL's acquire says it)
-	mark    string // MySQL, SQLite: $1 key, $2 owner -> marks the row as waited for by owner's Locker
-	renew   string // $1 key, $2 owner, $3 ttl ms -> rows affected
-	release string // $1 key, $2 owner -> rows (PostgreSQL also notifies, if waited for)
+	acquire string // $1 key, $2 owner, $3 ttl ms -> token (NULL when held), holder's remaining ms (at least 1); PostgreSQL: also false
+	// acquireWaiting is PostgreSQL's acquire for a waiting Acquire, which
+	// also joins or leaves the key's queue -> token, remaining ms, whether
+	// its Locker may now stand in the queue (queue.go).
+	acquireWaiting string
+	holder         string // $1 key -> remaining ms (SQLite; MySQL: see mysqlQueries; PostgreSQL's acquire says it)
+	mark           string // MySQL, SQLite: $1 key, $2 owner -> marks the row as waited for by owner's Locker
+	renew          string // $1 key, $2 owner, $3 ttl ms -> rows affected
+	release        string // $1 key, $2 owner -> rows (PostgreSQL also notifies, if waited for)
 	// handover releases and takes the lock for the next owner in one step
 	// unless another Locker's waiter marked the row: $1 key, $2 owner,
 	// $3 next, $4 ttl ms -> next's token, 0 when released for everyone
@@ -50,6 +62,9 @@ type queries struct {
 	// held (MySQL) lists the keys of a batch that their owners hold, after
 	// the batch's UPDATE, which returns none.
 	held string
+	// dequeue takes a Locker out of a key's queue (PostgreSQL):
+	// $1 key, $2 the Locker's id (its owners' first 16 characters).
+	dequeue string
 	// hasWaited reads the waited column, failing on a table made before
 	// it (addWaited adds it).
 	hasWaited, addWaited string
@@ -80,7 +95,8 @@ func newQueries(d Dialect, table string) (queries, error) {
 		return queries{}, err
 	}
 	fill := func(q string) string {
-		return d.Fill(q, "{table}", table, "{channel}", table+channelSuffix, "{mark}", waitedMark, "{renew}", waitedRenew)
+		return d.Fill(q, "{table}", table, "{channel}", table+channelSuffix, "{mark}", waitedMark, "{renew}", waitedRenew,
+			"{queued}", queuedFor, "{requeue}", queueRenew, "{promised}", promisedFor)
 	}
 	if d == MySQL {
 		return mysqlQueries(fill), nil
@@ -119,6 +135,7 @@ WHERE {free} OR l.waited < excluded.token / 1000 + {renew} AND {other}`
 WHERE key = $1 AND owner = $2 AND expires_at > {now}`
 	switch d {
 	case Postgres:
+		own := "(l.owner IS NOT NULL AND l.expires_at > v.us / 1000 AND left(l.owner, 16) = left($2, 16))"
 		// One round trip either way. A take of a free or expired row, an insert of a missing one, and
 		// the mark, each an UPDATE or INSERT whose WHERE reads the
 		// statement's snapshot and one clock reading (v): a failed attempt
@@ -126,10 +143,20 @@ WHERE key = $1 AND owner = $2 AND expires_at > {now}`
 		// flush) unless it marks the row, at most once per waitedRenew. The
 		// last SELECT reads the snapshot from before the statement's writes,
 		// so when nothing was taken it sees the holder's row.
-		q.acquire = fill(`WITH v AS (SELECT {now_us} AS us),
+		//
+		//
+		// A free row promised to another Locker's waiter (next_locker, until
+		// next_until) is not taken; an attempt of a waiting Acquire
+		// (acquireWaiting) joins the key's queue of Lockers (e: unless its own Locker holds
+		// the lock), renewing its place at most once per queueRenew, or
+		// leaves it when it takes the lock (queue.go). Like the mark, these
+		// write only when they change a row: an INSERT … ON CONFLICT DO
+		// UPDATE would lock the row, and flush a commit, every time.
+		acquire := `WITH v AS (SELECT {now_us} AS us),
 t AS (
-	UPDATE {table} AS l SET owner = $2, expires_at = v.us / 1000 + $3, token = GREATEST(l.token + 1, v.us)
+	UPDATE {table} AS l SET owner = $2, expires_at = v.us / 1000 + $3, token = GREATEST(l.token + 1, v.us), next_locker = NULL
 	FROM v WHERE l.key = $1 AND (l.owner IS NULL OR l.expires_at <= v.us / 1000)
+		AND (l.next_locker IS NULL OR l.next_until <= v.us / 1000 OR l.next_locker = left($2, 16))
 	RETURNING l.token
 ), i AS (
 	INSERT INTO {table} (key, owner, expires_at, token)
@@ -140,25 +167,53 @@ t AS (
 	UPDATE {table} AS l SET waited = v.us / 1000 + {mark}
 	FROM v WHERE l.key = $1 AND l.owner IS NOT NULL AND l.expires_at > v.us / 1000
 		AND l.waited < v.us / 1000 + {renew} AND left(l.owner, 16) <> left($2, 16)
-)
-SELECT token, 0::bigint FROM t
+){queue}
+SELECT token, 0::bigint, false FROM t
 UNION ALL
-SELECT token, 0 FROM i
+SELECT token, 0, false FROM i
 UNION ALL
-SELECT NULL, GREATEST(l.expires_at - v.us / 1000, 1) FROM {table} AS l, v
-WHERE l.key = $1 AND NOT EXISTS (SELECT 1 FROM t) AND NOT EXISTS (SELECT 1 FROM i)`)
+SELECT NULL, GREATEST(CASE WHEN l.owner IS NOT NULL AND l.expires_at > v.us / 1000 THEN l.expires_at ELSE l.next_until END - v.us / 1000, 1),
+	{queued?}
+FROM {table} AS l, v
+WHERE l.key = $1 AND NOT EXISTS (SELECT 1 FROM t) AND NOT EXISTS (SELECT 1 FROM i)`
+		// The attempts of a waiting Acquire also join or leave the queue.
+		queue := `, d AS (
+	DELETE FROM {table}_queue AS q USING t WHERE q.key = $1 AND q.locker = left($2, 16)
+), e AS (
+	SELECT v.us FROM {table} AS l, v
+	WHERE l.key = $1 AND NOT EXISTS (SELECT 1 FROM t) AND NOT {own}
+), r AS (
+	UPDATE {table}_queue AS q SET expires_at = e.us / 1000 + {queued}
+	FROM e WHERE q.key = $1 AND q.locker = left($2, 16) AND q.expires_at < e.us / 1000 + {queued} - {requeue}
+), n AS (
+	INSERT INTO {table}_queue (key, locker, queued_us, expires_at)
+	SELECT $1, left($2, 16), e.us, e.us / 1000 + {queued} FROM e
+	WHERE NOT EXISTS (SELECT 1 FROM {table}_queue AS q WHERE q.key = $1 AND q.locker = left($2, 16))
+	ON CONFLICT (key, locker) DO NOTHING
+)`
+		q.acquire = fill(strings.NewReplacer("{queue}", "", "{queued?}", "false").Replace(acquire))
+		q.acquireWaiting = fill(strings.NewReplacer("{queue}", queue, "{queued?}", "NOT {own}").Replace(acquire))
+		q.acquireWaiting = strings.ReplaceAll(q.acquireWaiting, "{own}", own)
+		// A release of a row that another Locker's waiter marked promises
+		// the lock to the Locker first in the key's queue, if any, and
+		// names it in the notification (queue.go).
 		q.release = fill(`WITH r AS (
-	UPDATE {table} SET owner = NULL, expires_at = 0
-	WHERE key = $1 AND owner = $2 AND expires_at > {now_ms}
-	RETURNING waited > {now_ms} AS w
-) SELECT 1 FROM r LEFT JOIN LATERAL (SELECT pg_notify('{channel}', $3) WHERE r.w) AS n ON true`)
+	UPDATE {table} AS l SET owner = NULL, expires_at = 0, ` + strings.ReplaceAll(promise, "v.ms", "{now_ms}") + `
+	WHERE l.key = $1 AND l.owner = $2 AND l.expires_at > {now_ms}
+	RETURNING l.waited > {now_ms} AS w, l.next_locker AS nl
+) SELECT 1 FROM r LEFT JOIN LATERAL (SELECT pg_notify('{channel}', $3 || COALESCE(' ' || r.nl, '')) WHERE r.w) AS n ON true`)
 		// One clock reading (the CTE, evaluated once) for every condition.
-		q.handover = fill("WITH v AS (SELECT {now_us} AS us), h AS (\n" +
-			strings.NewReplacer("{table} SET", "{table} AS l SET", "WHERE key", "FROM v WHERE key", "{now}", "v.us / 1000", "{us}", "v.us").Replace(handover) + `
-	RETURNING owner IS NOT NULL AS handed, token
+		q.handover = fill("WITH v AS (SELECT {now_us} AS us, {now_us} / 1000 AS ms), h AS (\n" +
+			strings.NewReplacer("{table} SET", "{table} AS l SET", "\nWHERE key", ",\n\t"+promise+"\nFROM v WHERE key",
+				"{now}", "v.ms", "{us}", "v.us").Replace(handover) + `
+	RETURNING owner IS NOT NULL AS handed, token, l.next_locker AS nl
 ) SELECT CASE WHEN handed THEN token ELSE 0 END FROM h
-LEFT JOIN LATERAL (SELECT pg_notify('{channel}', $5) WHERE NOT h.handed) AS n ON true`)
-		q.addWaited = fill(`ALTER TABLE {table} ADD COLUMN IF NOT EXISTS waited BIGINT NOT NULL DEFAULT 0`)
+LEFT JOIN LATERAL (SELECT pg_notify('{channel}', $5 || COALESCE(' ' || h.nl, '')) WHERE NOT h.handed) AS n ON true`)
+		q.dequeue = fill(`DELETE FROM {table}_queue WHERE key = $1 AND locker = $2`)
+		q.migrate = append(q.migrate, fill(queueTable))
+		q.hasWaited = fill(`SELECT waited, next_locker, next_until FROM {table} WHERE 1 = 0`)
+		q.addWaited = fill(`ALTER TABLE {table} ADD COLUMN IF NOT EXISTS waited BIGINT NOT NULL DEFAULT 0,
+	ADD COLUMN IF NOT EXISTS next_locker TEXT, ADD COLUMN IF NOT EXISTS next_until BIGINT NOT NULL DEFAULT 0`)
 		q.relabel = fill(`WITH relabeled AS (
 	UPDATE {table} SET owner = $3
 	WHERE key = $1 AND owner = $2 AND expires_at > {now_ms}

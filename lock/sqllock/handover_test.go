@@ -52,8 +52,8 @@ func eachDialect(t *testing.T, table string, f func(t *testing.T, l *Locker, db 
 		}
 		defer pool.Close()
 		exec := func(q string, args ...any) error { _, err := pool.Exec(context.Background(), q, args...); return err }
-		_ = exec("DROP TABLE IF EXISTS " + table)
-		defer func() { _ = exec("DROP TABLE IF EXISTS " + table) }()
+		_ = exec("DROP TABLE IF EXISTS " + table + ", " + table + "_queue")
+		defer func() { _ = exec("DROP TABLE IF EXISTS " + table + ", " + table + "_queue") }()
 		open := func() (*Locker, error) {
 			l, err := NewPgx(t.Context(), pool, WithTable(table))
 			if err == nil {
@@ -184,8 +184,8 @@ func TestReleaseNotifiesOnlyWhenWaited(t *testing.T) {
 	}
 	defer pool.Close()
 	const table = "latchkey_notify_test"
-	_, _ = pool.Exec(ctx, "DROP TABLE IF EXISTS "+table)
-	defer func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) }()
+	_, _ = pool.Exec(ctx, "DROP TABLE IF EXISTS "+table+", "+table+"_queue")
+	defer func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_queue") }()
 	l, err := NewPgx(ctx, pool, WithTable(table))
 	if err != nil {
 		t.Fatal(err)

@@ -20,8 +20,8 @@ var (
 
 // inspectQueries are the operator's statements for one dialect and table.
 type inspectQueries struct {
-	one  string // $1 key -> owner, token, remaining ms
-	list string // $1 LIKE pattern, $2 prefix, $3 after key, $4 limit -> key, owner, token, remaining ms
+	one  string // $1 key -> owner, token, remaining ms, waited for
+	list string // $1 LIKE pattern, $2 prefix, $3 after key, $4 limit -> key, owner, token, remaining ms, waited for
 }
 
 func newInspectQueries(d Dialect, table string) inspectQueries {
@@ -30,9 +30,9 @@ func newInspectQueries(d Dialect, table string) inspectQueries {
 		// key is a reserved word there, and keys are bytes (VARBINARY), so
 		// LIKE compares them exactly; the arguments are listArgs'.
 		return inspectQueries{
-			one: fill("SELECT owner, token, expires_at - {now_ms} FROM {table}\n" +
+			one: fill("SELECT owner, token, expires_at - {now_ms}, waited > {now_ms} FROM {table}\n" +
 				"WHERE `key` = ? AND owner IS NOT NULL AND expires_at > {now_ms} AND expires_at <> " + markExpiry),
-			list: fill("SELECT `key`, owner, token, expires_at - {now_ms} FROM {table}\n" +
+			list: fill("SELECT `key`, owner, token, expires_at - {now_ms}, waited > {now_ms} FROM {table}\n" +
 				"WHERE `key` LIKE ? ESCAPE '|' AND `key` > ?\n" +
 				"\tAND owner IS NOT NULL AND expires_at > {now_ms} AND expires_at <> " + markExpiry + "\n" +
 				"ORDER BY `key` LIMIT ?"),
@@ -40,12 +40,12 @@ func newInspectQueries(d Dialect, table string) inspectQueries {
 	}
 	return inspectQueries{
 		// A row another mode marked (modes.go) is no lock's.
-		one: fill(`SELECT owner, token, expires_at - {now_ms} FROM {table}
+		one: fill(`SELECT owner, token, expires_at - {now_ms}, waited > {now_ms} FROM {table}
 WHERE key = $1 AND owner IS NOT NULL AND expires_at > {now_ms} AND expires_at <> ` + markExpiry),
 		// LIKE finds the rows by the key's index where it can; the exact
 		// comparison after it keeps SQLite's case-blind LIKE from matching
 		// more.
-		list: fill(`SELECT key, owner, token, expires_at - {now_ms} FROM {table}
+		list: fill(`SELECT key, owner, token, expires_at - {now_ms}, waited > {now_ms} FROM {table}
 WHERE key LIKE $1 ESCAPE '\' AND substr(key, 1, length($2)) = $2 AND key > $3
 	AND owner IS NOT NULL AND expires_at > {now_ms} AND expires_at <> ` + markExpiry + `
 ORDER BY key LIMIT $4`),
@@ -59,8 +59,10 @@ func likePrefix(p, esc string) string {
 }
 
 // InspectLock implements lock.Inspector. The table records neither when a
-// lock was taken (AcquiredAt is zero) nor who waits (Waiters is
-// lock.Unknown: PostgreSQL tells no session of the others' LISTENs).
+// lock was taken (AcquiredAt is zero) nor how many wait (Waiters is
+// lock.Unknown); Waiting tells that a waiter of another Locker marked the
+// lock in the last ten seconds (waitedMark). On PostgreSQL the Lockers
+// waiting through pgx stand in the table <table>_queue (queue.go).
 func (l *Locker) InspectLock(ctx context.Context, key string) (lock.LockInfo, error) {
 	info, _, err := l.inspect(ctx, key)
 	return info, err
@@ -68,20 +70,21 @@ func (l *Locker) InspectLock(ctx context.Context, key string) (lock.LockInfo, er
 
 func (l *Locker) inspect(ctx context.Context, key string) (info lock.LockInfo, owner string, err error) {
 	var token, left int64
+	var waited bool
 	info = lock.LockInfo{Key: key, Waiters: lock.Unknown}
-	ok, err := sqlconn.ScanOne(l.backend.db.QueryRow(ctx, l.iq.one, key), &owner, &token, &left)
+	ok, err := sqlconn.ScanOne(l.backend.db.QueryRow(ctx, l.iq.one, key), &owner, &token, &left, &waited)
 	if err != nil || !ok {
 		if err != nil {
 			err = fmt.Errorf("sqllock: %w", err)
 		}
 		return info, "", err
 	}
-	return heldInfo(key, owner, token, left), owner, nil
+	return heldInfo(key, owner, token, left, waited), owner, nil
 }
 
-func heldInfo(key, owner string, token, leftMillis int64) lock.LockInfo {
+func heldInfo(key, owner string, token, leftMillis int64, waited bool) lock.LockInfo {
 	info := lock.LockInfo{Key: key, Held: true, Token: uint64(token), Waiters: lock.Unknown,
-		TimeLeft: time.Duration(leftMillis) * time.Millisecond}
+		TimeLeft: time.Duration(leftMillis) * time.Millisecond, Waiting: waited}
 	_, info.Holder, _ = lock.ParseOwner(owner)
 	return info
 }
@@ -101,10 +104,11 @@ func (l *Locker) ListLocks(ctx context.Context, prefix string, limit int, cursor
 	err = sqlconn.Each(ctx, l.backend.db, l.iq.list, args, func(scan func(...any) error) error {
 		var key, owner string
 		var token, left int64
-		if err := scan(&key, &owner, &token, &left); err != nil {
+		var waited bool
+		if err := scan(&key, &owner, &token, &left, &waited); err != nil {
 			return err
 		}
-		page.Locks = append(page.Locks, heldInfo(key, owner, token, left))
+		page.Locks = append(page.Locks, heldInfo(key, owner, token, left, waited))
 		return nil
 	})
 	if err != nil {

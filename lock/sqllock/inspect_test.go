@@ -17,7 +17,6 @@ import (
 func TestSQLiteOperator(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "locks.db")
 	locktest.RunOperator(t, locktest.Harness{
-		WaitersUnknown: true,
 		New: func(t *testing.T) lock.Locker {
 			l, err := sqllock.New(t.Context(), openSQLite(t, path), sqllock.SQLite)
 			if err != nil {
@@ -34,14 +33,13 @@ func TestPostgresOperator(t *testing.T) {
 	_, _ = rand.Read(b[:])
 	table := "ops_locks_" + hex.EncodeToString(b[:])
 	admin := openPgx(t, url)
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_queue") })
 	// Create the table once: concurrent CREATE TABLE IF NOT EXISTS collide.
 	if _, err := sqllock.NewPgx(t.Context(), admin, sqllock.WithTable(table)); err != nil {
 		t.Fatal(err)
 	}
 	t.Run("pgx", func(t *testing.T) {
 		locktest.RunOperator(t, locktest.Harness{
-			WaitersUnknown: true,
 			New: func(t *testing.T) lock.Locker {
 				l, err := sqllock.NewPgx(t.Context(), openPgx(t, url), sqllock.WithTable(table))
 				if err != nil {
@@ -53,7 +51,6 @@ func TestPostgresOperator(t *testing.T) {
 	})
 	t.Run("database-sql", func(t *testing.T) {
 		locktest.RunOperator(t, locktest.Harness{
-			WaitersUnknown: true,
 			New: func(t *testing.T) lock.Locker {
 				db, err := sql.Open("pgx", url)
 				if err != nil {

@@ -2,6 +2,7 @@ package sqllock
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,11 +21,13 @@ type listener struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 
-	mu      sync.Mutex
-	started bool           // guarded by mu
-	ready   chan struct{}  // closed while LISTEN is active; guarded by mu
-	waiters waitq.Watchers // by key hash
-	done    chan struct{}  // closed when run returns
+	mu        sync.Mutex
+	started   bool           // guarded by mu
+	ready     chan struct{}  // closed while LISTEN is active; guarded by mu
+	locker    string         // the Locker's id, once one of its Acquire calls waits; guarded by mu
+	waiters   waitq.Watchers // waiting Acquire calls, by key hash
+	observers waitq.Watchers // those who only watch, by key hash
+	done      chan struct{}  // closed when run returns
 }
 
 // readyWait bounds how long a new waiter waits for the LISTEN connection
@@ -40,15 +43,27 @@ func newListener(pool *pgxpool.Pool, channel string) *listener {
 	}
 }
 
-// WatchRelease implements driver.ReleaseWatcher. It returns once the LISTEN is
-// active (or after readyWait), so a release after it returns is not missed.
+// WatchRelease implements driver.ReleaseWatcher for those who only watch:
+// every release of key that notifies wakes them.
 func (ln *listener) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	return ln.watch(ctx, key, "")
+}
+
+// watch watches key's releases for a waiting Acquire of Locker locker (woken
+// only by releases promised to it or to nobody), or for an observer (locker
+// ""). It returns once the LISTEN is active (or after readyWait), so a
+// release after it returns is not missed.
+func (ln *listener) watch(ctx context.Context, key, locker string) (<-chan struct{}, func(), error) {
 	ln.mu.Lock()
 	if ln.ctx.Err() != nil {
 		ln.mu.Unlock()
 		return nil, nil, ln.ctx.Err()
 	}
-	ch, stop := ln.waiters.Watch(keyHash(key))
+	ws := &ln.observers
+	if locker != "" {
+		ln.locker, ws = locker, &ln.waiters
+	}
+	ch, stop := ws.Watch(keyHash(key))
 	if !ln.started {
 		ln.started = true
 		go ln.run()
@@ -97,6 +112,7 @@ func (ln *listener) listen() error {
 	close(ln.ready)
 	ln.mu.Unlock()
 	ln.waiters.NotifyAll() // releases while we were not listening went unheard
+	ln.observers.NotifyAll()
 	defer func() {
 		ln.mu.Lock()
 		ln.ready = make(chan struct{})
@@ -107,7 +123,22 @@ func (ln *listener) listen() error {
 		if err != nil {
 			return err
 		}
-		ln.waiters.Notify(n.Payload)
+		ln.notify(n.Payload)
+	}
+}
+
+// notify wakes the watchers of a release: the payload is the key's hash,
+// then, if the release promised the lock to a Locker, a space and its id.
+// Observers always wake, waiting Acquire calls only if the promise is to
+// their Locker or to nobody.
+func (ln *listener) notify(payload string) {
+	hash, promised, _ := strings.Cut(payload, " ")
+	ln.observers.Notify(hash)
+	ln.mu.Lock()
+	mine := promised == "" || promised == ln.locker
+	ln.mu.Unlock()
+	if mine {
+		ln.waiters.Notify(hash)
 	}
 }
 

@@ -99,6 +99,7 @@ func newLocker(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.Pool
 	var lb driver.Backend = b
 	if pool != nil {
 		l.listener = newListener(pool, o.table+channelSuffix)
+		b.waiting = &waiting{}
 		lb = watchingBackend{b, l.listener}
 	}
 	l.Manager, _ = lock.NewManager(lb) // lb is not nil
@@ -122,4 +123,4 @@ type watchingBackend struct {
 	*listener
 }
 
-var _ driver.ReleaseWatcher = watchingBackend{}
+var _ driver.WaiterWatcher = watchingBackend{}

@@ -251,7 +251,6 @@ func TestMySQLOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 	locktest.RunOperator(t, locktest.Harness{
-		WaitersUnknown: true,
 		New: func(t *testing.T) lock.Locker {
 			l, err := sqllock.New(t.Context(), openMySQL(t, dsn), sqllock.MySQL)
 			if err != nil {

@@ -535,7 +535,7 @@ func TestConcurrentFirstOpen(t *testing.T) {
 	for round := range 5 {
 		table := fmt.Sprintf("latchkey_first_open_%d_%d", os.Getpid(), round)
 		t.Cleanup(func() {
-			_, _ = admin.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
+			_, _ = admin.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_queue")
 		})
 		pools := make([]*pgxpool.Pool, 8)
 		for i := range pools {

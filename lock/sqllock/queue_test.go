@@ -1,0 +1,257 @@
+package sqllock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+	"github.com/latchkey-go/latchkey/lock"
+)
+
+// queueFixture is a fresh lock table on PostgreSQL, for Lockers through pgx.
+type queueFixture struct {
+	t     *testing.T
+	pool  *pgxpool.Pool
+	table string
+	key   string
+}
+
+func newQueueFixture(t *testing.T, table string) queueFixture {
+	t.Helper()
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, testsvc.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	drop := func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_queue") }
+	drop()
+	t.Cleanup(drop)
+	return queueFixture{t: t, pool: pool, table: table, key: testsvc.KeyPrefix(t) + "k"}
+}
+
+// locker opens another Locker on the fixture's table: another process's,
+// as far as the server can tell.
+func (f queueFixture) locker() *Locker {
+	f.t.Helper()
+	l, err := NewPgx(f.t.Context(), f.pool, WithTable(f.table))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// queued returns the Lockers in the key's queue, longest first.
+func (f queueFixture) queued() []string {
+	f.t.Helper()
+	rows, err := f.pool.Query(f.t.Context(), "SELECT locker FROM "+f.table+"_queue WHERE key = $1 ORDER BY queued_us, locker", f.key)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			f.t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		f.t.Fatal(err)
+	}
+	return out
+}
+
+// waitQueued waits until the key's queue holds n Lockers.
+func (f queueFixture) waitQueued(n int) {
+	f.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(f.queued()) != n {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("the queue holds %v, not %d Lockers", f.queued(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestLockersTakeTurnsInArrivalOrder checks that Lockers of different
+// processes waiting for one lock get it in the order they began to wait:
+// each release wakes the Locker that has waited longest, not every Locker
+// to race for it (where four orders in 24 came out right by chance).
+func TestLockersTakeTurnsInArrivalOrder(t *testing.T) {
+	f := newQueueFixture(t, "latchkey_queue_order_test")
+	ctx, ttl := t.Context(), lock.WithTTL(5*time.Second)
+	first, err := f.locker().Acquire(ctx, f.key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waiters = 4
+	var (
+		mu    sync.Mutex
+		order []int
+		wg    sync.WaitGroup
+		errs  = make(chan error, waiters)
+	)
+	for i := range waiters {
+		l := f.locker()
+		wg.Go(func() {
+			lease, err := l.Acquire(ctx, f.key, ttl, lock.WithWait(time.Minute))
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond) // the next in line attempts meanwhile
+			errs <- lease.Release(context.Background())
+		})
+		f.waitQueued(i + 1)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(order) != "[0 1 2 3]" {
+		t.Fatalf("the Lockers took the lock in the order %v, not the order they began to wait", order)
+	}
+	if q := f.queued(); len(q) != 0 {
+		t.Fatalf("after every waiter took the lock the queue still holds %v", q)
+	}
+}
+
+// TestGivingUpLeavesTheQueue checks that a Locker whose waiter gave up is
+// taken out of the queue, so the next release is nobody's promise: a try
+// right after it takes the lock.
+func TestGivingUpLeavesTheQueue(t *testing.T) {
+	f := newQueueFixture(t, "latchkey_queue_leave_test")
+	ctx, ttl := t.Context(), lock.WithTTL(5*time.Second)
+	holder, err := f.locker().Acquire(ctx, f.key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := f.locker().Acquire(wctx, f.key, ttl)
+		gaveUp <- err
+	}()
+	f.waitQueued(1)
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled Acquire returned %v", err)
+	}
+	if q := f.queued(); len(q) != 0 {
+		t.Fatalf("a Locker whose waiter gave up is still queued: %v", q)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := f.locker().Acquire(ctx, f.key, ttl, lock.WithWait(0))
+	if err != nil {
+		t.Fatalf("a try after the release: %v (promised to a Locker that gave up?)", err)
+	}
+	_ = lease.Release(ctx)
+}
+
+// TestPromiseToAVanishedLockerEnds checks that a lock promised to a Locker
+// that is gone (its process died while it waited, leaving its queue row)
+// passes to the next waiter once the promise ends, and that others' tries
+// are refused while it lasts.
+func TestPromiseToAVanishedLockerEnds(t *testing.T) {
+	f := newQueueFixture(t, "latchkey_queue_vanished_test")
+	ctx, ttl := t.Context(), lock.WithTTL(5*time.Second)
+	holder, err := f.locker().Acquire(ctx, f.key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const gone = "0123456789abcdef"
+	if _, err := f.pool.Exec(ctx, "INSERT INTO "+f.table+"_queue (key, locker, queued_us, expires_at) VALUES ($1, $2, 0, "+
+		"FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + 60000)", f.key, gone); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	waiter := f.locker()
+	go func() {
+		lease, err := waiter.Acquire(ctx, f.key, ttl, lock.WithWait(time.Minute))
+		if err == nil {
+			err = lease.Release(context.Background())
+		}
+		got <- err
+	}()
+	f.waitQueued(2)
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var promised string
+	if err := f.pool.QueryRow(ctx, "SELECT COALESCE(next_locker, '') FROM "+f.table+" WHERE key = $1", f.key).Scan(&promised); err != nil {
+		t.Fatal(err)
+	}
+	if promised != gone {
+		t.Fatalf("the release promised the lock to %q, not to the Locker queued longest (%q)", promised, gone)
+	}
+	_, err = f.locker().Acquire(ctx, f.key, ttl, lock.WithWait(0))
+	// The promise lasts a second: a try that a loaded machine delayed past
+	// it may rightly succeed.
+	if within := time.Since(released) < 500*time.Millisecond; within && !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("a try while the lock is promised to another Locker: %v, want ErrNotAcquired", err)
+	} else if err == nil {
+		t.Log("the try came after the promise ended; not checked")
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter behind a vanished Locker: %v", err)
+	}
+}
+
+// TestNotificationWakesThePromisedLocker checks whom the listener wakes for
+// a release: its observers always; its waiting Acquire calls when the
+// release promised the lock to their Locker or to nobody, not when it
+// promised it to another Locker.
+func TestNotificationWakesThePromisedLocker(t *testing.T) {
+	ln := &listener{locker: lockerA}
+	const hash = "0123"
+	for _, c := range []struct {
+		payload        string
+		waiter, others bool
+	}{
+		{hash, true, true},
+		{hash + " " + lockerA, true, true},
+		{hash + " " + lockerB, false, true},
+		{"4567", false, false},
+	} {
+		waiter, stopWaiter := ln.waiters.Watch(hash)
+		observer, stopObserver := ln.observers.Watch(hash)
+		ln.notify(c.payload)
+		if woke := signalled(waiter); woke != c.waiter {
+			t.Errorf("notification %q: the waiter woke: %v, want %v", c.payload, woke, c.waiter)
+		}
+		if woke := signalled(observer); woke != c.others {
+			t.Errorf("notification %q: the observer woke: %v, want %v", c.payload, woke, c.others)
+		}
+		stopWaiter()
+		stopObserver()
+	}
+}
+
+func signalled(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
