@@ -64,6 +64,26 @@ func excludes(t *testing.T, a, b lock.Locker, key string) {
 	}
 }
 
+// apart checks that a and c, opened with different prefixes, are two lock
+// spaces: each takes key while the other holds it.
+func apart(t *testing.T, a, c lock.Locker, key string, opts ...lock.Option) {
+	t.Helper()
+	opts = append(opts, lock.WithWait(0))
+	la, err := a.Acquire(t.Context(), key, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := c.Acquire(t.Context(), key, opts...)
+	if err != nil {
+		t.Fatalf("another prefix is another lock space: %v", err)
+	}
+	for _, l := range []*lock.Lease{la, lc} {
+		if err := l.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestSQLite(t *testing.T) {
 	dir := t.TempDir()
 	t.Run("absolute", func(t *testing.T) {
@@ -152,19 +172,7 @@ func TestEtcd(t *testing.T) {
 	// The path is a key prefix: the same one shares locks, another does not.
 	a, b, c := open(t, "etcd://"+ep+"/app/"), open(t, "etcd://"+ep+"/app/"), open(t, "etcd://"+ep+"/other/")
 	excludes(t, a, b, key)
-	la, err := a.Acquire(t.Context(), key, lock.WithWait(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc, err := c.Acquire(t.Context(), key, lock.WithWait(0))
-	if err != nil {
-		t.Fatalf("another prefix is another lock space: %v", err)
-	}
-	for _, l := range []*lock.Lease{la, lc} {
-		if err := l.Release(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	apart(t, a, c, key)
 }
 
 func TestZooKeeper(t *testing.T) {
@@ -174,19 +182,7 @@ func TestZooKeeper(t *testing.T) {
 	key := testsvc.KeyPrefix(t) + "k"
 	excludes(t, open(t, "zk://"+ep), open(t, "zk://"+ep+","+ep+"/latchkey?names=kazoo"), key)
 	a, c := open(t, "zk://"+ep+"/app?session=10s&tick=500ms"), open(t, "zk://"+ep+"/other?session=10s")
-	la, err := a.Acquire(t.Context(), key, lock.WithTTL(5*time.Second), lock.WithWait(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc, err := c.Acquire(t.Context(), key, lock.WithTTL(5*time.Second), lock.WithWait(0))
-	if err != nil {
-		t.Fatalf("another prefix is another lock space: %v", err)
-	}
-	for _, l := range []*lock.Lease{la, lc} {
-		if err := l.Release(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	apart(t, a, c, key, lock.WithTTL(5*time.Second))
 
 	// user:password@ authenticates with the digest scheme: a Locker
 	// without the credentials cannot take, or even queue for, the lock.
