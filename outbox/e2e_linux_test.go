@@ -79,11 +79,7 @@ type e2e struct {
 
 func runE2E(t *testing.T, b e2eBroker) {
 	url := e2eSchema(t)
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := testsvc.OpenDB(t, "pgx", url)
 	r := &e2e{t: t, db: db, name: "outbox_e2e_" + randomHex(t)}
 	r.o = newOutbox(t, db, "outbox")
 	r.exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, acct TEXT NOT NULL, amount BIGINT NOT NULL)`)

@@ -28,22 +28,14 @@ var dialects = []string{"postgres", "mysql", "sqlite"}
 func openDB(t *testing.T, dialect string) (*sql.DB, string) {
 	t.Helper()
 	var db *sql.DB
-	var err error
 	switch dialect {
 	case "postgres":
-		db, err = sql.Open("pgx", testsvc.PostgresURL(t))
+		db = testsvc.OpenDB(t, "pgx", testsvc.PostgresURL(t))
 	case "mysql":
-		db, err = sql.Open("mysql", testsvc.MySQL(t, "interpolateParams", "true"))
+		db = testsvc.OpenDB(t, "mysql", testsvc.MySQL(t, "interpolateParams", "true"))
 	case "sqlite":
-		db, err = sql.Open("sqlite", backendurl.SQLiteDSN(filepath.Join(t.TempDir(), "outbox.db")))
-		if err == nil {
-			db.SetMaxOpenConns(1)
-		}
+		db = testsvc.OpenDB(t, "sqlite", backendurl.SQLiteDSN(filepath.Join(t.TempDir(), "outbox.db")))
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
 	table := tableName(t)
 	t.Cleanup(func() { dropTables(db, table) })
 	return db, table

@@ -15,7 +15,7 @@ import (
 
 func ordersOn(t *testing.T, dsn string) (*sql.DB, *state.Machine) {
 	t.Helper()
-	db := openDB(t, "mysql", dsn)
+	db := testsvc.OpenDB(t, "mysql", dsn)
 	if _, err := db.Exec(`CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, status VARCHAR(32) NOT NULL, paid_by TEXT)`); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestMySQLLockWaitTimeoutIsRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Params = map[string]string{"innodb_lock_wait_timeout": "1"}
-	im := newMachine(t, openDB(t, "mysql", cfg.FormatDSN()), "orders", orderFlow)
+	im := newMachine(t, testsvc.OpenDB(t, "mysql", cfg.FormatDSN()), "orders", orderFlow)
 	if _, err := im.Move(ctx, "o1", "CANCELLED", nil); !errors.Is(err, state.ErrRetry) {
 		t.Fatalf("move behind a held row lock = %v, want ErrRetry", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/latchkey-go/latchkey/internal/refusaltest"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/state"
 )
 
@@ -16,7 +17,7 @@ import (
 // Observer with the caller's context (marked, so that tests running at the
 // same time do not count), and that applied changes are not.
 func TestRefusalsReported(t *testing.T) {
-	db := openDB(t, "sqlite", "file:"+filepath.Join(t.TempDir(), "state.db")+"?_pragma=busy_timeout(10000)")
+	db := testsvc.OpenDB(t, "sqlite", "file:"+filepath.Join(t.TempDir(), "state.db")+"?_pragma=busy_timeout(10000)")
 	const table = "orders"
 	if _, err := db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT NOT NULL, amount BIGINT NOT NULL DEFAULT 0,
 		paid_by TEXT, version BIGINT NOT NULL DEFAULT 0)`); err != nil {

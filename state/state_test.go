@@ -40,21 +40,6 @@ var databases = []struct {
 	}},
 }
 
-// openDB opens dsn with driver, closed when the test ends; SQLite keeps one
-// connection.
-func openDB(t *testing.T, driver, dsn string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if driver == "sqlite" {
-		db.SetMaxOpenConns(1)
-	}
-	return db
-}
-
 // keyType is the type of a text primary key: MySQL indexes no TEXT column
 // whole.
 func keyType(driver string) string {
@@ -111,7 +96,7 @@ func forEachDB(t *testing.T, f func(t *testing.T, db *sql.DB, table string)) {
 	for _, d := range databases {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
-			db := openDB(t, d.driver, d.dsn(t))
+			db := testsvc.OpenDB(t, d.driver, d.dsn(t))
 			if d.name == pgxName {
 				pool, err := pgxpool.New(context.Background(), d.dsn(t))
 				if err != nil {
@@ -345,7 +330,7 @@ func TestOptimisticBounded(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	db := openDB(t, "sqlite", filepath.Join(t.TempDir(), "x.db"))
+	db := testsvc.OpenDB(t, "sqlite", filepath.Join(t.TempDir(), "x.db"))
 	for name, err := range map[string]error{
 		"nil db":          func() error { _, err := state.NewMachine(nil, "t", orderFlow); return err }(),
 		"no transitions":  func() error { _, err := state.NewMachine(db, "t", nil); return err }(),

@@ -333,11 +333,7 @@ func TestDedupShowAndForget(t *testing.T) {
 // marks a message id done in it.
 func inboxMarker(t *testing.T, driver, dsn string) func(id string) {
 	t.Helper()
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := testsvc.OpenDB(t, driver, dsn, testsvc.MaxOpenConns(0))
 	inbox, err := sqlinbox.New(db, sqlinbox.WithTable("payments_inbox"))
 	if err != nil {
 		t.Fatal(err)

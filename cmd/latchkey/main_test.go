@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -476,11 +475,7 @@ func TestDemoMySQLPasswordNeverPrinted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := sql.Open("mysql", testsvc.MySQLServerDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := testsvc.OpenDB(t, "mysql", testsvc.MySQLServerDSN(t))
 	var r [4]byte
 	_, _ = rand.Read(r[:])
 	user := "demo_" + hex.EncodeToString(r[:])

@@ -10,6 +10,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/elect"
 	"github.com/latchkey-go/latchkey/internal/backendurl"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock/memlock"
 	"github.com/latchkey-go/latchkey/outbox"
 )
@@ -19,11 +20,7 @@ import (
 // subcommand's, as text and as JSON; bad input is a usage error.
 func TestOutboxShow(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "app.db")
-	db, err := sql.Open("sqlite", backendurl.SQLiteDSN(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testsvc.OpenDB(t, "sqlite", backendurl.SQLiteDSN(path), testsvc.MaxOpenConns(0))
 	ob, err := outbox.New(db)
 	if err != nil {
 		t.Fatal(err)

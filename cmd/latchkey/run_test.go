@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"os"
 	"os/exec"
@@ -228,11 +227,7 @@ func TestRunStopsCommandOnLostLease(t *testing.T) {
 	cmd, out := runProc(t, dir, "--key", "k", "--ttl", "300ms", "--backend", sqliteURL(dir), "--",
 		"sh", "-c", `trap 'echo stopped > stopped; exit 0' TERM; touch started; while :; do sleep 0.05; done`)
 	waitFile(t, filepath.Join(dir, "started"))
-	db, err := sql.Open("sqlite", backendurl.SQLiteDSN(filepath.Join(dir, "locks.db")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testsvc.OpenDB(t, "sqlite", backendurl.SQLiteDSN(filepath.Join(dir, "locks.db")), testsvc.MaxOpenConns(0))
 	if _, err := db.Exec(`DELETE FROM latchkey_locks WHERE key = 'k'`); err != nil {
 		t.Fatal(err)
 	}

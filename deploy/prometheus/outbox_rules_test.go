@@ -93,11 +93,7 @@ scrape_configs:
 
 func sqliteOutbox(t *testing.T) (*sql.DB, *outbox.Outbox) {
 	t.Helper()
-	db, err := sql.Open("sqlite", backendurl.SQLiteDSN(filepath.Join(t.TempDir(), "app.db")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := testsvc.OpenDB(t, "sqlite", backendurl.SQLiteDSN(filepath.Join(t.TempDir(), "app.db")), testsvc.MaxOpenConns(0))
 	ob, err := outbox.New(db)
 	if err != nil {
 		t.Fatal(err)

@@ -146,13 +146,7 @@ func (h *harness) start(name string, cfg Config, pgURL, redisAddr string, setup 
 
 func openDB(t *testing.T, pgURL string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("pgx", pgURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(20)
-	t.Cleanup(func() { db.Close() })
-	return db
+	return testsvc.OpenDB(t, "pgx", pgURL, testsvc.MaxOpenConns(20))
 }
 
 // dropKeys deletes every Redis key under prefix.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/latchkey-go/latchkey/fence"
 	"github.com/latchkey-go/latchkey/fence/sqlfence"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
 
 // holders opens the database twice, one handle per lock holder, as two
@@ -17,11 +18,7 @@ import (
 func holders(t *testing.T, d database) (stale, fresh *sql.DB, table string) {
 	t.Helper()
 	dsn := d.dsn(t)
-	open := func() *sql.DB {
-		db := openDB(t, d.driver, dsn)
-		db.SetMaxOpenConns(1)
-		return db
-	}
+	open := func() *sql.DB { return testsvc.OpenDB(t, d.driver, dsn, testsvc.MaxOpenConns(1)) }
 	stale, fresh = open(), open()
 	table = inventoryTable(t, stale)
 	if _, err := stale.Exec(fmt.Sprintf("INSERT INTO %s (id, qty) VALUES ('acct', 1000)", table)); err != nil {
@@ -300,7 +297,7 @@ func checkMissingRowsNotClaimed(t *testing.T, db *sql.DB, g *sqlfence.Guard, tab
 // TestReadBadInput: bad input is refused before any statement runs (the
 // table does not exist).
 func TestReadBadInput(t *testing.T) {
-	db := openDB(t, "sqlite", sqliteDSN(t.TempDir()+"/x.db"))
+	db := testsvc.OpenDB(t, "sqlite", sqliteDSN(t.TempDir()+"/x.db"))
 	g := guardOn(t, db, "no_such_table")
 	ctx := context.Background()
 	var n int64

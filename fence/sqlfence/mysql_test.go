@@ -32,7 +32,7 @@ func TestMySQLDeadlockIsRetry(t *testing.T) {
 	for _, level := range []string{"READ-COMMITTED", "REPEATABLE-READ"} {
 		t.Run(level, func(t *testing.T) {
 			t.Parallel()
-			db := openDB(t, "mysql", testsvc.MySQL(t, testsvc.MySQLIsolation(t, level)...))
+			db := testsvc.OpenDB(t, "mysql", testsvc.MySQL(t, testsvc.MySQLIsolation(t, level)...))
 			g, table := twoAccounts(t, db)
 			ctx := t.Context()
 			transfer := func(first, second string, locked chan<- struct{}, proceed <-chan struct{}) error {
@@ -88,7 +88,7 @@ func transferInTx(ctx context.Context, db *sql.DB, g *sqlfence.Guard, tok uint64
 // its write is not applied.
 func TestMySQLLockWaitTimeoutIsRetry(t *testing.T) {
 	dsn := testsvc.MySQL(t)
-	db := openDB(t, "mysql", dsn)
+	db := testsvc.OpenDB(t, "mysql", dsn)
 	g, table := twoAccounts(t, db)
 	ctx := t.Context()
 	first, err := db.BeginTx(ctx, nil)
@@ -104,7 +104,7 @@ func TestMySQLLockWaitTimeoutIsRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	impatientDSN.Params = map[string]string{"innodb_lock_wait_timeout": "1"}
-	impatient := guardOn(t, openDB(t, "mysql", impatientDSN.FormatDSN()), table)
+	impatient := guardOn(t, testsvc.OpenDB(t, "mysql", impatientDSN.FormatDSN()), table)
 	err = impatient.Update(ctx, fence.Token(3), "a", sqlfence.Values{"qty": 1})
 	if !errors.Is(err, sqlfence.ErrRetry) {
 		t.Fatalf("write behind a held row lock = %v, want ErrRetry", err)
@@ -123,8 +123,8 @@ func TestMySQLLockWaitTimeoutIsRetry(t *testing.T) {
 // a lower token than the killed one's still gets in.
 func TestMySQLKilledTransactionRollsBack(t *testing.T) {
 	dsn := testsvc.MySQL(t)
-	admin := openDB(t, "mysql", dsn)
-	db := openDB(t, "mysql", dsn)
+	admin := testsvc.OpenDB(t, "mysql", dsn)
+	db := testsvc.OpenDB(t, "mysql", dsn)
 	g, table := twoAccounts(t, db)
 	ctx := t.Context()
 	tx, err := db.BeginTx(ctx, nil)
@@ -164,7 +164,7 @@ func TestMySQLClaimWithItsOwnToken(t *testing.T) {
 	for _, found := range []string{"false", "true"} {
 		t.Run("clientFoundRows="+found, func(t *testing.T) {
 			t.Parallel()
-			db := openDB(t, "mysql", testsvc.MySQL(t, "clientFoundRows", found))
+			db := testsvc.OpenDB(t, "mysql", testsvc.MySQL(t, "clientFoundRows", found))
 			g, _ := twoAccounts(t, db)
 			ctx := t.Context()
 			for range 2 {
@@ -189,7 +189,7 @@ func TestMySQLClaimWithItsOwnToken(t *testing.T) {
 // index. An upsert whose new row collides with another row on a second
 // unique key must change neither row and say so.
 func TestMySQLUpsertOnAnotherUniqueKey(t *testing.T) {
-	db := openDB(t, "mysql", testsvc.MySQL(t))
+	db := testsvc.OpenDB(t, "mysql", testsvc.MySQL(t))
 	if _, err := db.Exec(`CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, order_no VARCHAR(64) NOT NULL, qty BIGINT,
 		fence_token BIGINT NOT NULL DEFAULT 0, UNIQUE KEY uk_order_no (order_no))`); err != nil {
 		t.Fatal(err)

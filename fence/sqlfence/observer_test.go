@@ -9,13 +9,14 @@ import (
 	"github.com/latchkey-go/latchkey/fence"
 	"github.com/latchkey-go/latchkey/fence/sqlfence"
 	"github.com/latchkey-go/latchkey/internal/refusaltest"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
 
 // TestRefusalsReported checks that each guarded call refused with
 // fence.ErrStale is reported once to the fence Observer, with the caller's
 // context, and that accepted calls are not.
 func TestRefusalsReported(t *testing.T) {
-	db := openDB(t, "sqlite", sqliteDSN(filepath.Join(t.TempDir(), "fence.db")))
+	db := testsvc.OpenDB(t, "sqlite", sqliteDSN(filepath.Join(t.TempDir(), "fence.db")))
 	table := inventoryTable(t, db)
 	g := guardOn(t, db, table)
 	ctx, refusals := refusaltest.Watch(t, fence.SetObserver, t.Context(), t.Name())

@@ -50,21 +50,6 @@ func keyType(db *sql.DB) string {
 	return "TEXT"
 }
 
-// openDB opens dsn with driver, closed when the test ends; SQLite keeps one
-// connection.
-func openDB(t *testing.T, driver, dsn string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if driver == "sqlite" {
-		db.SetMaxOpenConns(1)
-	}
-	return db
-}
-
 func sqliteDSN(path string) string {
 	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
 }
@@ -89,7 +74,7 @@ func forEachDB(t *testing.T, f func(t *testing.T, db *sql.DB, table string)) {
 	for _, d := range databases {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
-			db := openDB(t, d.driver, d.dsn(t))
+			db := testsvc.OpenDB(t, d.driver, d.dsn(t))
 			f(t, db, inventoryTable(t, db))
 		})
 	}
@@ -253,7 +238,7 @@ func TestInTransaction(t *testing.T) {
 // TestBadInput: bad input is refused before any statement runs (the table
 // does not even exist).
 func TestBadInput(t *testing.T) {
-	db := openDB(t, "sqlite", sqliteDSN(filepath.Join(t.TempDir(), "x.db")))
+	db := testsvc.OpenDB(t, "sqlite", sqliteDSN(filepath.Join(t.TempDir(), "x.db")))
 	for _, bad := range [][]sqlfence.Option{
 		{sqlfence.WithKeyColumn("id; DROP TABLE x")},
 		{sqlfence.WithTokenColumn("")},

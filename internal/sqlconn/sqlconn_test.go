@@ -10,15 +10,12 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/latchkey-go/latchkey/internal/sqlconn"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
 
 func openSQLite(t *testing.T) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "c.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := testsvc.OpenDB(t, "sqlite", filepath.Join(t.TempDir(), "c.db"), testsvc.MaxOpenConns(0))
 	if _, err := db.Exec(`CREATE TABLE t (k TEXT PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}

@@ -31,11 +31,7 @@ func TestServers(t *testing.T) {
 		{sqldialect.MySQL, "mysql", testsvc.MySQLServerDSN(t)},
 	} {
 		t.Run(c.d.String(), func(t *testing.T) {
-			db, err := sql.Open(c.driver, c.dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
+			db := testsvc.OpenDB(t, c.driver, c.dsn, testsvc.MaxOpenConns(0))
 			if got := sqldialect.Detect(db); got != c.d {
 				t.Errorf("Detect = %v", got)
 			}
@@ -76,11 +72,7 @@ func checkClock(t *testing.T, db *sql.DB, d sqldialect.Dialect) {
 // TestCheckUnreachable: a server that cannot be asked is the database's
 // error, not the caller's invalid argument.
 func TestCheckUnreachable(t *testing.T) {
-	db, err := sql.Open("pgx", "postgres://127.0.0.1:1/none?connect_timeout=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testsvc.OpenDB(t, "pgx", "postgres://127.0.0.1:1/none?connect_timeout=1")
 	if err := sqldialect.Postgres.Check(t.Context(), sqlconn.Std(db), errInvalid); err == nil || errors.Is(err, errInvalid) {
 		t.Errorf("Check on no server = %v, want the connection's error", err)
 	}
@@ -89,12 +81,7 @@ func TestCheckUnreachable(t *testing.T) {
 // TestMySQLClockIgnoresTimeZone: the clock is UTC arithmetic, so a session
 // whose time zone observes daylight saving time reads the same instant.
 func TestMySQLClockIgnoresTimeZone(t *testing.T) {
-	db, err := sql.Open("mysql", testsvc.MySQLServerDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
+	db := testsvc.OpenDB(t, "mysql", testsvc.MySQLServerDSN(t), testsvc.MaxOpenConns(1))
 	var utc, shifted int64
 	q := sqldialect.MySQL.Fill(`SELECT {now_ms}`)
 	if err := db.QueryRow(q).Scan(&utc); err != nil {
@@ -117,12 +104,7 @@ func TestMySQLClockIgnoresTimeZone(t *testing.T) {
 func TestMySQLMatchedMarker(t *testing.T) {
 	for _, found := range []string{"false", "true"} {
 		t.Run("clientFoundRows="+found, func(t *testing.T) {
-			db, err := sql.Open("mysql", testsvc.MySQL(t, "clientFoundRows", found))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			db.SetMaxOpenConns(1) // the marker must not leak across statements of one connection
+			db := testsvc.OpenDB(t, "mysql", testsvc.MySQL(t, "clientFoundRows", found), testsvc.MaxOpenConns(1)) // the marker must not leak across statements of one connection
 			if _, err := db.Exec(`CREATE TABLE m (k VARBINARY(10) PRIMARY KEY, v BIGINT NOT NULL)`); err != nil {
 				t.Fatal(err)
 			}
@@ -149,11 +131,7 @@ func TestMySQLMatchedMarker(t *testing.T) {
 // error still in the chain.
 func TestRetryableOnMySQL(t *testing.T) {
 	dsn := testsvc.MySQL(t)
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testsvc.OpenDB(t, "mysql", dsn)
 	if _, err := db.Exec(`CREATE TABLE r (k INT PRIMARY KEY, v INT)`); err != nil {
 		t.Fatal(err)
 	}
@@ -202,11 +180,7 @@ func TestUpserts(t *testing.T) {
 		{sqldialect.MySQL, "mysql", testsvc.MySQL(t)},
 	} {
 		t.Run(c.d.String(), func(t *testing.T) {
-			db, err := sql.Open(c.driver, c.dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
+			db := testsvc.OpenDB(t, c.driver, c.dsn, testsvc.MaxOpenConns(0))
 			table := testsvc.TableName("upsert_")
 			if _, err := db.Exec(c.d.Fill("CREATE TABLE {t} (k {key} PRIMARY KEY, v BIGINT NOT NULL)", "{t}", table)); err != nil {
 				t.Fatal(err)

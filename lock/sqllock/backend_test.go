@@ -2,7 +2,6 @@ package sqllock
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -36,11 +35,7 @@ func TestHolderTTLHint(t *testing.T) {
 		}
 	}
 	t.Run("sqlite", func(t *testing.T) {
-		db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "h.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
+		db := testsvc.OpenDB(t, "sqlite", "file:"+filepath.Join(t.TempDir(), "h.db"), testsvc.MaxOpenConns(0))
 		l, err := New(t.Context(), db, SQLite)
 		if err != nil {
 			t.Fatal(err)

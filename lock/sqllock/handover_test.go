@@ -2,7 +2,6 @@ package sqllock
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -24,11 +23,7 @@ import (
 // on the table.
 func eachDialect(t *testing.T, table string, f func(t *testing.T, l *Locker, db func(q string, args ...any) error, open func() (*Locker, error))) {
 	std := func(t *testing.T, driver, dsn string, d Dialect) {
-		db, err := sql.Open(driver, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = db.Close() })
+		db := testsvc.OpenDB(t, driver, dsn, testsvc.MaxOpenConns(0))
 		exec := func(q string, args ...any) error {
 			_, err := db.ExecContext(context.Background(), q, args...)
 			return err

@@ -3,7 +3,6 @@ package sqllock_test
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"path/filepath"
 	"testing"
@@ -52,11 +51,7 @@ func TestPostgresOperator(t *testing.T) {
 	t.Run("database-sql", func(t *testing.T) {
 		locktest.RunOperator(t, locktest.Harness{
 			New: func(t *testing.T) lock.Locker {
-				db, err := sql.Open("pgx", url)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = db.Close() })
+				db := testsvc.OpenDB(t, "pgx", url)
 				l, err := sqllock.New(t.Context(), db, sqllock.Postgres, sqllock.WithTable(table))
 				if err != nil {
 					t.Fatal(err)

@@ -60,12 +60,7 @@ func TestOneNameOneResourcePostgres(t *testing.T) {
 	for _, driver := range []string{"pgx", "database/sql"} {
 		t.Run(driver, func(t *testing.T) {
 			stdDB := func(t *testing.T) *sql.DB {
-				db, err := sql.Open("pgx", url)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = db.Close() })
-				return db
+				return testsvc.OpenDB(t, "pgx", url)
 			}
 			h := modetest.Harness{Key: func(t *testing.T) string { return prefix + t.Name() }}
 			if driver == "pgx" {

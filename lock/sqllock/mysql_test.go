@@ -19,12 +19,7 @@ import (
 
 func openMySQL(t testing.TB, dsn string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	return db
+	return testsvc.OpenDB(t, "mysql", dsn)
 }
 
 // TestMySQLConformance runs the suite on MariaDB (or MySQL), once with the
@@ -41,11 +36,7 @@ func TestMySQLConformance(t *testing.T) {
 			)
 			locktest.Run(t, locktest.Harness{
 				New: func(t *testing.T) lock.Locker {
-					db, err := sql.Open("mysql", dsn)
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { _ = db.Close() })
+					db := testsvc.OpenDB(t, "mysql", dsn)
 					mu.Lock()
 					dbs = append(dbs, db)
 					mu.Unlock()

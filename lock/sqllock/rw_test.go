@@ -138,11 +138,7 @@ func TestRWBadInput(t *testing.T) {
 	if _, err := sqllock.NewPgxRW(ctx, nil); !errors.Is(err, lock.ErrInvalid) {
 		t.Errorf("NewPgxRW(nil) = %v, want ErrInvalid", err)
 	}
-	db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(t.TempDir(), "bad.db")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testsvc.OpenDB(t, "sqlite", sqliteDSN(filepath.Join(t.TempDir(), "bad.db")), testsvc.MaxOpenConns(0))
 	for _, table := range []string{"", "x-y", "a;drop", strings.Repeat("t", 60)} {
 		if _, err := sqllock.NewRW(ctx, db, sqllock.SQLite, sqllock.WithTable(table)); !errors.Is(err, lock.ErrInvalid) {
 			t.Errorf("table %q: %v, want ErrInvalid", table, err)

@@ -3,7 +3,6 @@ package sqllock_test
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"path/filepath"
@@ -171,11 +170,7 @@ func TestSemaphorePostgresConformance(t *testing.T) {
 		var cuts cutters
 		semaphoretest.Run(t, semaphoretest.Harness{
 			New: func(t *testing.T) *semaphore.Client {
-				db, err := sql.Open("pgx", url)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = db.Close() })
+				db := testsvc.OpenDB(t, "pgx", url)
 				c, err := sqllock.NewSemaphores(t.Context(), db, sqllock.Postgres, sqllock.WithTable(table))
 				if err != nil {
 					t.Fatal(err)

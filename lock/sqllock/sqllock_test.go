@@ -37,11 +37,7 @@ func sqliteDSN(path string) string {
 // fails at once (backendurl.SQLiteReady).
 func openSQLite(t testing.TB, path string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite", sqliteDSN(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := testsvc.OpenDB(t, "sqlite", sqliteDSN(path), testsvc.MaxOpenConns(0))
 	if err := backendurl.SQLiteReady(context.Background(), db); err != nil {
 		t.Fatal(err)
 	}
@@ -148,11 +144,7 @@ func TestPostgresConformance(t *testing.T) {
 		var cuts locktest.Cuts
 		locktest.Run(t, locktest.Harness{
 			New: func(t *testing.T) lock.Locker {
-				db, err := sql.Open("pgx", pg.URL())
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = db.Close() })
+				db := testsvc.OpenDB(t, "pgx", pg.URL())
 				l, err := sqllock.New(t.Context(), db, sqllock.Postgres)
 				if err != nil {
 					t.Fatal(err)
@@ -488,11 +480,7 @@ func hostPort(t *testing.T, url string) string {
 // refused up front, not accepted and then fail every release.
 func TestTableNameLeavesRoomForTheChannel(t *testing.T) {
 	ctx := t.Context()
-	db, err := sql.Open("pgx", testsvc.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := testsvc.OpenDB(t, "pgx", testsvc.PostgresURL(t))
 	long := "locks_" + strings.Repeat("x", 57) // 63 bytes: a valid table name
 	t.Cleanup(func() { _, _ = db.Exec(`DROP TABLE IF EXISTS ` + long) })
 	l, err := sqllock.New(ctx, db, sqllock.Postgres, sqllock.WithTable(long))

@@ -2,7 +2,6 @@ package redisoutbox_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -31,11 +30,7 @@ import (
 func TestRelayToRedisStreams(t *testing.T) {
 	rdb, prefix := testsvc.RedisClient(t)
 	stream := prefix + "payments"
-	db, err := sql.Open("sqlite", backendurl.SQLiteDSN(filepath.Join(t.TempDir(), "app.db")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testsvc.OpenDB(t, "sqlite", backendurl.SQLiteDSN(filepath.Join(t.TempDir(), "app.db")), testsvc.MaxOpenConns(0))
 	ob, err := outbox.New(db)
 	if err != nil {
 		t.Fatal(err)
