@@ -1,7 +1,6 @@
 package sqlfence_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/latchkey-go/latchkey/fence"
 	"github.com/latchkey-go/latchkey/fence/sqlfence"
 	"github.com/latchkey-go/latchkey/internal/suitekit"
+	"github.com/latchkey-go/latchkey/internal/testsvc"
 )
 
 // postgresDB is the databases entry for PostgreSQL.
@@ -24,15 +24,7 @@ func pgxHolders(t *testing.T) (stale, fresh *pgxpool.Pool, check func() int64, t
 	t.Helper()
 	staleDB, _, table := holders(t, postgresDB)
 	dsn := postgresDB.dsn(t)
-	open := func() *pgxpool.Pool {
-		p, err := pgxpool.New(context.Background(), dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		return p
-	}
-	return open(), open(), func() int64 { return balance(t, staleDB, table) }, table
+	return testsvc.OpenPgx(t, dsn), testsvc.OpenPgx(t, dsn), func() int64 { return balance(t, staleDB, table) }, table
 }
 
 func pgxGuard(t *testing.T, pool *pgxpool.Pool, table string) *sqlfence.Guard {
@@ -193,11 +185,7 @@ func TestNewPgxBadInput(t *testing.T) {
 	if _, err := sqlfence.NewPgx(nil, "t"); !errors.Is(err, fence.ErrInvalid) {
 		t.Errorf("nil pool = %v, want ErrInvalid", err)
 	}
-	pool, err := pgxpool.New(context.Background(), "postgres://127.0.0.1:1/none")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := testsvc.OpenPgx(t, "postgres://127.0.0.1:1/none")
 	for name, opts := range map[string][]sqlfence.Option{
 		"MySQL dialect": {sqlfence.WithDialect(sqlfence.MySQL)},
 		"bad key":       {sqlfence.WithKeyColumn("a-b")},

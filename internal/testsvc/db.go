@@ -1,8 +1,11 @@
 package testsvc
 
 import (
+	"context"
 	"database/sql"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // DBOption adjusts a handle OpenDB opened.
@@ -31,4 +34,16 @@ func OpenDB(t testing.TB, driver, dsn string, opts ...DBOption) *sql.DB {
 		o(db)
 	}
 	return db
+}
+
+// OpenPgx opens a pgx pool on url, failing t if it cannot, and closes it
+// when t ends.
+func OpenPgx(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }

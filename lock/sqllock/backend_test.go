@@ -1,13 +1,11 @@
 package sqllock
 
 import (
-	"context"
 	"errors"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	_ "modernc.org/sqlite"
 
 	"github.com/latchkey-go/latchkey/internal/testsvc"
@@ -43,11 +41,7 @@ func TestHolderTTLHint(t *testing.T) {
 		check(t, l)
 	})
 	t.Run("postgres", func(t *testing.T) {
-		pool, err := pgxpool.New(context.Background(), testsvc.PostgresURL(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pool.Close()
+		pool := testsvc.OpenPgx(t, testsvc.PostgresURL(t))
 		l, err := NewPgx(t.Context(), pool)
 		if err != nil {
 			t.Fatal(err)

@@ -28,7 +28,7 @@ func TestElection(t *testing.T) {
 		url := testsvc.PostgresURL(t)
 		electtest.Run(t, electtest.Harness{
 			New: func(t *testing.T) lock.Locker {
-				l, err := sqllock.NewPgx(t.Context(), openPgx(t, url), sqllock.WithTable(table))
+				l, err := sqllock.NewPgx(t.Context(), testsvc.OpenPgx(t, url), sqllock.WithTable(table))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -41,11 +41,7 @@ func eachDialect(t *testing.T, table string, f func(t *testing.T, l *Locker, db 
 		std(t, "sqlite", "file:"+filepath.Join(t.TempDir(), "h.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)", SQLite)
 	})
 	t.Run("postgres-pgx", func(t *testing.T) {
-		pool, err := pgxpool.New(context.Background(), testsvc.PostgresURL(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pool.Close()
+		pool := testsvc.OpenPgx(t, testsvc.PostgresURL(t))
 		exec := func(q string, args ...any) error { _, err := pool.Exec(context.Background(), q, args...); return err }
 		_ = exec("DROP TABLE IF EXISTS " + table + ", " + table + "_queue")
 		defer func() { _ = exec("DROP TABLE IF EXISTS " + table + ", " + table + "_queue") }()
@@ -173,11 +169,7 @@ func TestHandoverThroughLocker(t *testing.T) {
 // sent after the release arrives after the release's, if it sent one.
 func TestReleaseNotifiesOnlyWhenWaited(t *testing.T) {
 	ctx := t.Context()
-	pool, err := pgxpool.New(ctx, testsvc.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := testsvc.OpenPgx(t, testsvc.PostgresURL(t))
 	const table = "latchkey_notify_test"
 	_, _ = pool.Exec(ctx, "DROP TABLE IF EXISTS "+table+", "+table+"_queue")
 	defer func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_queue") }()

@@ -31,7 +31,7 @@ func TestPostgresOperator(t *testing.T) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	table := "ops_locks_" + hex.EncodeToString(b[:])
-	admin := openPgx(t, url)
+	admin := testsvc.OpenPgx(t, url)
 	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_queue") })
 	// Create the table once: concurrent CREATE TABLE IF NOT EXISTS collide.
 	if _, err := sqllock.NewPgx(t.Context(), admin, sqllock.WithTable(table)); err != nil {
@@ -40,7 +40,7 @@ func TestPostgresOperator(t *testing.T) {
 	t.Run("pgx", func(t *testing.T) {
 		locktest.RunOperator(t, locktest.Harness{
 			New: func(t *testing.T) lock.Locker {
-				l, err := sqllock.NewPgx(t.Context(), openPgx(t, url), sqllock.WithTable(table))
+				l, err := sqllock.NewPgx(t.Context(), testsvc.OpenPgx(t, url), sqllock.WithTable(table))
 				if err != nil {
 					t.Fatal(err)
 				}

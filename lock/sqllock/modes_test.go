@@ -65,13 +65,13 @@ func TestOneNameOneResourcePostgres(t *testing.T) {
 			h := modetest.Harness{Key: func(t *testing.T) string { return prefix + t.Name() }}
 			if driver == "pgx" {
 				h.Lock = func(t *testing.T) lock.Locker {
-					return must[*sqllock.Locker](t)(sqllock.NewPgx(t.Context(), openPgx(t, url)))
+					return must[*sqllock.Locker](t)(sqllock.NewPgx(t.Context(), testsvc.OpenPgx(t, url)))
 				}
 				h.RW = func(t *testing.T) *rwlock.Locker {
-					return must[*rwlock.Locker](t)(sqllock.NewPgxRW(t.Context(), openPgx(t, url)))
+					return must[*rwlock.Locker](t)(sqllock.NewPgxRW(t.Context(), testsvc.OpenPgx(t, url)))
 				}
 				h.Semaphore = func(t *testing.T) *semaphore.Client {
-					return must[*semaphore.Client](t)(sqllock.NewPgxSemaphores(t.Context(), openPgx(t, url)))
+					return must[*semaphore.Client](t)(sqllock.NewPgxSemaphores(t.Context(), testsvc.OpenPgx(t, url)))
 				}
 			} else {
 				h.Lock = func(t *testing.T) lock.Locker {

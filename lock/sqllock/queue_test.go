@@ -24,12 +24,7 @@ type queueFixture struct {
 
 func newQueueFixture(t *testing.T, table string) queueFixture {
 	t.Helper()
-	ctx := t.Context()
-	pool, err := pgxpool.New(ctx, testsvc.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := testsvc.OpenPgx(t, testsvc.PostgresURL(t))
 	drop := func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_queue") }
 	drop()
 	t.Cleanup(drop)

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/sqllock"
@@ -134,7 +132,7 @@ func TestSemaphoreSQLiteRefusalTakesNoWriteLock(t *testing.T) {
 // through pgx (LISTEN/NOTIFY) and through database/sql (polling).
 func TestSemaphorePostgresConformance(t *testing.T) {
 	url := testsvc.PostgresURL(t)
-	admin := openPgx(t, url)
+	admin := testsvc.OpenPgx(t, url)
 	table := semTable(t)
 	t.Cleanup(func() {
 		for _, tb := range []string{table, table + "_holders"} {
@@ -151,11 +149,7 @@ func TestSemaphorePostgresConformance(t *testing.T) {
 		var cuts cutters
 		semaphoretest.Run(t, semaphoretest.Harness{
 			New: func(t *testing.T) *semaphore.Client {
-				pool, err := pgxpool.New(t.Context(), url)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(pool.Close)
+				pool := testsvc.OpenPgx(t, url)
 				c, err := sqllock.NewPgxSemaphores(t.Context(), pool, sqllock.WithTable(table))
 				if err != nil {
 					t.Fatal(err)

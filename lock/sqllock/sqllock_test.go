@@ -44,16 +44,6 @@ func openSQLite(t testing.TB, path string) *sql.DB {
 	return db
 }
 
-func openPgx(t testing.TB, url string) *pgxpool.Pool {
-	t.Helper()
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
 func TestSQLiteConformance(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "locks.db")
 	admin := openSQLite(t, path)
@@ -109,7 +99,7 @@ func TestSQLiteConformance(t *testing.T) {
 // through database/sql (polling) on a private server it restarts.
 func TestPostgresConformance(t *testing.T) {
 	pg := testsvc.StartPostgres(t)
-	admin := openPgx(t, pg.URL())
+	admin := testsvc.OpenPgx(t, pg.URL())
 	revoke := func(t *testing.T, key string) {
 		if _, err := admin.Exec(t.Context(), `DELETE FROM latchkey_locks WHERE key = $1`, key); err != nil {
 			t.Fatal(err)
@@ -127,7 +117,7 @@ func TestPostgresConformance(t *testing.T) {
 		var cuts locktest.Cuts
 		locktest.Run(t, locktest.Harness{
 			New: func(t *testing.T) lock.Locker {
-				pool := openPgx(t, pg.URL())
+				pool := testsvc.OpenPgx(t, pg.URL())
 				l, err := sqllock.NewPgx(t.Context(), pool)
 				if err != nil {
 					t.Fatal(err)
@@ -374,7 +364,7 @@ func TestKilledHolderIsSucceededAfterTTL(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		url := testsvc.PostgresURL(t)
-		l, err := sqllock.NewPgx(t.Context(), openPgx(t, url))
+		l, err := sqllock.NewPgx(t.Context(), testsvc.OpenPgx(t, url))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -398,7 +388,7 @@ func TestPostgresConnectionFaults(t *testing.T) {
 		t.Run(fault.name, func(t *testing.T) {
 			t.Parallel()
 			holder, proxy := proxiedPgxLocker(t, url)
-			other, err := sqllock.NewPgx(t.Context(), openPgx(t, url))
+			other, err := sqllock.NewPgx(t.Context(), testsvc.OpenPgx(t, url))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -519,7 +509,7 @@ func TestTableNameLeavesRoomForTheChannel(t *testing.T) {
 func TestConcurrentFirstOpen(t *testing.T) {
 	t.Parallel()
 	url := testsvc.PostgresURL(t)
-	admin := openPgx(t, url)
+	admin := testsvc.OpenPgx(t, url)
 	for round := range 5 {
 		table := fmt.Sprintf("latchkey_first_open_%d_%d", os.Getpid(), round)
 		t.Cleanup(func() {
@@ -527,7 +517,7 @@ func TestConcurrentFirstOpen(t *testing.T) {
 		})
 		pools := make([]*pgxpool.Pool, 8)
 		for i := range pools {
-			pools[i] = openPgx(t, url)
+			pools[i] = testsvc.OpenPgx(t, url)
 			if err := pools[i].Ping(t.Context()); err != nil { // connected before the race
 				t.Fatal(err)
 			}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/latchkey-go/latchkey/elect"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
@@ -26,11 +25,7 @@ func TestAddInPgxTx(t *testing.T) {
 	defer drop()
 	testsvc.PostgresURL(t) // skips or fails when the server is missing
 	ctx := t.Context()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := testsvc.OpenPgx(t, url)
 	ob, err := pgxoutbox.New(pool)
 	if err != nil {
 		t.Fatal(err)

@@ -22,11 +22,7 @@ var flow = []state.Transition{{From: "UNPAID", To: "PAID"}, {From: "UNPAID", To:
 // the test and dropped at its end.
 func orders(t *testing.T) (*pgxpool.Pool, string) {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), testsvc.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := testsvc.OpenPgx(t, testsvc.PostgresURL(t))
 	table := testsvc.TableName("pgxstate_")
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, fmt.Sprintf(`CREATE TABLE %s (id TEXT PRIMARY KEY, status TEXT NOT NULL, version BIGINT NOT NULL DEFAULT 0)`, table)); err != nil {
@@ -163,11 +159,7 @@ func TestBadInput(t *testing.T) {
 	if _, err := pgxstate.NewOptimistic(nil, "t"); !errors.Is(err, state.ErrInvalid) {
 		t.Errorf("nil pool = %v, want ErrInvalid", err)
 	}
-	pool, err := pgxpool.New(context.Background(), "postgres://127.0.0.1:1/none")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := testsvc.OpenPgx(t, "postgres://127.0.0.1:1/none")
 	if _, err := pgxstate.NewMachine(pool, "t t", flow); !errors.Is(err, state.ErrInvalid) {
 		t.Errorf("bad table = %v, want ErrInvalid", err)
 	}
