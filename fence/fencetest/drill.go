@@ -85,7 +85,7 @@ func Drill(t *testing.T, target Target, config string) {
 		t.Errorf("record holds (%q, %d, %v), want the second writer's (%q, %d)", v, tok, err, "second", lease.Token())
 	}
 	c.In.Close()
-	if err := c.Cmd.Wait(); err != nil {
+	if err := c.Wait(); err != nil {
 		t.Errorf("child: %v", err)
 	}
 }

@@ -30,7 +30,7 @@ const (
 	linKills      = 2                      // SIGKILLs per history at most
 	linTTL        = 250 * time.Millisecond // workers' lease TTL, shorter than most pauses
 	linOpTimeout  = 5 * time.Second        // one operation's bound
-	linDeadline   = 40 * time.Second       // one history's bound
+	linDeadline   = 2 * time.Minute        // one history's bound: a hang, not a slow machine (27 s alone, with -race)
 	checkTimeout  = 30 * time.Second       // porcupine's bound
 	neverReturned = int64(1) << 62         // the return time of a call cut short by a kill
 )
@@ -193,7 +193,7 @@ func (h *history) start(ops int) {
 		for line := range w.c.Lines {
 			h.rec.line(id, line)
 		}
-		_ = w.c.Cmd.Wait()
+		_ = w.c.Wait()
 		h.mu.Lock()
 		delete(h.live, id)
 		h.mu.Unlock()

@@ -113,7 +113,7 @@ func rmwResults(kids []*suitekit.Child) (results chan string, done chan struct{}
 					results <- rest
 				}
 			}
-			_ = c.Cmd.Wait()
+			_ = c.Wait()
 		})
 	}
 	go func() { wg.Wait(); close(done) }()

@@ -99,7 +99,7 @@ func TestCrashedServerIsTakenOverOnce(t *testing.T) {
 	go func() { lost <- pay(t, firstClient, "crash-1", "100 EUR") }()
 	expect(t, first, "running 1")
 	_ = first.Cmd.Process.Kill()
-	_ = first.Cmd.Wait()
+	_ = first.Wait()
 	if got := <-lost; got.st.Code() != codes.Unavailable {
 		t.Fatalf("the call to the killed server answered %v, want Unavailable", got.st)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +18,17 @@ type Child struct {
 	Cmd   *exec.Cmd
 	In    io.WriteCloser // the child's standard input
 	Lines <-chan string  // its stdout, line by line; closed at EOF
+
+	waitOnce sync.Once
+	waitErr  error
+}
+
+// Wait waits for the child to exit and returns how it ended. Unlike
+// Cmd.Wait it may be called more than once, from any goroutine (a test's
+// own wait and the cleanup's both call it).
+func (c *Child) Wait() error {
+	c.waitOnce.Do(func() { c.waitErr = c.Cmd.Wait() })
+	return c.waitErr
 }
 
 // StartChild re-executes the test binary, running no test, with env added
@@ -51,7 +63,7 @@ func StartChild(t *testing.T, env ...string) *Child {
 	t.Cleanup(func() {
 		_ = c.Cmd.Process.Signal(syscall.SIGCONT)
 		_ = c.Cmd.Process.Kill()
-		_ = c.Cmd.Wait()
+		_ = c.Wait()
 	})
 	return c
 }

@@ -141,7 +141,7 @@ func (p *procs) writerAlone(t *testing.T) {
 	}
 	for i, c := range cs {
 		c.Expect(t, "done", 2*time.Minute, nil)
-		if err := c.Cmd.Wait(); err != nil {
+		if err := c.Wait(); err != nil {
 			t.Fatalf("child %d: %v", i, err)
 		}
 	}
@@ -253,7 +253,7 @@ func (p *procs) killed(t *testing.T, mode rwlock.Mode) {
 	if err := c.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = c.Cmd.Wait()
+	_ = c.Wait()
 	for line := range c.Lines { // what it said before it died
 		note(line)
 	}
