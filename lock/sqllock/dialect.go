@@ -36,6 +36,20 @@ const promise = `next_locker = CASE WHEN l.waited > v.ms THEN (SELECT q.locker F
 		WHERE q.key = $1 AND q.expires_at > v.ms ORDER BY q.queued_us, q.locker LIMIT 1) END,
 	next_until = v.ms + {promised}`
 
+// noFlush, returned by a PostgreSQL write that only leaves a hint (a
+// release, a refused attempt's mark and place in the queue, leaving the
+// queue), lets its transaction commit without waiting for the log flush
+// (synchronous_commit off, for that transaction only). Lost in a crash of
+// the server, such a write costs time, never safety: a lost release leaves
+// the lock to expire, a lost mark or queue row a wake-up. Every write that
+// changes who holds a lock, its token or its expiry (an acquisition, a
+// hand-over, a renewal, a relabel) still waits; and as the log is written
+// in order, its flush makes the hints before it durable too. On a disk that
+// flushes in milliseconds, this halves the flushes of an acquire-and-release
+// pair, and NOTIFY, which serialises commits until they are flushed, no
+// longer waits for one.
+const noFlush = "set_config('synchronous_commit', 'off', true)"
+
 // channelSuffix names the PostgreSQL channel releases notify, after the table.
 const channelSuffix = "_released"
 
@@ -96,7 +110,7 @@ func newQueries(d Dialect, table string) (queries, error) {
 	}
 	fill := func(q string) string {
 		return d.Fill(q, "{table}", table, "{channel}", table+channelSuffix, "{mark}", waitedMark, "{renew}", waitedRenew,
-			"{queued}", queuedFor, "{requeue}", queueRenew, "{promised}", promisedFor)
+			"{queued}", queuedFor, "{requeue}", queueRenew, "{promised}", promisedFor, "{noflush}", noFlush)
 	}
 	if d == MySQL {
 		return mysqlQueries(fill), nil
@@ -136,14 +150,14 @@ WHERE key = $1 AND owner = $2 AND expires_at > {now}`
 	switch d {
 	case Postgres:
 		own := "(l.owner IS NOT NULL AND l.expires_at > v.us / 1000 AND left(l.owner, 16) = left($2, 16))"
-		// One round trip either way. A take of a free or expired row, an insert of a missing one, and
-		// the mark, each an UPDATE or INSERT whose WHERE reads the
-		// statement's snapshot and one clock reading (v): a failed attempt
-		// on a held row writes nothing (no row lock, no commit record to
-		// flush) unless it marks the row, at most once per waitedRenew. The
-		// last SELECT reads the snapshot from before the statement's writes,
-		// so when nothing was taken it sees the holder's row.
-		//
+		// One round trip either way: one UPDATE takes a free or expired
+		// row or marks a row another Locker holds, and an INSERT adds a
+		// missing one, each conditioned on the statement's snapshot and
+		// one clock reading (v), so that a failed attempt on a held row
+		// writes nothing (no row lock, no commit record) unless it marks
+		// the row, at most once per waitedRenew. The last SELECT reads the
+		// snapshot from before the statement's writes, so when the UPDATE
+		// left the row alone it sees the holder's row.
 		//
 		// A free row promised to another Locker's waiter (next_locker, until
 		// next_until) is not taken; an attempt of a waiting Acquire
@@ -153,46 +167,52 @@ WHERE key = $1 AND owner = $2 AND expires_at > {now}`
 		// write only when they change a row: an INSERT … ON CONFLICT DO
 		// UPDATE would lock the row, and flush a commit, every time.
 		acquire := `WITH v AS (SELECT {now_us} AS us),
-t AS (
-	UPDATE {table} AS l SET owner = $2, expires_at = v.us / 1000 + $3, token = GREATEST(l.token + 1, v.us), next_locker = NULL
-	FROM v WHERE l.key = $1 AND (l.owner IS NULL OR l.expires_at <= v.us / 1000)
-		AND (l.next_locker IS NULL OR l.next_until <= v.us / 1000 OR l.next_locker = left($2, 16))
-	RETURNING l.token
+u AS (
+	UPDATE {table} AS l SET
+		owner = CASE WHEN {free} THEN $2 ELSE l.owner END,
+		expires_at = CASE WHEN {free} THEN v.us / 1000 + $3 ELSE l.expires_at END,
+		token = CASE WHEN {free} THEN GREATEST(l.token + 1, v.us) ELSE l.token END,
+		next_locker = CASE WHEN {free} THEN NULL ELSE l.next_locker END,
+		waited = CASE WHEN {free} THEN l.waited ELSE v.us / 1000 + {mark} END
+	FROM v WHERE l.key = $1 AND ({free} OR l.owner IS NOT NULL AND l.expires_at > v.us / 1000
+		AND l.waited < v.us / 1000 + {renew} AND left(l.owner, 16) <> left($2, 16))
+	RETURNING l.owner = $2 AS took, l.token, l.expires_at - v.us / 1000 AS held_ms,
+		CASE WHEN l.owner <> $2 THEN {noflush} END
 ), i AS (
 	INSERT INTO {table} (key, owner, expires_at, token)
 	SELECT $1, $2, v.us / 1000 + $3, v.us FROM v WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE key = $1)
 	ON CONFLICT (key) DO NOTHING
 	RETURNING token
-), m AS (
-	UPDATE {table} AS l SET waited = v.us / 1000 + {mark}
-	FROM v WHERE l.key = $1 AND l.owner IS NOT NULL AND l.expires_at > v.us / 1000
-		AND l.waited < v.us / 1000 + {renew} AND left(l.owner, 16) <> left($2, 16)
 ){queue}
-SELECT token, 0::bigint, false FROM t
+SELECT CASE WHEN took THEN token END, CASE WHEN took THEN 0 ELSE GREATEST(held_ms, 1) END, {marked?} FROM u
 UNION ALL
 SELECT token, 0, false FROM i
 UNION ALL
 SELECT NULL, GREATEST(CASE WHEN l.owner IS NOT NULL AND l.expires_at > v.us / 1000 THEN l.expires_at ELSE l.next_until END - v.us / 1000, 1),
 	{queued?}
 FROM {table} AS l, v
-WHERE l.key = $1 AND NOT EXISTS (SELECT 1 FROM t) AND NOT EXISTS (SELECT 1 FROM i)`
+WHERE l.key = $1 AND NOT EXISTS (SELECT 1 FROM u) AND NOT EXISTS (SELECT 1 FROM i)`
+		acquire = strings.ReplaceAll(acquire, "{free}", `(l.owner IS NULL OR l.expires_at <= v.us / 1000)
+			AND (l.next_locker IS NULL OR l.next_until <= v.us / 1000 OR l.next_locker = left($2, 16))`)
 		// The attempts of a waiting Acquire also join or leave the queue.
 		queue := `, d AS (
-	DELETE FROM {table}_queue AS q USING t WHERE q.key = $1 AND q.locker = left($2, 16)
+	DELETE FROM {table}_queue AS q USING u WHERE q.key = $1 AND q.locker = left($2, 16) AND u.took
 ), e AS (
 	SELECT v.us FROM {table} AS l, v
-	WHERE l.key = $1 AND NOT EXISTS (SELECT 1 FROM t) AND NOT {own}
+	WHERE l.key = $1 AND NOT EXISTS (SELECT 1 FROM u WHERE u.took) AND NOT {own}
 ), r AS (
 	UPDATE {table}_queue AS q SET expires_at = e.us / 1000 + {queued}
 	FROM e WHERE q.key = $1 AND q.locker = left($2, 16) AND q.expires_at < e.us / 1000 + {queued} - {requeue}
+	RETURNING {noflush}
 ), n AS (
 	INSERT INTO {table}_queue (key, locker, queued_us, expires_at)
 	SELECT $1, left($2, 16), e.us, e.us / 1000 + {queued} FROM e
 	WHERE NOT EXISTS (SELECT 1 FROM {table}_queue AS q WHERE q.key = $1 AND q.locker = left($2, 16))
 	ON CONFLICT (key, locker) DO NOTHING
+	RETURNING {noflush}
 )`
-		q.acquire = fill(strings.NewReplacer("{queue}", "", "{queued?}", "false").Replace(acquire))
-		q.acquireWaiting = fill(strings.NewReplacer("{queue}", queue, "{queued?}", "NOT {own}").Replace(acquire))
+		q.acquire = fill(strings.NewReplacer("{queue}", "", "{queued?}", "false", "{marked?}", "false").Replace(acquire))
+		q.acquireWaiting = fill(strings.NewReplacer("{queue}", queue, "{queued?}", "NOT {own}", "{marked?}", "NOT took").Replace(acquire))
 		q.acquireWaiting = strings.ReplaceAll(q.acquireWaiting, "{own}", own)
 		// A release of a row that another Locker's waiter marked promises
 		// the lock to the Locker first in the key's queue, if any, and
@@ -200,16 +220,17 @@ WHERE l.key = $1 AND NOT EXISTS (SELECT 1 FROM t) AND NOT EXISTS (SELECT 1 FROM 
 		q.release = fill(`WITH r AS (
 	UPDATE {table} AS l SET owner = NULL, expires_at = 0, ` + strings.ReplaceAll(promise, "v.ms", "{now_ms}") + `
 	WHERE l.key = $1 AND l.owner = $2 AND l.expires_at > {now_ms}
-	RETURNING l.waited > {now_ms} AS w, l.next_locker AS nl
+	RETURNING l.waited > {now_ms} AS w, l.next_locker AS nl, {noflush}
 ) SELECT 1 FROM r LEFT JOIN LATERAL (SELECT pg_notify('{channel}', $3 || COALESCE(' ' || r.nl, '')) WHERE r.w) AS n ON true`)
 		// One clock reading (the CTE, evaluated once) for every condition.
 		q.handover = fill("WITH v AS (SELECT {now_us} AS us, {now_us} / 1000 AS ms), h AS (\n" +
 			strings.NewReplacer("{table} SET", "{table} AS l SET", "\nWHERE key", ",\n\t"+promise+"\nFROM v WHERE key",
 				"{now}", "v.ms", "{us}", "v.us").Replace(handover) + `
-	RETURNING owner IS NOT NULL AS handed, token, l.next_locker AS nl
+	RETURNING owner IS NOT NULL AS handed, token, l.next_locker AS nl,
+		CASE WHEN owner IS NULL THEN {noflush} END
 ) SELECT CASE WHEN handed THEN token ELSE 0 END FROM h
 LEFT JOIN LATERAL (SELECT pg_notify('{channel}', $5 || COALESCE(' ' || h.nl, '')) WHERE NOT h.handed) AS n ON true`)
-		q.dequeue = fill(`DELETE FROM {table}_queue WHERE key = $1 AND locker = $2`)
+		q.dequeue = fill(`DELETE FROM {table}_queue WHERE key = $1 AND locker = $2 RETURNING {noflush}`)
 		q.migrate = append(q.migrate, fill(queueTable))
 		q.hasWaited = fill(`SELECT waited, next_locker, next_until FROM {table} WHERE 1 = 0`)
 		q.addWaited = fill(`ALTER TABLE {table} ADD COLUMN IF NOT EXISTS waited BIGINT NOT NULL DEFAULT 0,

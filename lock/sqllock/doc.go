@@ -38,6 +38,20 @@
 // nobody marked sends no NOTIFY, which would hold a database-wide lock
 // until its commit.
 //
+// Durability on PostgreSQL: a write that changes who holds a lock, its token
+// or its expiry (an acquisition, a hand-over, a renewal, a relabel) commits
+// as the server's synchronous_commit says, normally after its log reaches
+// the disk. A write that only leaves a hint (a release, a failed attempt's
+// mark or place in the queue, and the releases of semaphores and read-write
+// locks) commits without waiting for that flush: on a crash of the server
+// the last of them may be lost, which leaves a released lock held until its
+// lease ends, or costs a waiter a wake-up, never a second holder or a token
+// issued twice. As the log is written in order, the next acquisition's flush
+// makes every hint before it durable. An acquire-and-release pair waits for
+// one flush instead of two, and a release's NOTIFY, which holds a
+// database-wide lock until its commit ends, no longer holds it through a
+// flush.
+//
 // MySQL and MariaDB (github.com/go-sql-driver/mysql; MySQL 8.0, MariaDB 10.6
 // or later; InnoDB): acquiring is one INSERT ... ON DUPLICATE KEY UPDATE whose
 // token comes back as its LAST_INSERT_ID, one round trip; a held key costs a

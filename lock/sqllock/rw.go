@@ -152,7 +152,7 @@ WHERE NOT EXISTS (
 RETURNING token`),
 		releaseNotify: fill(`WITH gone AS (
 	DELETE FROM {holders} WHERE name = $1 AND owner = $2 AND mode = $3 AND expires_at > {now_ms}
-	RETURNING 1
+	RETURNING ` + noFlush + `
 ) SELECT 1 FROM gone, LATERAL (SELECT pg_notify('{channel}', $4)) AS n`),
 	}, nil
 }

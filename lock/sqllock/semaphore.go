@@ -250,7 +250,7 @@ $$`))
 	switch d {
 	case Postgres:
 		q.release = fill(`WITH released AS (
-	DELETE FROM {holders} WHERE name = $1 AND owner = $2 AND expires_at > {now_ms} RETURNING name
+	DELETE FROM {holders} WHERE name = $1 AND owner = $2 AND expires_at > {now_ms} RETURNING name, ` + noFlush + `
 ) SELECT 1 FROM released, LATERAL (SELECT pg_notify('{channel}', $3)) AS n`)
 		q.batch = fill(`UPDATE {holders} AS l SET expires_at = {now_ms} + v.ttl
 FROM unnest($1::text[], $2::text[], $3::bigint[]) AS v(name, owner, ttl)
