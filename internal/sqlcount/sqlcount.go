@@ -79,8 +79,21 @@ func (c connector) Driver() driver.Driver { return c.d }
 // conn forwards to the driver's connection what database/sql asks of it,
 // counting the calls that reach the server.
 type conn struct {
-	driver.Conn
+	driverConn
 	c *Counter
+}
+
+// driverConn names the embedded driver connection apart from pgx's (Conn).
+type driverConn = driver.Conn
+
+// Conn gives pgx's connection under the driver's, when the driver is pgx's
+// (pgx/v5/stdlib), so that code that LISTENs through database/sql works
+// through the counter too; its round trips are not counted.
+func (cn *conn) Conn() *pgx.Conn {
+	if pc, ok := cn.driverConn.(interface{ Conn() *pgx.Conn }); ok {
+		return pc.Conn()
+	}
+	return nil
 }
 
 var errNoContext = errors.New("sqlcount: the driver's connection has no context-aware method")
@@ -88,10 +101,10 @@ var errNoContext = errors.New("sqlcount: the driver's connection has no context-
 func (cn *conn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
 	var st driver.Stmt
 	var err error
-	if p, ok := cn.Conn.(driver.ConnPrepareContext); ok {
+	if p, ok := cn.driverConn.(driver.ConnPrepareContext); ok {
 		st, err = p.PrepareContext(ctx, q)
 	} else {
-		st, err = cn.Conn.Prepare(q)
+		st, err = cn.driverConn.Prepare(q)
 	}
 	if err != nil {
 		return nil, err
@@ -101,7 +114,7 @@ func (cn *conn) PrepareContext(ctx context.Context, q string) (driver.Stmt, erro
 }
 
 func (cn *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	b, ok := cn.Conn.(driver.ConnBeginTx)
+	b, ok := cn.driverConn.(driver.ConnBeginTx)
 	if !ok {
 		return nil, errNoContext
 	}
@@ -110,7 +123,7 @@ func (cn *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, 
 }
 
 func (cn *conn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
-	e, ok := cn.Conn.(driver.ExecerContext)
+	e, ok := cn.driverConn.(driver.ExecerContext)
 	if !ok {
 		return nil, driver.ErrSkip
 	}
@@ -122,7 +135,7 @@ func (cn *conn) ExecContext(ctx context.Context, q string, args []driver.NamedVa
 }
 
 func (cn *conn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
-	qc, ok := cn.Conn.(driver.QueryerContext)
+	qc, ok := cn.driverConn.(driver.QueryerContext)
 	if !ok {
 		return nil, driver.ErrSkip
 	}
@@ -134,28 +147,28 @@ func (cn *conn) QueryContext(ctx context.Context, q string, args []driver.NamedV
 }
 
 func (cn *conn) CheckNamedValue(v *driver.NamedValue) error {
-	if c, ok := cn.Conn.(driver.NamedValueChecker); ok {
+	if c, ok := cn.driverConn.(driver.NamedValueChecker); ok {
 		return c.CheckNamedValue(v)
 	}
 	return driver.ErrSkip
 }
 
 func (cn *conn) Ping(ctx context.Context) error {
-	if p, ok := cn.Conn.(driver.Pinger); ok {
+	if p, ok := cn.driverConn.(driver.Pinger); ok {
 		return p.Ping(ctx)
 	}
 	return nil
 }
 
 func (cn *conn) ResetSession(ctx context.Context) error {
-	if r, ok := cn.Conn.(driver.SessionResetter); ok {
+	if r, ok := cn.driverConn.(driver.SessionResetter); ok {
 		return r.ResetSession(ctx)
 	}
 	return nil
 }
 
 func (cn *conn) IsValid() bool {
-	if v, ok := cn.Conn.(driver.Validator); ok {
+	if v, ok := cn.driverConn.(driver.Validator); ok {
 		return v.IsValid()
 	}
 	return true

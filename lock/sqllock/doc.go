@@ -24,7 +24,8 @@
 // holds marks the row as waited for (for ten seconds, renewed by the
 // waiter's later attempts); while it is marked, releases free the lock for
 // every Locker's waiters instead, and on PostgreSQL notify. Through pgx
-// ([NewPgx]) waiters LISTEN on one shared connection per Locker, and the
+// ([NewPgx], or [New] with pgx's database/sql driver, github.com/jackc/pgx/v5/stdlib)
+// waiters LISTEN on one shared connection per Locker, and the
 // Lockers waiting for a key queue on the server (the table <table>_queue):
 // a marked release promises the lock for a second to the Locker that has
 // queued longest and wakes only that Locker's waiters, so Lockers of
@@ -33,7 +34,8 @@
 // whose waiters give up leaves the queue; a queued Locker whose process
 // died holds up a release by at most the promise, and only for the four
 // seconds its queue row lives. On SQLite, on MySQL (which has no NOTIFY),
-// and on PostgreSQL through database/sql, a waiter of another Locker polls
+// and on PostgreSQL through lib/pq or a database/sql pool of fewer than four
+// connections, a waiter of another Locker polls
 // with capped backoff, timed by the holder's remaining lease. A release
 // nobody marked sends no NOTIFY, which would hold a database-wide lock
 // until its commit.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/latchkey-go/latchkey/internal/waitq"
 )
@@ -16,7 +15,7 @@ import (
 // wakes the waiters of the released key. It starts with the first waiter and
 // runs until close, reconnecting when the connection drops.
 type listener struct {
-	pool    *pgxpool.Pool
+	conns   connSource
 	channel string
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -34,10 +33,10 @@ type listener struct {
 // before it goes ahead and relies on polling.
 const readyWait = 2 * time.Second
 
-func newListener(pool *pgxpool.Pool, channel string) *listener {
+func newListener(conns connSource, channel string) *listener {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &listener{
-		pool: pool, channel: channel, ctx: ctx, cancel: cancel,
+		conns: conns, channel: channel, ctx: ctx, cancel: cancel,
 		ready: make(chan struct{}),
 		done:  make(chan struct{}),
 	}
@@ -98,33 +97,28 @@ func (ln *listener) run() {
 
 // listen holds one LISTEN connection until it fails or the listener closes.
 func (ln *listener) listen() error {
-	pc, err := ln.pool.Acquire(ln.ctx)
-	if err != nil {
-		return err
-	}
-	// A connection that has LISTENed must never go back to the pool.
-	c := pc.Hijack()
-	defer c.Close(context.Background())
-	if _, err := c.Exec(ln.ctx, "LISTEN "+pgx.Identifier{ln.channel}.Sanitize()); err != nil {
-		return err
-	}
-	ln.mu.Lock()
-	close(ln.ready)
-	ln.mu.Unlock()
-	ln.waiters.NotifyAll() // releases while we were not listening went unheard
-	ln.observers.NotifyAll()
-	defer func() {
-		ln.mu.Lock()
-		ln.ready = make(chan struct{})
-		ln.mu.Unlock()
-	}()
-	for {
-		n, err := c.WaitForNotification(ln.ctx)
-		if err != nil {
+	return ln.conns(ln.ctx, func(c *pgx.Conn) error {
+		if _, err := c.Exec(ln.ctx, "LISTEN "+pgx.Identifier{ln.channel}.Sanitize()); err != nil {
 			return err
 		}
-		ln.notify(n.Payload)
-	}
+		ln.mu.Lock()
+		close(ln.ready)
+		ln.mu.Unlock()
+		ln.waiters.NotifyAll() // releases while we were not listening went unheard
+		ln.observers.NotifyAll()
+		defer func() {
+			ln.mu.Lock()
+			ln.ready = make(chan struct{})
+			ln.mu.Unlock()
+		}()
+		for {
+			n, err := c.WaitForNotification(ln.ctx)
+			if err != nil {
+				return err
+			}
+			ln.notify(n.Payload)
+		}
+	})
 }
 
 // notify wakes the watchers of a release: the payload is the key's hash,

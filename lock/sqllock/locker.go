@@ -23,7 +23,7 @@ const DefaultTable = "latchkey_locks"
 type Locker struct {
 	*lock.Manager
 	backend  *backend
-	listener *listener // nil unless PostgreSQL through pgx
+	listener *listener // nil unless PostgreSQL through pgx (a pool, or its database/sql driver)
 	iq       inspectQueries
 	closeOne sync.Once
 }
@@ -56,8 +56,12 @@ func WithTable(name string) Option { return func(o *options) { o.table = name } 
 
 // New returns a Locker on db, a database/sql handle for dialect d (Detect
 // tells it from the driver), and creates the lease table if it does not
-// exist. On PostgreSQL through database/sql, and on MySQL,
-// waiters poll; use NewPgx for LISTEN/NOTIFY wake-ups on PostgreSQL. Errors wrap
+// exist. On PostgreSQL through pgx's database/sql driver
+// (github.com/jackc/pgx/v5/stdlib), waiters are woken by NOTIFY as with
+// NewPgx, through one connection that the Locker keeps checked out of db
+// from its first wait until Close, unless db allows fewer than four
+// connections (SetMaxOpenConns). With lib/pq or such a small pool, and on
+// MySQL and SQLite, waiters of other Lockers poll. Errors wrap
 // lock.ErrInvalid for a nil db, an unknown dialect, a bad table name or a
 // server older than latchkey supports.
 func New(ctx context.Context, db *sql.DB, d Dialect, opts ...Option) (*Locker, error) {
@@ -67,22 +71,29 @@ func New(ctx context.Context, db *sql.DB, d Dialect, opts ...Option) (*Locker, e
 	if d == Detect {
 		d = sqldialect.Detect(db) // newQueries refuses what it cannot tell
 	}
-	return newLocker(ctx, sqlconn.StdDB(db), d, nil, opts)
+	var conns connSource
+	if d == Postgres {
+		conns = stdConns(ctx, db)
+	}
+	return newLocker(ctx, sqlconn.StdDB(db), d, conns, opts)
 }
 
 // NewPgx returns a Locker on a pgx pool for PostgreSQL and creates the lease
 // table if it does not exist. Waiters are woken by NOTIFY on release through
-// one LISTEN connection per Locker, taken from the pool while anyone waits.
+// one LISTEN connection per Locker, taken out of the pool from the first
+// wait until Close.
 // Errors wrap lock.ErrInvalid for a nil pool, a bad table name or a server
 // older than latchkey supports.
 func NewPgx(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Locker, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: sqllock: nil *pgxpool.Pool", lock.ErrInvalid)
 	}
-	return newLocker(ctx, pgxconn.Pool(pool), Postgres, pool, opts)
+	return newLocker(ctx, pgxconn.Pool(pool), Postgres, poolConns(pool), opts)
 }
 
-func newLocker(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.Pool, opts []Option) (*Locker, error) {
+// newLocker opens a Locker; conns, if not nil, lends the connection its
+// waiters LISTEN on.
+func newLocker(ctx context.Context, db sqlconn.DB, d Dialect, conns connSource, opts []Option) (*Locker, error) {
 	o := optionsOf(DefaultTable, opts)
 	q, err := newQueries(d, o.table)
 	if err != nil {
@@ -97,8 +108,8 @@ func newLocker(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.Pool
 	b := &backend{db: db, dialect: d, q: q, marks: newMarks(d)}
 	l := &Locker{backend: b, iq: newInspectQueries(d, o.table)}
 	var lb driver.Backend = b
-	if pool != nil {
-		l.listener = newListener(pool, o.table+channelSuffix)
+	if conns != nil {
+		l.listener = newListener(conns, o.table+channelSuffix)
 		b.waiting = &waiting{}
 		lb = watchingBackend{b, l.listener}
 	}

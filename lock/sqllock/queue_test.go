@@ -2,6 +2,7 @@ package sqllock
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -14,12 +15,25 @@ import (
 	"github.com/latchkey-go/latchkey/lock"
 )
 
-// queueFixture is a fresh lock table on PostgreSQL, for Lockers through pgx.
+// queueFixture is a fresh lock table on PostgreSQL, for Lockers through a
+// pgx pool, or through database/sql with pgx's driver when std is set.
 type queueFixture struct {
 	t     *testing.T
 	pool  *pgxpool.Pool
+	std   *sql.DB
 	table string
 	key   string
+}
+
+// eachDriver runs f on a fresh fixture for Lockers through a pgx pool and
+// for Lockers through database/sql, which LISTEN alike.
+func eachDriver(t *testing.T, table string, f func(t *testing.T, f queueFixture)) {
+	t.Run("pgx", func(t *testing.T) { f(t, newQueueFixture(t, table)) })
+	t.Run("database-sql", func(t *testing.T) {
+		fx := newQueueFixture(t, table)
+		fx.std = testsvc.OpenDB(t, "pgx", testsvc.PostgresURL(t))
+		f(t, fx)
+	})
 }
 
 func newQueueFixture(t *testing.T, table string) queueFixture {
@@ -35,7 +49,15 @@ func newQueueFixture(t *testing.T, table string) queueFixture {
 // as far as the server can tell.
 func (f queueFixture) locker() *Locker {
 	f.t.Helper()
-	l, err := NewPgx(f.t.Context(), f.pool, WithTable(f.table))
+	var (
+		l   *Locker
+		err error
+	)
+	if f.std != nil {
+		l, err = New(f.t.Context(), f.std, Postgres, WithTable(f.table))
+	} else {
+		l, err = NewPgx(f.t.Context(), f.pool, WithTable(f.table))
+	}
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -80,8 +102,12 @@ func (f queueFixture) waitQueued(n int) {
 // processes waiting for one lock get it in the order they began to wait:
 // each release wakes the Locker that has waited longest, not every Locker
 // to race for it (where four orders in 24 came out right by chance).
+// Through database/sql with pgx's driver too, whose waiters used to poll.
 func TestLockersTakeTurnsInArrivalOrder(t *testing.T) {
-	f := newQueueFixture(t, "latchkey_queue_order_test")
+	eachDriver(t, "latchkey_queue_order_test", testLockersTakeTurns)
+}
+
+func testLockersTakeTurns(t *testing.T, f queueFixture) {
 	ctx, ttl := t.Context(), lock.WithTTL(5*time.Second)
 	first, err := f.locker().Acquire(ctx, f.key, ttl)
 	if err != nil {
@@ -132,7 +158,10 @@ func TestLockersTakeTurnsInArrivalOrder(t *testing.T) {
 // taken out of the queue, so the next release is nobody's promise: a try
 // right after it takes the lock.
 func TestGivingUpLeavesTheQueue(t *testing.T) {
-	f := newQueueFixture(t, "latchkey_queue_leave_test")
+	eachDriver(t, "latchkey_queue_leave_test", testGivingUpLeavesTheQueue)
+}
+
+func testGivingUpLeavesTheQueue(t *testing.T, f queueFixture) {
 	ctx, ttl := t.Context(), lock.WithTTL(5*time.Second)
 	holder, err := f.locker().Acquire(ctx, f.key, ttl)
 	if err != nil {
@@ -248,5 +277,26 @@ func signalled(ch <-chan struct{}) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// TestDatabaseSQLListensThroughPgxDriver checks which database/sql pools a
+// Locker LISTENs through: pgx's driver with room for the connection, not a
+// pool of fewer than four connections, whose statements it would crowd.
+func TestDatabaseSQLListensThroughPgxDriver(t *testing.T) {
+	f := newQueueFixture(t, "latchkey_queue_std_test")
+	for _, c := range []struct {
+		maxConns int
+		listens  bool
+	}{{0, true}, {minStdConns, true}, {minStdConns - 1, false}} {
+		db := testsvc.OpenDB(t, "pgx", testsvc.PostgresURL(t), testsvc.MaxOpenConns(c.maxConns))
+		l, err := New(t.Context(), db, Postgres, WithTable(f.table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if listens := l.listener != nil; listens != c.listens {
+			t.Errorf("a pool of at most %d connections (0: no limit): the Locker listens = %v, want %v", c.maxConns, listens, c.listens)
+		}
+		_ = l.Close()
 	}
 }

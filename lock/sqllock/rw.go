@@ -186,7 +186,7 @@ func newRW(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.Pool, op
 	if pool == nil {
 		return rwlock.New(b)
 	}
-	b.listener = newListener(pool, o.table+channelSuffix)
+	b.listener = newListener(poolConns(pool), o.table+channelSuffix)
 	return rwlock.New(rwWatching{b})
 }
 

@@ -76,7 +76,7 @@ func newSemaphores(ctx context.Context, db sqlconn.DB, d Dialect, pool *pgxpool.
 	var lb semaphore.Backend = b
 	switch {
 	case pool != nil:
-		lb = watchingSemBackend{semBatchBackend{b}, newListener(pool, o.table+channelSuffix)}
+		lb = watchingSemBackend{semBatchBackend{b}, newListener(poolConns(pool), o.table+channelSuffix)}
 	case d != MySQL:
 		lb = semBatchBackend{b}
 	}
