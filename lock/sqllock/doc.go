@@ -34,8 +34,7 @@
 // whose waiters give up leaves the queue; a queued Locker whose process
 // died holds up a release by at most the promise, and only for the four
 // seconds its queue row lives. On SQLite, on MySQL (which has no NOTIFY),
-// and on PostgreSQL through lib/pq or a database/sql pool of fewer than four
-// connections, a waiter of another Locker polls
+// and on PostgreSQL through lib/pq, a waiter of another Locker polls
 // with capped backoff, timed by the holder's remaining lease. A release
 // nobody marked sends no NOTIFY, which would hold a database-wide lock
 // until its commit.

@@ -3,8 +3,6 @@ package sqllock
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
-	"errors"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -31,59 +29,46 @@ func poolConns(pool *pgxpool.Pool) connSource {
 // connection: it gives the pgx connection underneath.
 type pgxConner interface{ Conn() *pgx.Conn }
 
-// minStdConns is the fewest connections a database/sql pool must allow
-// (db.SetMaxOpenConns; 0, no limit, is the default) for a Locker to keep one
-// to LISTEN on: with fewer, waiters poll instead, so that the listener
-// never takes a large part of a small pool from the statements.
-const minStdConns = 4
-
-// stdConns lends connections of a database/sql pool for PostgreSQL, or
-// returns nil when the driver is not pgx's (lib/pq has no way to wait for a
-// notification through database/sql) or the pool allows fewer than
-// minStdConns connections. A connection lent stays checked out of the pool
-// while the listener runs and is then closed, not put back.
+// stdConns lends connections of their own, opened with the settings of the
+// connections of a database/sql pool for PostgreSQL, or returns nil when the
+// pool's driver is not pgx's (lib/pq has no way to wait for a notification
+// through database/sql). The connections are apart from the pool, as
+// poolConns' are from theirs: a wait never takes one of the pool's, which a
+// small pool could not spare.
 func stdConns(ctx context.Context, db *sql.DB) connSource {
-	if n := db.Stats().MaxOpenConnections; n > 0 && n < minStdConns {
+	cfg := pgxConfigOf(ctx, db)
+	if cfg == nil {
 		return nil
 	}
-	src := func(ctx context.Context, f func(c *pgx.Conn) error) error {
-		conn, err := db.Conn(ctx)
+	return func(ctx context.Context, f func(c *pgx.Conn) error) error {
+		own := cfg.Copy()
+		// The copy's notification handler is the pool connection's, which
+		// would take our notifications; nil lets pgx install its own.
+		own.OnNotification = nil
+		c, err := pgx.ConnectConfig(ctx, own)
 		if err != nil {
 			return err
 		}
-		defer func() { _ = conn.Close() }()
-		var ferr error
-		err = conn.Raw(func(dc any) error {
-			c := pgxConnOf(dc)
-			if c == nil {
-				return errNotPgx
-			}
-			ferr = f(c)
-			return driver.ErrBadConn // closes the connection: it has LISTENed
-		})
-		if ferr != nil || errors.Is(err, driver.ErrBadConn) {
-			return ferr
-		}
-		return err
+		defer func() { _ = c.Close(context.Background()) }()
+		return f(c)
 	}
-	if !lendsPgx(ctx, db) {
-		return nil
-	}
-	return src
 }
 
-// lendsPgx reports whether db's driver lends pgx connections.
-func lendsPgx(ctx context.Context, db *sql.DB) (ok bool) {
+// pgxConfigOf returns the settings of db's connections if its driver is
+// pgx's, else nil. The connection it asks goes back to the pool.
+func pgxConfigOf(ctx context.Context, db *sql.DB) (cfg *pgx.ConnConfig) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return false
+		return nil
 	}
 	defer func() { _ = conn.Close() }()
 	_ = conn.Raw(func(dc any) error {
-		ok = pgxConnOf(dc) != nil
+		if c := pgxConnOf(dc); c != nil {
+			cfg = c.Config()
+		}
 		return nil
 	})
-	return ok
+	return cfg
 }
 
 // pgxConnOf returns the pgx connection under a database/sql driver's
@@ -94,6 +79,3 @@ func pgxConnOf(dc any) *pgx.Conn {
 	}
 	return nil
 }
-
-// errNotPgx is stdConns' answer for a driver other than pgx's.
-var errNotPgx = errors.New("not pgx's database/sql driver")

@@ -58,10 +58,10 @@ func WithTable(name string) Option { return func(o *options) { o.table = name } 
 // tells it from the driver), and creates the lease table if it does not
 // exist. On PostgreSQL through pgx's database/sql driver
 // (github.com/jackc/pgx/v5/stdlib), waiters are woken by NOTIFY as with
-// NewPgx, through one connection that the Locker keeps checked out of db
-// from its first wait until Close, unless db allows fewer than four
-// connections (SetMaxOpenConns). With lib/pq or such a small pool, and on
-// MySQL and SQLite, waiters of other Lockers poll. Errors wrap
+// NewPgx, through one connection of the Locker's own, opened with the
+// settings of db's connections from its first wait until Close (it is not
+// one of db's: SetMaxOpenConns does not count it). With lib/pq, and on MySQL
+// and SQLite, waiters of other Lockers poll. Errors wrap
 // lock.ErrInvalid for a nil db, an unknown dialect, a bad table name or a
 // server older than latchkey supports.
 func New(ctx context.Context, db *sql.DB, d Dialect, opts ...Option) (*Locker, error) {

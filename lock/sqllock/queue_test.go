@@ -280,23 +280,39 @@ func signalled(ch <-chan struct{}) bool {
 	}
 }
 
-// TestDatabaseSQLListensThroughPgxDriver checks which database/sql pools a
-// Locker LISTENs through: pgx's driver with room for the connection, not a
-// pool of fewer than four connections, whose statements it would crowd.
-func TestDatabaseSQLListensThroughPgxDriver(t *testing.T) {
+// TestListeningTakesNoConnectionOfThePool checks that a Locker through
+// database/sql with pgx's driver LISTENs on a connection of its own: with a
+// pool of one connection, a waiter of one Locker listens while another
+// Locker's holder releases through that one connection, and the waiter
+// gets the lock. A listener holding the pool's connection would leave the
+// release waiting for it forever.
+func TestListeningTakesNoConnectionOfThePool(t *testing.T) {
 	f := newQueueFixture(t, "latchkey_queue_std_test")
-	for _, c := range []struct {
-		maxConns int
-		listens  bool
-	}{{0, true}, {minStdConns, true}, {minStdConns - 1, false}} {
-		db := testsvc.OpenDB(t, "pgx", testsvc.PostgresURL(t), testsvc.MaxOpenConns(c.maxConns))
-		l, err := New(t.Context(), db, Postgres, WithTable(f.table))
-		if err != nil {
-			t.Fatal(err)
+	f.std = testsvc.OpenDB(t, "pgx", testsvc.PostgresURL(t), testsvc.MaxOpenConns(1))
+	ctx, ttl := t.Context(), lock.WithTTL(5*time.Second)
+	holder, waiter := f.locker(), f.locker()
+	if waiter.listener == nil {
+		t.Fatal("a Locker through pgx's database/sql driver does not listen")
+	}
+	lease, err := holder.Acquire(ctx, f.key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := waiter.Acquire(ctx, f.key, ttl, lock.WithWait(time.Minute))
+		if err == nil {
+			err = l.Release(context.Background())
 		}
-		if listens := l.listener != nil; listens != c.listens {
-			t.Errorf("a pool of at most %d connections (0: no limit): the Locker listens = %v, want %v", c.maxConns, listens, c.listens)
-		}
-		_ = l.Close()
+		got <- err
+	}()
+	f.waitQueued(1)
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := lease.Release(rctx); err != nil {
+		t.Fatalf("the release while another Locker listens: %v", err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter: %v", err)
 	}
 }
