@@ -99,29 +99,18 @@ func (b *backend) tryAcquirePostgres(ctx context.Context, key, owner string, ttl
 	return 0, time.Duration(max(left, 0)) * time.Millisecond, lock.ErrNotAcquired
 }
 
-// tryAcquireMySQL is TryAcquire in the statements of mysqlQueries: the token
-// comes back as the statement's LAST_INSERT_ID, 0 when the key is held.
+// tryAcquireMySQL is TryAcquire in the statements of mysqlQueries: one
+// statement, whose LAST_INSERT_ID is the token, or, held, refusedFlag plus
+// the holder's time left in ms.
 func (b *backend) tryAcquireMySQL(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
-	token, err := sqlconn.LastID(b.db.Exec(ctx, b.q.acquire, key, owner, ttl.Milliseconds()))
+	id, err := sqlconn.LastID(b.db.Exec(ctx, b.q.acquire, key, owner, ttl.Milliseconds()))
 	if err != nil {
 		return 0, 0, fmt.Errorf("sqllock: %w", err)
 	}
-	if token > 0 {
-		return uint64(token), 0, nil
+	if id > 0 && id < refusedFlag {
+		return uint64(id), 0, nil
 	}
-	// A lease in its last millisecond is reported as 1 ms, not unknown.
-	var (
-		left int64
-		mark bool
-	)
-	if ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.holder, owner, key), &left, &mark); err != nil || !ok {
-		left = 0
-	} else {
-		left = max(left, 1)
-	}
-	if mark {
-		_, _ = b.db.Exec(ctx, b.q.mark, key, owner) // a hint: the safety-net poll covers a lost one
-	}
+	left := max(id-refusedFlag, 0) // 0: unknown
 	if left > lock.MaxTTL.Milliseconds() {
 		return b.takeOver(ctx, key, owner, ttl)
 	}

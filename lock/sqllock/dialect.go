@@ -61,8 +61,8 @@ type queries struct {
 	// also joins or leaves the key's queue -> token, remaining ms, whether
 	// its Locker may now stand in the queue (queue.go).
 	acquireWaiting string
-	holder         string // $1 key -> remaining ms (SQLite; MySQL: see mysqlQueries; PostgreSQL's acquire says it)
-	mark           string // MySQL, SQLite: $1 key, $2 owner -> marks the row as waited for by owner's Locker
+	holder         string // $1 key -> remaining ms (SQLite; MySQL's and PostgreSQL's acquire say it)
+	mark           string // SQLite: $1 key, $2 owner -> marks the row as waited for by owner's Locker
 	renew          string // $1 key, $2 owner, $3 ttl ms -> rows affected
 	release        string // $1 key, $2 owner -> rows (PostgreSQL also notifies, if waited for)
 	// handover releases and takes the lock for the next owner in one step
@@ -277,6 +277,16 @@ RETURNING key`) // SQLite's RETURNING sees only the target's columns, unqualifie
 	return q, nil
 }
 
+// What MySQL's acquisition leaves in LAST_INSERT_ID when it is refused:
+// mysqlRefused (2^62) plus the holder's time left in ms, capped at
+// mysqlHeldCap (2^40; a mode's mark never expires).
+const (
+	mysqlRefused = "4611686018427387904"
+	mysqlHeldCap = "1099511627776"
+	// refusedFlag is mysqlRefused.
+	refusedFlag = int64(1) << 62
+)
+
 // mysqlQueries are the statements for MySQL and MariaDB. The key column is
 // named key there too (quoted: KEY is a reserved word); keys and owners are
 // binary strings, compared byte for byte. The owner is VARBINARY, not a
@@ -292,10 +302,13 @@ RETURNING key`) // SQLite's RETURNING sees only the target's columns, unqualifie
 // attempt fails, as on PostgreSQL: a release may have handed the lock to this
 // owner while its attempt was on its way (ReleaseHandover), and the Manager
 // then holds that lease. The token comes back through LAST_INSERT_ID: the
-// VALUES row sets it to the new row's token, the update to the raised token
-// or to 0 when the row stays the holder's. Held, a second statement asks how
-// long the holder has left and whether to mark the row as waited for, which
-// a third then does (at most once per waitedRenew and waiter).
+// VALUES row sets it to the new row's token, the update to the raised token,
+// or, when the row stays the holder's, to mysqlRefused plus the holder's time
+// left in ms (at least 1, at most mysqlHeldCap): tokens, microseconds of the
+// clock, stay far below mysqlRefused. The same statement marks a row another
+// Locker holds as waited for (the waited column, assigned after the owner and
+// before the expiry, at most once per waitedRenew and waiter): a refused
+// attempt is one round trip, as on PostgreSQL.
 //
 // Renewal sets the expiry through LAST_INSERT_ID, so a renewal that lands in
 // the same millisecond as the last one, changing nothing, still counts as
@@ -316,17 +329,14 @@ func mysqlQueries(fill func(string) string) queries {
 		// µs), which the expiry of the VALUES row reads too. Terse: every
 		// byte travels with every attempt. A failed attempt marks the row
 		// apart (holder, mark), so the marks cost nothing here.
-		acquire: fill(strings.ReplaceAll("INSERT INTO {table}(`key`,owner,token,expires_at)"+
-			"VALUES($1,$2,LAST_INSERT_ID({now_us}),token DIV 1000+$3)ON DUPLICATE KEY UPDATE "+
-			"owner=IF(owner IS NULL OR expires_at<={now},VALUES(owner),owner),"+
-			"token=IF(owner=VALUES(owner) AND expires_at<={now},LAST_INSERT_ID(GREATEST(token+1,VALUES(token))),token+LAST_INSERT_ID(0)),"+
-			"expires_at=IF(owner=VALUES(owner) AND expires_at<={now},VALUES(expires_at),expires_at)",
-			"{now}", "VALUES(token)DIV 1000")),
-		// $1 owner, $2 key: the holder's time left, and whether the
-		// attempt of owner is to mark the row (another Locker's holder,
-		// no mark beyond waitedRenew).
-		holder: fill("SELECT expires_at-{now_ms},waited<{now_ms}+{renew} AND LEFT(owner,16)<>LEFT($1,16) FROM {table} WHERE `key`=$2 AND owner IS NOT NULL"),
-		mark:   fill("UPDATE {table} SET waited={now_ms}+{mark} WHERE `key`=$1 AND expires_at>{now_ms} AND LEFT(owner,16)<>LEFT($2,16)"),
+		acquire: fill(strings.NewReplacer("{now}", "VALUES(token)DIV 1000", "{refused}", mysqlRefused, "{cap}", mysqlHeldCap).Replace(
+			"INSERT INTO {table}(`key`,owner,token,expires_at)" +
+				"VALUES($1,$2,LAST_INSERT_ID({now_us}),token DIV 1000+$3)ON DUPLICATE KEY UPDATE " +
+				"owner=IF(owner IS NULL OR expires_at<={now},VALUES(owner),owner)," +
+				"waited=IF(LEFT(owner,16)<>LEFT(VALUES(owner),16)AND expires_at>{now} AND waited<{now}+{renew},{now}+{mark},waited)," +
+				"token=IF(owner=VALUES(owner)AND expires_at<={now},LAST_INSERT_ID(GREATEST(token+1,VALUES(token)))," +
+				"token+LEAST(LAST_INSERT_ID({refused}+LEAST(GREATEST(expires_at-{now},1),{cap})),0))," +
+				"expires_at=IF(owner=VALUES(owner)AND expires_at<={now},VALUES(expires_at),expires_at)")),
 		// The owner first; the rest read whether it is now next's. The next
 		// owner is never the releasing one, so changed rows are matched rows.
 		handover: fill("UPDATE {table} SET owner=IF(waited>{now_ms},NULL,$1)," +
