@@ -21,6 +21,7 @@ func TestElection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = l.Close() })
 		return l
 	}
 	t.Run("postgres", func(t *testing.T) {

@@ -30,7 +30,13 @@ func eachDialect(t *testing.T, table string, f func(t *testing.T, l *Locker, db 
 		}
 		_ = exec("DROP TABLE IF EXISTS " + table)
 		t.Cleanup(func() { _ = exec("DROP TABLE IF EXISTS " + table) })
-		open := func() (*Locker, error) { return New(t.Context(), db, d, WithTable(table)) }
+		open := func() (*Locker, error) {
+			l, err := New(t.Context(), db, d, WithTable(table))
+			if err == nil {
+				t.Cleanup(func() { _ = l.Close() }) // its LISTEN connection, on PostgreSQL
+			}
+			return l, err
+		}
 		l, err := open()
 		if err != nil {
 			t.Fatal(err)

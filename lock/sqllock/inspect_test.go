@@ -56,6 +56,7 @@ func TestPostgresOperator(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				t.Cleanup(func() { _ = l.Close() })
 				return l
 			},
 		})

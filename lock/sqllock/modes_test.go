@@ -75,7 +75,9 @@ func TestOneNameOneResourcePostgres(t *testing.T) {
 				}
 			} else {
 				h.Lock = func(t *testing.T) lock.Locker {
-					return must[*sqllock.Locker](t)(sqllock.New(t.Context(), stdDB(t), sqllock.Postgres))
+					l := must[*sqllock.Locker](t)(sqllock.New(t.Context(), stdDB(t), sqllock.Postgres))
+					t.Cleanup(func() { _ = l.Close() })
+					return l
 				}
 				h.RW = func(t *testing.T) *rwlock.Locker {
 					return must[*rwlock.Locker](t)(sqllock.NewRW(t.Context(), stdDB(t), sqllock.Postgres))
