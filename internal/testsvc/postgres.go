@@ -188,6 +188,18 @@ func (s *PostgresServer) Stop() {
 	}
 }
 
+// Crash stops the server as a crash of it would (`pg_ctl -m immediate
+// stop`: no checkpoint, and log records still in the server's memory are
+// lost) and waits until it has exited. Start recovers from the log.
+func (s *PostgresServer) Crash() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.stopLocked("immediate"); err != nil {
+		s.t.Fatalf("testsvc: crash postgres: %v", err)
+	}
+}
+
 // Start starts the server again on the same port with the same data and waits
 // until it accepts connections. Starting a running server does nothing.
 func (s *PostgresServer) Start() {
