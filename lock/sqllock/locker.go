@@ -59,8 +59,8 @@ func WithTable(name string) Option { return func(o *options) { o.table = name } 
 // exist. On PostgreSQL through pgx's database/sql driver
 // (github.com/jackc/pgx/v5/stdlib), waiters are woken by NOTIFY as with
 // NewPgx, through one connection of the Locker's own, opened with the
-// settings of db's connections from its first wait until Close (it is not
-// one of db's: SetMaxOpenConns does not count it). With lib/pq, and on MySQL
+// settings of db's connections while anyone waits (it is not one of db's:
+// SetMaxOpenConns does not count it). With lib/pq, and on MySQL
 // and SQLite, waiters of other Lockers poll. Errors wrap
 // lock.ErrInvalid for a nil db, an unknown dialect, a bad table name or a
 // server older than latchkey supports.
@@ -80,8 +80,8 @@ func New(ctx context.Context, db *sql.DB, d Dialect, opts ...Option) (*Locker, e
 
 // NewPgx returns a Locker on a pgx pool for PostgreSQL and creates the lease
 // table if it does not exist. Waiters are woken by NOTIFY on release through
-// one LISTEN connection per Locker, taken out of the pool from the first
-// wait until Close.
+// one LISTEN connection per Locker, taken out of the pool while anyone waits
+// and closed 30 seconds after the last wait ends, or at Close.
 // Errors wrap lock.ErrInvalid for a nil pool, a bad table name or a server
 // older than latchkey supports.
 func NewPgx(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Locker, error) {

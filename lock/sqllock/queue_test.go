@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/latchkey-go/latchkey/internal/testsvc"
@@ -314,5 +315,58 @@ func TestListeningTakesNoConnectionOfThePool(t *testing.T) {
 	}
 	if err := <-got; err != nil {
 		t.Fatalf("the waiter: %v", err)
+	}
+}
+
+// TestListenerLetsItsConnectionGo checks that a Locker holds its LISTEN
+// connection only while someone waits and for listenIdle after: one that
+// waited once and was never closed does not keep a connection of the
+// server for the rest of its process. The next wait listens again.
+func TestListenerLetsItsConnectionGo(t *testing.T) {
+	defer func(d time.Duration) { listenIdle = d }(listenIdle)
+	listenIdle = 100 * time.Millisecond
+	f := newQueueFixture(t, "latchkey_queue_idle_test")
+	listening := func() int {
+		var n int
+		if err := f.pool.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE query = $1",
+			"LISTEN "+pgx.Identifier{f.table + channelSuffix}.Sanitize()).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitListening := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for listening() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections listen, want %d", listening(), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	ctx, ttl := t.Context(), lock.WithTTL(5*time.Second)
+	holder, waiter := f.locker(), f.locker()
+	for range 2 {
+		lease, err := holder.Acquire(ctx, f.key, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			l, err := waiter.Acquire(ctx, f.key, ttl, lock.WithWait(time.Minute))
+			if err == nil {
+				err = l.Release(context.Background())
+			}
+			got <- err
+		}()
+		f.waitQueued(1)
+		waitListening(1)
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		waitListening(0)
 	}
 }
