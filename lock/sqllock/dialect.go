@@ -2,6 +2,7 @@ package sqllock
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/latchkey-go/latchkey/internal/sqldialect"
@@ -278,13 +279,11 @@ RETURNING key`) // SQLite's RETURNING sees only the target's columns, unqualifie
 }
 
 // What MySQL's acquisition leaves in LAST_INSERT_ID when it is refused:
-// mysqlRefused (2^62) plus the holder's time left in ms, capped at
-// mysqlHeldCap (2^40; a mode's mark never expires).
+// refusedFlag (2^62) plus the holder's time left in ms, capped at
+// heldCap (2^40; a mode's mark never expires).
 const (
-	mysqlRefused = "4611686018427387904"
-	mysqlHeldCap = "1099511627776"
-	// refusedFlag is mysqlRefused.
 	refusedFlag = int64(1) << 62
+	heldCap     = int64(1) << 40
 )
 
 // mysqlQueries are the statements for MySQL and MariaDB. The key column is
@@ -303,9 +302,9 @@ const (
 // owner while its attempt was on its way (ReleaseHandover), and the Manager
 // then holds that lease. The token comes back through LAST_INSERT_ID: the
 // VALUES row sets it to the new row's token, the update to the raised token,
-// or, when the row stays the holder's, to mysqlRefused plus the holder's time
-// left in ms (at least 1, at most mysqlHeldCap): tokens, microseconds of the
-// clock, stay far below mysqlRefused. The same statement marks a row another
+// or, when the row stays the holder's, to refusedFlag plus the holder's time
+// left in ms (at least 1, at most heldCap): tokens, microseconds of the
+// clock, stay far below refusedFlag. The same statement marks a row another
 // Locker holds as waited for (the waited column, assigned after the owner and
 // before the expiry, at most once per waitedRenew and waiter): a refused
 // attempt is one round trip, as on PostgreSQL.
@@ -329,7 +328,7 @@ func mysqlQueries(fill func(string) string) queries {
 		// µs), which the expiry of the VALUES row reads too. Terse: every
 		// byte travels with every attempt. A failed attempt marks the row
 		// apart (holder, mark), so the marks cost nothing here.
-		acquire: fill(strings.NewReplacer("{now}", "VALUES(token)DIV 1000", "{refused}", mysqlRefused, "{cap}", mysqlHeldCap).Replace(
+		acquire: fill(strings.NewReplacer("{now}", "VALUES(token)DIV 1000", "{refused}", strconv.FormatInt(refusedFlag, 10), "{cap}", strconv.FormatInt(heldCap, 10)).Replace(
 			"INSERT INTO {table}(`key`,owner,token,expires_at)" +
 				"VALUES($1,$2,LAST_INSERT_ID({now_us}),token DIV 1000+$3)ON DUPLICATE KEY UPDATE " +
 				"owner=IF(owner IS NULL OR expires_at<={now},VALUES(owner),owner)," +

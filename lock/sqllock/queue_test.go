@@ -99,6 +99,21 @@ func (f queueFixture) waitQueued(n int) {
 	}
 }
 
+// waitBehind starts an Acquire of the key by l that waits up to a minute
+// (lease options opts) and releases the lock it gets; the channel receives
+// its error.
+func (f queueFixture) waitBehind(l *Locker, opts ...lock.Option) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		lease, err := l.Acquire(f.t.Context(), f.key, append(opts, lock.WithWait(time.Minute))...)
+		if err == nil {
+			err = lease.Release(context.Background())
+		}
+		got <- err
+	}()
+	return got
+}
+
 // TestLockersTakeTurnsInArrivalOrder checks that Lockers of different
 // processes waiting for one lock get it in the order they began to wait:
 // each release wakes the Locker that has waited longest, not every Locker
@@ -208,15 +223,7 @@ func TestPromiseToAVanishedLockerEnds(t *testing.T) {
 		"FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + 60000)", f.key, gone); err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	waiter := f.locker()
-	go func() {
-		lease, err := waiter.Acquire(ctx, f.key, ttl, lock.WithWait(time.Minute))
-		if err == nil {
-			err = lease.Release(context.Background())
-		}
-		got <- err
-	}()
+	got := f.waitBehind(f.locker(), ttl)
 	f.waitQueued(2)
 	released := time.Now()
 	if err := holder.Release(ctx); err != nil {
@@ -299,14 +306,7 @@ func TestListeningTakesNoConnectionOfThePool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		l, err := waiter.Acquire(ctx, f.key, ttl, lock.WithWait(time.Minute))
-		if err == nil {
-			err = l.Release(context.Background())
-		}
-		got <- err
-	}()
+	got := f.waitBehind(waiter, ttl)
 	f.waitQueued(1)
 	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -351,14 +351,7 @@ func TestListenerLetsItsConnectionGo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan error, 1)
-		go func() {
-			l, err := waiter.Acquire(ctx, f.key, ttl, lock.WithWait(time.Minute))
-			if err == nil {
-				err = l.Release(context.Background())
-			}
-			got <- err
-		}()
+		got := f.waitBehind(waiter, ttl)
 		f.waitQueued(1)
 		waitListening(1)
 		if err := lease.Release(ctx); err != nil {
