@@ -23,7 +23,8 @@ type backend struct {
 	q       queries
 	marks   marks // the other modes' marks (modes.go; PostgreSQL, MySQL)
 	// waiting is which owners wait, whose attempts queue their Locker on
-	// the server (queue.go): nil unless the Locker LISTENs (PostgreSQL through pgx: a pool, or its database/sql driver).
+	// the server (queue.go): nil unless the Locker LISTENs (PostgreSQL
+	// through pgx: a pool, or its database/sql driver).
 	waiting *waiting
 }
 
