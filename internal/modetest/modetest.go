@@ -98,7 +98,8 @@ func leaseRelease(t *testing.T, l *lock.Lease) func() {
 // Run checks every ordered pair of holders of different modes: while the
 // first holds a name, the second is refused at once, trying once and
 // waiting alike, with a *lock.ModeError naming the first's mode; once the
-// first lets go, the second gets in.
+// first lets go, the second gets in. It also checks that a read-write lock
+// or a semaphore still keeps a lock out once renewed past its first lease.
 func Run(t *testing.T, h Harness) {
 	for _, a := range holders {
 		for _, b := range holders {
@@ -118,6 +119,35 @@ func Run(t *testing.T, h Harness) {
 			})
 		}
 	}
+	for _, a := range holders {
+		if a.mode == lock.ModeLock || (h.RW == nil && a.mode == lock.ModeReadWrite) ||
+			(h.LockQueuesWithRW && a.mode == lock.ModeReadWrite) {
+			continue
+		}
+		t.Run(a.name+" renewed then lock", func(t *testing.T) {
+			t.Parallel()
+			renewedThenLock(t, h, a)
+		})
+	}
+}
+
+// renewedThenLock checks that a, a read-write lock or a semaphore, keeps
+// the name from a lock after its first lease would have ended: its
+// renewals hold the name as its acquisition did.
+func renewedThenLock(t *testing.T, h Harness, a holder) {
+	key := h.Key(t)
+	release, err := a.take(t, h, key, 0)
+	if err != nil {
+		t.Fatalf("%s: %v", a.name, err)
+	}
+	defer release()
+	time.Sleep(ttl * 3 / 2)
+	l, err := h.Lock(t).Acquire(ctxT(t), key, lock.WithTTL(ttl), lock.WithWait(0))
+	if err == nil {
+		leaseRelease(t, l)()
+		t.Fatalf("a lock got in %v after %s took the name, its renewals notwithstanding", ttl*3/2, a.name)
+	}
+	checkRefusal(t, h, a, key, fmt.Sprintf("lock while a renewed %s holds", a.name), err)
 }
 
 // refused checks that b, another mode, is refused with a *lock.ModeError

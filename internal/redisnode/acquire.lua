@@ -6,24 +6,27 @@
 -- Locker's (lock.Manager's), the same for all its leases.
 -- Returns the token (> 0) when taken; else minus the holder's remaining lease
 -- in ms, at least 1 (a lease in its last millisecond is not "unknown"), or 0
--- when that is unknown; or other_mode's error (modes.lua).
--- The name's other modes first, in one EXISTS of keys named after the lock's
--- (with its hash tag: see lockKeys), so the hot path sends three keys.
-local lk = KEYS[1]
-if redis.call('EXISTS', lk .. ':rw:writer', lk .. ':rw:readers', lk .. ':sem') > 0 then
+-- when that is unknown; or other_mode's error (modes.lua). The name's other
+-- modes cost nothing here unless the lock key holds their mark (modes.lua),
+-- so the common case is three commands: SET NX PX, TIME and SET ... GET.
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+	return next_token(KEYS[2], ARGV[3])
+end
+local holder = redis.pcall('GET', KEYS[1])
+if holder == MODE_MARK then
+	-- A read-write lock or a semaphore holds the name, or did (modes.lua).
+	local lk = KEYS[1]
 	local other = other_mode(false, lk .. ':rw:writer', lk .. ':rw:readers', lk .. ':sem', lk .. ':sem:holders')
 	if other then
 		return other
 	end
-end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+	redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 	return next_token(KEYS[2], ARGV[3])
 end
--- Someone waits. If the holder is another Locker's, releases of this key
+-- A lock holds the name, and someone waits. If the holder is another Locker's, releases of this key
 -- must publish a wake-up, and the flag says so; if the holder is the
 -- waiter's own Locker's, that Locker wakes its waiter when it releases, and
 -- no release needs to publish for it.
-local holder = redis.pcall('GET', KEYS[1])
 if type(holder) ~= 'string' or string.sub(holder, 1, 16) ~= string.sub(ARGV[1], 1, 16) then
 	redis.call('SET', KEYS[3], '1', 'PX', ARGV[4])
 end

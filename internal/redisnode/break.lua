@@ -5,6 +5,9 @@
 -- Returns what inspect.lua returns, read before the delete; the owner is ""
 -- when nothing was held (and nothing was changed).
 local owner = redis.call('GET', KEYS[1]) or ''
+if owner == MODE_MARK then
+	owner = '' -- not a lock's: the mark of another mode stays (modes.lua)
+end
 local info = {owner, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]) or '0', redis.call('EXISTS', KEYS[3])}
 if owner ~= '' then
 	redis.call('DEL', KEYS[1])

@@ -19,11 +19,11 @@ import (
 var (
 	//go:embed inspect.lua
 	inspectLua    string
-	inspectScript = redis.NewScript(inspectLua)
+	inspectScript = withModes(inspectLua)
 
 	//go:embed break.lua
 	breakLua    string
-	breakScript = redis.NewScript(breakLua)
+	breakScript = withModes(breakLua)
 )
 
 var (

@@ -65,10 +65,17 @@ func scriptError(err error, name string) error {
 }
 
 // withToken returns the script body preceded by token.lua's next_token, the
-// one rule every script that issues a fencing token follows, and modes.lua's
-// other_mode, which every such script asks first.
+// one rule every script that issues a fencing token follows, and modes.lua
+// (withModes).
 func withToken(body string) *redis.Script {
 	return redis.NewScript(tokenLua + modesLua + body)
+}
+
+// withModes returns the script body preceded by modes.lua: the mark a
+// read-write lock or a semaphore leaves in its name's lock key (MODE_MARK,
+// hold_mode) and other_mode, the check that one name is one resource.
+func withModes(body string) *redis.Script {
+	return redis.NewScript(modesLua + body)
 }
 
 // waitersFlagTTLArg is millis(waitersFlagTTL), boxed once.

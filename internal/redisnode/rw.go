@@ -23,7 +23,7 @@ var (
 
 	//go:embed rw_renew.lua
 	rwRenewLua    string
-	rwRenewScript = redis.NewScript(rwRenewLua)
+	rwRenewScript = withModes(rwRenewLua)
 
 	//go:embed rw_release.lua
 	rwReleaseLua    string
@@ -126,7 +126,8 @@ func (rw *RW) TryAcquire(ctx context.Context, name, owner string, mode rwlock.Mo
 func (rw *RW) Renew(ctx context.Context, name, owner string, mode rwlock.Mode, ttl time.Duration) error {
 	b := rw.n
 	member, _ := rw.member(owner, mode) // an unknown reader is not renewed
-	n, err := b.exec.Run(ctx, nil, rwRenewScript, RWKeys(b.prefix, name), member, modeArg(mode), millis(ttl), rw.readersKept()).Int64()
+	keys := append(RWKeys(b.prefix, name), LockKey(b.prefix, name))
+	n, err := b.exec.Run(ctx, nil, rwRenewScript, keys, member, modeArg(mode), millis(ttl), rw.readersKept()).Int64()
 	if err != nil {
 		return fmt.Errorf("redislock: %w", err)
 	}

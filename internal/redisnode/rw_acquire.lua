@@ -3,7 +3,8 @@
 -- "<token> <owner>" -> lease end ms), KEYS[4] waiting writers' intents
 -- (zset: owner -> end ms), KEYS[5] fencing counter, KEYS[6] waiters flag,
 -- KEYS[7..9] the name's lock and semaphore lease ends and holders, which
--- must not hold it (one hash tag)
+-- must not hold it (one hash tag); the lock key holds the mark of another
+-- mode (modes.lua) while this lock holds the name
 -- ARGV[1] owner, ARGV[2] "r" or "w", ARGV[3] lease ms, ARGV[4] "1" if a
 -- waiting writer records its intent on failure, ARGV[5] intent ms,
 -- ARGV[6] counter retention ms, ARGV[7] waiters-flag lifetime ms, ARGV[8]
@@ -66,4 +67,5 @@ else
 		redis.call('ZREM', KEYS[4], ARGV[1])
 	end
 end
+hold_mode(KEYS[7], ttl)
 return token

@@ -4,7 +4,8 @@
 -- "count token taken-at-ms"; holders whose lease ended are dropped first.
 -- KEYS[1] lease ends, KEYS[2] holders, KEYS[3] fencing counter, KEYS[4]
 -- waiters flag, KEYS[5..7] the name's lock and read-write writer and
--- readers, which must not hold it (one hash tag)
+-- readers, which must not hold it (one hash tag); the lock key holds the
+-- mark of another mode (modes.lua) while a permit is held
 -- ARGV[1] owner, ARGV[2] N, ARGV[3] count, ARGV[4] lease ms, ARGV[5] counter
 -- retention ms, ARGV[6] waiters-flag lifetime ms
 -- Returns the token (> 0) when taken; else minus the ms until the earliest
@@ -65,4 +66,5 @@ redis.call('HSET', KEYS[2], 'n', asked, 'used', used + count,
 local latest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
 redis.call('PEXPIREAT', KEYS[1], latest)
 redis.call('PEXPIREAT', KEYS[2], latest)
+hold_mode(KEYS[5], ARGV[4])
 return token

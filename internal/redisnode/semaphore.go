@@ -26,7 +26,7 @@ var (
 
 	//go:embed sem_renew.lua
 	semRenewLua    string
-	semRenewScript = redis.NewScript(semRenewLua)
+	semRenewScript = withModes(semRenewLua)
 
 	//go:embed sem_release.lua
 	semReleaseLua    string
@@ -84,6 +84,13 @@ func (s *Semaphores) keys(name string) []string {
 	return []string{z, z + ":holders", z + ":fence", z + ":waiters", lk, lk + ":rw:writer", lk + ":rw:readers"}
 }
 
+// renewKeys returns the keys of sem_renew.lua: the lease ends, the holders
+// and the name's lock key, which keeps the mark of another mode.
+func (s *Semaphores) renewKeys(name string) []string {
+	k := s.keys(name)
+	return []string{k[0], k[1], k[4]}
+}
+
 // SemaphoreKeys returns the Redis keys of name's semaphore under prefix, for
 // an operator: the sorted set of lease ends and the hash of holders.
 // Deleting both revokes every permit of the name.
@@ -113,7 +120,7 @@ func (s *Semaphores) TryAcquire(ctx context.Context, r semaphore.Request, owner 
 
 // Renew implements semaphore.Backend.
 func (s *Semaphores) Renew(ctx context.Context, r semaphore.Request, owner string, ttl time.Duration) error {
-	n, err := s.n.exec.Run(ctx, nil, semRenewScript, s.keys(r.Name)[:2], owner, millis(ttl)).Int64()
+	n, err := s.n.exec.Run(ctx, nil, semRenewScript, s.renewKeys(r.Name), owner, millis(ttl)).Int64()
 	if err != nil {
 		return fmt.Errorf("redislock: %w", err)
 	}
@@ -131,7 +138,7 @@ func (s *Semaphores) RenewBatch(ctx context.Context, batch []semaphore.Renewal) 
 		byName[i] = driver.Renewal{Key: r.Name, Owner: r.Owner, TTL: r.TTL}
 	}
 	return s.n.renewBatch(ctx, semRenewScript, errPermitNotHeld, byName, func(r driver.Renewal) []string {
-		return s.keys(r.Key)[:2]
+		return s.renewKeys(r.Key)
 	})
 }
 

@@ -1,0 +1,111 @@
+package redislock
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/latchkey-go/latchkey/lock"
+)
+
+// While a read-write lock or a semaphore holds a name, its lock key holds
+// their mark, which a lock's SET NX runs into. These tests cover what the
+// mark must not do: keep a lock out once the other mode let go, show up to
+// an operator as a lock, or be broken as one.
+
+// A reader that let go leaves its mark behind, and a lock that finds it
+// takes the name at once: waiting out the mark would stall every lock that
+// follows a read-write lock or a semaphore on the same name.
+func TestLockTakesTheNameAtOnceAfterOtherModesLetGo(t *testing.T) {
+	addr, prefix, _ := sharedRedis(t)
+	rw, err := NewRW(newClient(t, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rw.Close()
+	sems, err := NewSemaphores(newClient(t, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sems.Close()
+	l := newLocker(t, newClient(t, addr))
+	key := prefix + "k"
+
+	r, err := rw.RLock(ctxT(t), key, lock.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	first, err := l.Acquire(ctxT(t), key, lock.WithWait(0))
+	if err != nil {
+		t.Fatalf("lock after the reader let go: %v, want it at once", err)
+	}
+	if err := first.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := sems.Semaphore(key, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Acquire(ctxT(t), lock.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	second, err := l.Acquire(ctxT(t), key, lock.WithWait(0))
+	if err != nil {
+		t.Fatalf("lock after the semaphore let go: %v, want it at once", err)
+	}
+	if second.Token() <= first.Token() {
+		t.Errorf("token %d after %d: want it higher", second.Token(), first.Token())
+	}
+	if err := second.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An operator sees a name a reader holds as no lock, and breaking "the lock"
+// of that name changes nothing: the reader still keeps locks out.
+func TestOtherModesMarkIsNoLockToTheOperator(t *testing.T) {
+	addr, prefix, _ := sharedRedis(t)
+	rw, err := NewRW(newClient(t, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rw.Close()
+	l := newLocker(t, newClient(t, addr))
+	key := prefix + "k"
+
+	r, err := rw.RLock(ctxT(t), key, lock.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Release(ctxT(t)) }()
+
+	if info, err := l.InspectLock(ctxT(t), key); err != nil || info.Held {
+		t.Errorf("InspectLock of a name a reader holds = %+v, %v; want not held", info, err)
+	}
+	page, err := l.ListLocks(ctxT(t), prefix, 100, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Locks) != 0 {
+		t.Errorf("ListLocks lists %+v while only a reader holds a name", page.Locks)
+	}
+	if _, err := l.BreakLock(ctxT(t), key); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("BreakLock of a name a reader holds = %v, want lock.ErrNotHeld", err)
+	}
+	lease, err := l.Acquire(ctxT(t), key, lock.WithWait(0))
+	if err == nil {
+		_ = lease.Release(ctxT(t))
+		t.Fatal("a lock got in after BreakLock while a reader held the name")
+	}
+	if !errors.Is(err, lock.ErrOtherMode) {
+		t.Fatalf("lock while a reader holds: %v, want lock.ErrOtherMode", err)
+	}
+}
