@@ -18,54 +18,47 @@ import (
 // follows a read-write lock or a semaphore on the same name.
 func TestLockTakesTheNameAtOnceAfterOtherModesLetGo(t *testing.T) {
 	addr, prefix, _ := sharedRedis(t)
-	rw, err := NewRW(newClient(t, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rw.Close()
-	sems, err := NewSemaphores(newClient(t, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sems.Close()
-	l := newLocker(t, newClient(t, addr))
+	h := modeHarness(func(t *testing.T) Client { return newClient(t, addr) }, nil)
+	rw, sems, l := h.RW(t), h.Semaphore(t), h.Lock(t)
 	key := prefix + "k"
 
-	r, err := rw.RLock(ctxT(t), key, lock.WithTTL(30*time.Second))
-	if err != nil {
-		t.Fatal(err)
+	others := []struct {
+		name string
+		take func() (*lock.Lease, error)
+	}{
+		{"reader", func() (*lock.Lease, error) { return rw.RLock(ctxT(t), key, lock.WithTTL(30*time.Second)) }},
+		{"semaphore", func() (*lock.Lease, error) {
+			s, err := sems.Semaphore(key, 2)
+			if err != nil {
+				return nil, err
+			}
+			p, err := s.Acquire(ctxT(t), lock.WithTTL(30*time.Second))
+			if err != nil {
+				return nil, err
+			}
+			return p.Lease, nil
+		}},
 	}
-	if err := r.Release(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-	first, err := l.Acquire(ctxT(t), key, lock.WithWait(0))
-	if err != nil {
-		t.Fatalf("lock after the reader let go: %v, want it at once", err)
-	}
-	if err := first.Release(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-
-	s, err := sems.Semaphore(key, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := s.Acquire(ctxT(t), lock.WithTTL(30*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Release(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-	second, err := l.Acquire(ctxT(t), key, lock.WithWait(0))
-	if err != nil {
-		t.Fatalf("lock after the semaphore let go: %v, want it at once", err)
-	}
-	if second.Token() <= first.Token() {
-		t.Errorf("token %d after %d: want it higher", second.Token(), first.Token())
-	}
-	if err := second.Release(ctxT(t)); err != nil {
-		t.Fatal(err)
+	var last uint64
+	for _, o := range others {
+		other, err := o.take()
+		if err != nil {
+			t.Fatalf("%s: %v", o.name, err)
+		}
+		if err := other.Release(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		lease, err := l.Acquire(ctxT(t), key, lock.WithWait(0))
+		if err != nil {
+			t.Fatalf("lock after the %s let go: %v, want it at once", o.name, err)
+		}
+		if lease.Token() <= last {
+			t.Errorf("token %d after %d: want it higher", lease.Token(), last)
+		}
+		last = lease.Token()
+		if err := lease.Release(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -73,11 +66,7 @@ func TestLockTakesTheNameAtOnceAfterOtherModesLetGo(t *testing.T) {
 // of that name changes nothing: the reader still keeps locks out.
 func TestOtherModesMarkIsNoLockToTheOperator(t *testing.T) {
 	addr, prefix, _ := sharedRedis(t)
-	rw, err := NewRW(newClient(t, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rw.Close()
+	rw := modeHarness(func(t *testing.T) Client { return newClient(t, addr) }, nil).RW(t)
 	l := newLocker(t, newClient(t, addr))
 	key := prefix + "k"
 
