@@ -87,8 +87,9 @@ func (s *Semaphores) keys(name string) []string {
 // renewKeys returns the keys of sem_renew.lua: the lease ends, the holders
 // and the name's lock key, which keeps the mark of another mode.
 func (s *Semaphores) renewKeys(name string) []string {
-	k := s.keys(name)
-	return []string{k[0], k[1], k[4]}
+	lk := LockKey(s.n.prefix, name)
+	z := lk + semSuffix
+	return []string{z, z + ":holders", lk}
 }
 
 // SemaphoreKeys returns the Redis keys of name's semaphore under prefix, for

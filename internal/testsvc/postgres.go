@@ -181,11 +181,7 @@ func (s *PostgresServer) Pid() int {
 // exited. Stopping a stopped server does nothing.
 func (s *PostgresServer) Stop() {
 	s.t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.stopLocked("fast"); err != nil {
-		s.t.Fatalf("testsvc: stop postgres: %v", err)
-	}
+	s.halt("fast", "stop")
 }
 
 // Crash stops the server as a crash of it would (`pg_ctl -m immediate
@@ -193,10 +189,17 @@ func (s *PostgresServer) Stop() {
 // lost) and waits until it has exited. Start recovers from the log.
 func (s *PostgresServer) Crash() {
 	s.t.Helper()
+	s.halt("immediate", "crash")
+}
+
+// halt stops the server with pg_ctl's shutdown mode, failing the test with
+// what in its message if it cannot.
+func (s *PostgresServer) halt(mode, what string) {
+	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.stopLocked("immediate"); err != nil {
-		s.t.Fatalf("testsvc: crash postgres: %v", err)
+	if err := s.stopLocked(mode); err != nil {
+		s.t.Fatalf("testsvc: %s postgres: %v", what, err)
 	}
 }
 

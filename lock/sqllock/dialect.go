@@ -62,7 +62,7 @@ type queries struct {
 	// also joins or leaves the key's queue -> token, remaining ms, whether
 	// its Locker may now stand in the queue (queue.go).
 	acquireWaiting string
-	holder         string // $1 key -> remaining ms (SQLite; MySQL's and PostgreSQL's acquire say it)
+	holder         string // SQLite: $1 key, $2 owner -> remaining ms, other modes, mark (MySQL's and PostgreSQL's acquire say it)
 	mark           string // SQLite: $1 key, $2 owner -> marks the row as waited for by owner's Locker
 	renew          string // $1 key, $2 owner, $3 ttl ms -> rows affected
 	release        string // $1 key, $2 owner -> rows (PostgreSQL also notifies, if waited for)
@@ -124,7 +124,6 @@ func newQueries(d Dialect, table string) (queries, error) {
 	token      BIGINT NOT NULL,
 	waited     BIGINT NOT NULL DEFAULT 0
 )`)},
-		holder:    fill(`SELECT expires_at - {now_ms} FROM {table} WHERE key = $1 AND owner IS NOT NULL`),
 		renew:     fill(`UPDATE {table} SET expires_at = {now_ms} + $3 WHERE key = $1 AND owner = $2 AND expires_at > {now_ms}`),
 		hasWaited: fill(`SELECT waited FROM {table} WHERE 1 = 0`),
 		addWaited: fill(`ALTER TABLE {table} ADD COLUMN waited BIGINT NOT NULL DEFAULT 0`),
@@ -326,8 +325,7 @@ func mysqlQueries(fill func(string) string) queries {
 			") ENGINE=InnoDB")},
 		// The clock is read once, for the token (VALUES(token) is now in
 		// µs), which the expiry of the VALUES row reads too. Terse: every
-		// byte travels with every attempt. A failed attempt marks the row
-		// apart (holder, mark), so the marks cost nothing here.
+		// byte travels with every attempt, the refusal and its mark too.
 		acquire: fill(strings.NewReplacer("{now}", "VALUES(token)DIV 1000", "{refused}", strconv.FormatInt(refusedFlag, 10), "{cap}", strconv.FormatInt(heldCap, 10)).Replace(
 			"INSERT INTO {table}(`key`,owner,token,expires_at)" +
 				"VALUES($1,$2,LAST_INSERT_ID({now_us}),token DIV 1000+$3)ON DUPLICATE KEY UPDATE " +
