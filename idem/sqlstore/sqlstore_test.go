@@ -129,13 +129,16 @@ func newStore(t *testing.T, b backend) testStore {
 }
 
 // openDB opens dsn with database/sql's driver and closes it when the test
-// ends.
+// ends. Its pool is capped, as a service's would be: the conformance suite
+// runs fifty claims at once, and the shared PostgreSQL, which other
+// packages' tests use at the same time, allows a hundred connections.
 func openDB(t *testing.T, driver, dsn string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
+	db.SetMaxOpenConns(16)
 	t.Cleanup(func() { _ = db.Close() })
 	return db
 }
