@@ -106,10 +106,12 @@ func (cn *conn) PrepareContext(ctx context.Context, q string) (driver.Stmt, erro
 	} else {
 		st, err = cn.driverConn.Prepare(q)
 	}
+	if !errors.Is(err, driver.ErrBadConn) {
+		cn.c.add() // the server's answer, a refusal too
+	}
 	if err != nil {
 		return nil, err
 	}
-	cn.c.add()
 	return &stmt{st, cn.c}, nil
 }
 

@@ -21,6 +21,25 @@ const (
 	mysqlDeadlock        = 1213 // ER_LOCK_DEADLOCK
 )
 
+// MySQL's error numbers that say the server will not prepare a statement.
+const (
+	mysqlUnsupportedPS    = 1295 // ER_UNSUPPORTED_PS: not in the prepared statement protocol
+	mysqlMaxPreparedStmts = 1461 // ER_MAX_PREPARED_STMT_COUNT_REACHED
+)
+
+// Unprepared reports whether err says that the server will not prepare a
+// statement (MySQL: max_prepared_stmt_count reached, or a statement the
+// prepared protocol does not take), so that nothing of it ran and it may run
+// unprepared instead: sqlconn.Prepared's test.
+func Unprepared(err error) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		if n, ok := mysqlNumber(err); ok {
+			return n == mysqlMaxPreparedStmts || n == mysqlUnsupportedPS
+		}
+	}
+	return false
+}
+
 // PostgreSQL's SQLSTATEs that ask for one (SQLite's busy errors are retried by
 // its busy handler).
 var postgresRetry = map[string]bool{

@@ -310,7 +310,11 @@ const (
 //
 // Renewal sets the expiry through LAST_INSERT_ID, so a renewal that lands in
 // the same millisecond as the last one, changing nothing, still counts as
-// held. Release always changes the row (owner to NULL): its affected rows say.
+// held. Release only ends the lease (expiry 0), leaving the owner: a fixed
+// width column changed, which InnoDB writes in place, where a NULL owner
+// would rebuild the record, and the next owner (as long) would rebuild it
+// again. Every reading of the row asks for a live expiry, so the old owner
+// reads as nobody. Release always changes the row: its affected rows say.
 // A batch renews through a join with JSON_TABLE, keys and owners hex-encoded
 // so any bytes survive; when fewer rows changed than were asked, a SELECT
 // tells which are still held.
@@ -343,7 +347,7 @@ func mysqlQueries(fill func(string) string) queries {
 		hasWaited: fill("SELECT waited FROM {table} WHERE 1 = 0"),
 		addWaited: fill("ALTER TABLE {table} ADD COLUMN waited BIGINT NOT NULL DEFAULT 0"),
 		renew:     fill("UPDATE {table} SET expires_at = LAST_INSERT_ID({now_ms} + $1) WHERE `key` = $2 AND owner = $3 AND expires_at > {now_ms}"),
-		release:   fill("UPDATE {table} SET owner=NULL,expires_at=0 WHERE `key`=$1 AND owner=$2 AND expires_at>{now_ms}"),
+		release:   fill("UPDATE {table} SET expires_at=0 WHERE `key`=$1 AND owner=$2 AND expires_at>{now_ms}"),
 		// The new owner differs from the old (lock.SetHolder skips a
 		// relabel to the same owner), so changed rows are matched rows.
 		relabel: fill("UPDATE {table} SET owner = $1 WHERE `key` = $2 AND owner = $3 AND expires_at > {now_ms}"),

@@ -28,8 +28,11 @@
 // marks commit without waiting for the log flush: a crash of the server may
 // lose one (a released lock then stays held until its lease ends), never a
 // holder or a token. MySQL and MariaDB (MySQL 8.0, MariaDB 10.6 or later,
-// InnoDB): open the *sql.DB with interpolateParams=true, or every statement
-// costs two round trips (lock/lockurl's mysql:// sets it). How the
+// InnoDB): a Locker prepares its statements, a handful on each connection
+// it runs on (counted against the server's max_prepared_stmt_count; one the
+// server refuses runs unprepared), so each is one round trip that the
+// server neither parses nor plans again, with or without
+// interpolateParams=true. How the
 // statements, the queue and the durability rule work is in
 // docs/sqllock-internals.md.
 //

@@ -23,7 +23,8 @@ const DefaultTable = "latchkey_locks"
 type Locker struct {
 	*lock.Manager
 	backend  *backend
-	listener *listener // nil unless PostgreSQL through pgx (a pool, or its database/sql driver)
+	listener *listener           // nil unless PostgreSQL through pgx (a pool, or its database/sql driver)
+	prepared *sqlconn.PreparedDB // MySQL's statements, prepared; nil elsewhere
 	iq       inspectQueries
 	closeOne sync.Once
 }
@@ -61,7 +62,14 @@ func WithTable(name string) Option { return func(o *options) { o.table = name } 
 // NewPgx, through one connection of the Locker's own, opened with the
 // settings of db's connections while anyone waits (it is not one of db's:
 // SetMaxOpenConns does not count it). With lib/pq, and on MySQL
-// and SQLite, waiters of other Lockers poll. Errors wrap
+// and SQLite, waiters of other Lockers poll.
+//
+// On MySQL the Locker prepares its statements, each once on each of db's
+// connections it runs on, so that the server neither parses nor plans them
+// again, and the driver sends each in one round trip whether or not the DSN
+// says interpolateParams=true. They are a handful per connection, counted
+// against the server's max_prepared_stmt_count; should the server refuse
+// one, it runs unprepared. Close closes them. Errors wrap
 // lock.ErrInvalid for a nil db, an unknown dialect, a bad table name or a
 // server older than latchkey supports.
 func New(ctx context.Context, db *sql.DB, d Dialect, opts ...Option) (*Locker, error) {
@@ -72,10 +80,14 @@ func New(ctx context.Context, db *sql.DB, d Dialect, opts ...Option) (*Locker, e
 		d = sqldialect.Detect(db) // newQueries refuses what it cannot tell
 	}
 	var conns connSource
-	if d == Postgres {
+	var prepared *sqlconn.PreparedDB
+	switch d {
+	case Postgres:
 		conns = stdConns(ctx, db)
+	case MySQL:
+		prepared = sqlconn.Prepared(db, sqldialect.Unprepared)
 	}
-	return newLocker(ctx, sqlconn.StdDB(db), d, conns, opts)
+	return newLocker(ctx, sqlconn.StdDB(db), d, conns, prepared, opts)
 }
 
 // NewPgx returns a Locker on a pgx pool for PostgreSQL and creates the lease
@@ -88,12 +100,13 @@ func NewPgx(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Locker, e
 	if pool == nil {
 		return nil, fmt.Errorf("%w: sqllock: nil *pgxpool.Pool", lock.ErrInvalid)
 	}
-	return newLocker(ctx, pgxconn.Pool(pool), Postgres, poolConns(pool), opts)
+	return newLocker(ctx, pgxconn.Pool(pool), Postgres, poolConns(pool), nil, opts)
 }
 
 // newLocker opens a Locker; conns, if not nil, lends the connection its
-// waiters LISTEN on.
-func newLocker(ctx context.Context, db sqlconn.DB, d Dialect, conns connSource, opts []Option) (*Locker, error) {
+// waiters LISTEN on; prepared, if not nil, is db whose statements run
+// prepared, for all but the table's set-up.
+func newLocker(ctx context.Context, db sqlconn.DB, d Dialect, conns connSource, prepared *sqlconn.PreparedDB, opts []Option) (*Locker, error) {
 	o := optionsOf(DefaultTable, opts)
 	q, err := newQueries(d, o.table)
 	if err != nil {
@@ -106,7 +119,10 @@ func newLocker(ctx context.Context, db sqlconn.DB, d Dialect, conns connSource, 
 		return nil, fmt.Errorf("sqllock: table %s: %w", o.table, err)
 	}
 	b := &backend{db: db, dialect: d, q: q, marks: newMarks(d)}
-	l := &Locker{backend: b, iq: newInspectQueries(d, o.table)}
+	if prepared != nil {
+		b.db = prepared
+	}
+	l := &Locker{backend: b, prepared: prepared, iq: newInspectQueries(d, o.table)}
 	var lb driver.Backend = b
 	if conns != nil {
 		l.listener = newListener(conns, o.table+channelSuffix)
@@ -117,12 +133,16 @@ func newLocker(ctx context.Context, db sqlconn.DB, d Dialect, conns connSource, 
 	return l, nil
 }
 
-// Close stops the LISTEN connection, if any. Held leases keep being renewed
-// until released; Close does not release them.
+// Close stops the LISTEN connection, if any, and closes the prepared
+// statements (MySQL). Held leases keep being renewed until released, with
+// statements unprepared; Close does not release them.
 func (l *Locker) Close() error {
 	l.closeOne.Do(func() {
 		if l.listener != nil {
 			l.listener.close()
+		}
+		if l.prepared != nil {
+			_ = l.prepared.Close()
 		}
 	})
 	return nil

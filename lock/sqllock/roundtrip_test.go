@@ -89,7 +89,7 @@ func countedBackends(t *testing.T) []counted {
 			}
 		}, 1, 1, 1},
 		{"mysql", countedDB("mysql", func(t *testing.T) string { return testsvc.MySQL(t, "interpolateParams", "true") }, sqllock.MySQL), 1, 1, 1},
-		{"mysql-prepared", countedDB("mysql", func(t *testing.T) string { return testsvc.MySQL(t) }, sqllock.MySQL), 2, 1, 1},
+		{"mysql-prepared", countedDB("mysql", func(t *testing.T) string { return testsvc.MySQL(t) }, sqllock.MySQL), 1, 1, 1},
 	}
 }
 
