@@ -28,8 +28,9 @@ type PreparedDB struct {
 	stmts sync.Map   // query -> *sql.Stmt; nil once the server refused it
 	prep  sync.Mutex // one preparation at a time
 
-	// live is read-locked while a statement runs prepared, and locked by
-	// Close, which thus waits for them and leaves none to start.
+	// live is read-locked while a statement runs prepared or one is
+	// remembered, and locked by Close (and refused), which thus wait for
+	// them and leave none to start.
 	live   sync.RWMutex
 	closed bool
 }
@@ -122,12 +123,12 @@ func (p *PreparedDB) prepare(ctx context.Context, q string) {
 		}
 		return
 	}
-	p.live.Lock()
+	p.live.RLock() // Close, which write-locks, then finds it to close
 	closed = p.closed
 	if !closed {
 		p.stmts.Store(q, st)
 	}
-	p.live.Unlock()
+	p.live.RUnlock()
 	if closed {
 		_ = st.Close()
 	}

@@ -2,7 +2,9 @@ package sqlconn_test
 
 import (
 	"database/sql"
+	"fmt"
 	"testing"
+	"time"
 
 	_ "github.com/go-sql-driver/mysql"
 
@@ -109,6 +111,49 @@ func TestPreparedAfterClose(t *testing.T) {
 	for range 2 {
 		if got := roundTrips(t, c, read); got != 2 || n != 42 {
 			t.Errorf("after Close: %d round trips, answer %d; want 2 (unprepared: prepare, execute), 42", got, n)
+		}
+	}
+}
+
+// TestPreparedCloseWhileRunning: statements running while Close closes
+// theirs neither fail nor run on a closed statement; those after it run
+// unprepared.
+func TestPreparedCloseWhileRunning(t *testing.T) {
+	c := new(sqlcount.Counter)
+	db, err := sqlcount.Open("mysql", testsvc.MySQL(t), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(4)
+	t.Cleanup(func() { _ = db.Close() })
+	p := sqlconn.Prepared(db, sqldialect.Unprepared)
+	ctx := t.Context()
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for i := range 200 {
+				var n int
+				if err := p.QueryRow(ctx, "SELECT ? + ?", g, i).Scan(&n); err != nil || n != g+i {
+					errs <- fmt.Errorf("goroutine %d, run %d: %d, %v", g, i, n, err)
+					return
+				}
+				if _, err := p.Exec(ctx, "DO ?", i); err != nil {
+					errs <- fmt.Errorf("goroutine %d, run %d: %v", g, i, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for c.Load() < 100 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
 		}
 	}
 }
