@@ -3,6 +3,7 @@ package sqldialect_test
 import (
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -203,5 +204,23 @@ func TestUpserts(t *testing.T) {
 				t.Fatalf("after the upsert: v %d, %d rows, %v; want 42 and 2", v, n, err)
 			}
 		})
+	}
+}
+
+// TestUnpreparedOnMySQL: the server's refusal to prepare a statement is
+// Unprepared, wrapped or not; a statement it could not parse is not (it
+// would fail unprepared too).
+func TestUnpreparedOnMySQL(t *testing.T) {
+	db := testsvc.OpenDB(t, "mysql", testsvc.MySQL(t))
+	_, refused := db.Prepare("DEALLOCATE PREPARE latchkey_probe")
+	if refused == nil || !sqldialect.Unprepared(refused) || !sqldialect.Unprepared(fmt.Errorf("sqllock: %w", refused)) {
+		t.Errorf("Unprepared(%v) = false, want true (ER_UNSUPPORTED_PS)", refused)
+	}
+	_, syntax := db.Prepare("SELEC 1")
+	if syntax == nil || sqldialect.Unprepared(syntax) {
+		t.Errorf("Unprepared(%v) = true, want false (a syntax error)", syntax)
+	}
+	if sqldialect.Unprepared(nil) || sqldialect.Unprepared(errors.New("sql: statement is closed")) {
+		t.Error("Unprepared is true for nil or an error not the server's")
 	}
 }
