@@ -29,9 +29,10 @@
 // lose one (a released lock then stays held until its lease ends), never a
 // holder or a token. MySQL and MariaDB (MySQL 8.0, MariaDB 10.6 or later,
 // InnoDB): a Locker prepares its statements, a handful on each connection
-// it runs on (counted against the server's max_prepared_stmt_count; one the
-// server refuses runs unprepared), so each is one round trip that the
-// server neither parses nor plans again, with or without
+// it runs on (counted against the server's max_prepared_stmt_count, which
+// all its clients share; one the server refuses runs unprepared;
+// WithUnpreparedStatements turns it off), so each is one round trip that
+// the server neither parses nor plans again, with or without
 // interpolateParams=true. How the
 // statements, the queue and the durability rule work is in
 // docs/sqllock-internals.md.

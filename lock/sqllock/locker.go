@@ -35,7 +35,8 @@ var _ lock.Locker = (*Locker)(nil)
 type Option func(*options)
 
 type options struct {
-	table string
+	table      string
+	unprepared bool // WithUnpreparedStatements
 }
 
 // optionsOf applies opts over the defaults, table the table's name.
@@ -55,6 +56,13 @@ func optionsOf(table string, opts []Option) options {
 // dialect. Default: "latchkey_locks" ([DefaultTable]).
 func WithTable(name string) Option { return func(o *options) { o.table = name } }
 
+// WithUnpreparedStatements makes a MySQL Locker send its statements as text,
+// as before it prepared them: for a server whose max_prepared_stmt_count
+// (shared by every client of the server) a fleet of Lockers would use up.
+// Each statement then costs the server a parse, and two round trips unless
+// the DSN says interpolateParams=true. Other dialects ignore it.
+func WithUnpreparedStatements() Option { return func(o *options) { o.unprepared = true } }
+
 // New returns a Locker on db, a database/sql handle for dialect d (Detect
 // tells it from the driver), and creates the lease table if it does not
 // exist. On PostgreSQL through pgx's database/sql driver
@@ -67,9 +75,11 @@ func WithTable(name string) Option { return func(o *options) { o.table = name } 
 // On MySQL the Locker prepares its statements, each once on each of db's
 // connections it runs on, so that the server neither parses nor plans them
 // again, and the driver sends each in one round trip whether or not the DSN
-// says interpolateParams=true. They are a handful per connection, counted
-// against the server's max_prepared_stmt_count; should the server refuse
-// one, it runs unprepared. Close closes them. Errors wrap
+// says interpolateParams=true. They are a handful per connection (four in
+// steady use: acquire, release, renewal batch, hand-over; a dozen at most),
+// counted against the server's max_prepared_stmt_count, which all its
+// clients share; should the server refuse one, it runs unprepared. Close
+// closes them. WithUnpreparedStatements turns this off. Errors wrap
 // lock.ErrInvalid for a nil db, an unknown dialect, a bad table name or a
 // server older than latchkey supports.
 func New(ctx context.Context, db *sql.DB, d Dialect, opts ...Option) (*Locker, error) {
@@ -79,15 +89,16 @@ func New(ctx context.Context, db *sql.DB, d Dialect, opts ...Option) (*Locker, e
 	if d == Detect {
 		d = sqldialect.Detect(db) // newQueries refuses what it cannot tell
 	}
+	o := optionsOf(DefaultTable, opts)
 	var conns connSource
 	var prepared *sqlconn.PreparedDB
-	switch d {
-	case Postgres:
+	switch {
+	case d == Postgres:
 		conns = stdConns(ctx, db)
-	case MySQL:
+	case d == MySQL && !o.unprepared:
 		prepared = sqlconn.Prepared(db, sqldialect.Unprepared)
 	}
-	return newLocker(ctx, sqlconn.StdDB(db), d, conns, prepared, opts)
+	return newLocker(ctx, sqlconn.StdDB(db), d, conns, prepared, o)
 }
 
 // NewPgx returns a Locker on a pgx pool for PostgreSQL and creates the lease
@@ -100,14 +111,13 @@ func NewPgx(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Locker, e
 	if pool == nil {
 		return nil, fmt.Errorf("%w: sqllock: nil *pgxpool.Pool", lock.ErrInvalid)
 	}
-	return newLocker(ctx, pgxconn.Pool(pool), Postgres, poolConns(pool), nil, opts)
+	return newLocker(ctx, pgxconn.Pool(pool), Postgres, poolConns(pool), nil, optionsOf(DefaultTable, opts))
 }
 
 // newLocker opens a Locker; conns, if not nil, lends the connection its
 // waiters LISTEN on; prepared, if not nil, is db whose statements run
 // prepared, for all but the table's set-up.
-func newLocker(ctx context.Context, db sqlconn.DB, d Dialect, conns connSource, prepared *sqlconn.PreparedDB, opts []Option) (*Locker, error) {
-	o := optionsOf(DefaultTable, opts)
+func newLocker(ctx context.Context, db sqlconn.DB, d Dialect, conns connSource, prepared *sqlconn.PreparedDB, o options) (*Locker, error) {
 	q, err := newQueries(d, o.table)
 	if err != nil {
 		return nil, fmt.Errorf("%w: sqllock: %w", lock.ErrInvalid, err)

@@ -25,7 +25,8 @@ type counted struct {
 	// with its own counter.
 	server func(t *testing.T) func(table string) (*sqllock.Locker, *sqlcount.Counter)
 	// perStatement is the round trips of one statement: 2 for MySQL
-	// without interpolateParams=true (prepare, then execute).
+	// statements sent unprepared without interpolateParams=true (the
+	// driver prepares, then executes); 1 once the Locker prepares them.
 	perStatement int64
 	// refusedStatements is the statements of an attempt on a held key:
 	// PostgreSQL's and MySQL's acquire also tell the holder's time left;
@@ -36,7 +37,7 @@ type counted struct {
 	acquireStatements int64
 }
 
-func countedDB(driver string, dsn func(t *testing.T) string, d sqllock.Dialect) func(t *testing.T) func(table string) (*sqllock.Locker, *sqlcount.Counter) {
+func countedDB(driver string, dsn func(t *testing.T) string, d sqllock.Dialect, opts ...sqllock.Option) func(t *testing.T) func(table string) (*sqllock.Locker, *sqlcount.Counter) {
 	return func(t *testing.T) func(table string) (*sqllock.Locker, *sqlcount.Counter) {
 		dsn := dsn(t)
 		return func(table string) (*sqllock.Locker, *sqlcount.Counter) {
@@ -49,7 +50,7 @@ func countedDB(driver string, dsn func(t *testing.T) string, d sqllock.Dialect) 
 			if d == sqllock.SQLite {
 				db.SetMaxOpenConns(1)
 			}
-			l, err := sqllock.New(t.Context(), db, d, sqllock.WithTable(table))
+			l, err := sqllock.New(t.Context(), db, d, append(opts, sqllock.WithTable(table))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,6 +91,7 @@ func countedBackends(t *testing.T) []counted {
 		}, 1, 1, 1},
 		{"mysql", countedDB("mysql", func(t *testing.T) string { return testsvc.MySQL(t, "interpolateParams", "true") }, sqllock.MySQL), 1, 1, 1},
 		{"mysql-prepared", countedDB("mysql", func(t *testing.T) string { return testsvc.MySQL(t) }, sqllock.MySQL), 1, 1, 1},
+		{"mysql-unprepared", countedDB("mysql", func(t *testing.T) string { return testsvc.MySQL(t) }, sqllock.MySQL, sqllock.WithUnpreparedStatements()), 2, 1, 1},
 	}
 }
 
