@@ -25,8 +25,7 @@ type PreparedDB struct {
 	db         *sql.DB
 	unprepared func(error) bool
 
-	stmts sync.Map   // query -> *sql.Stmt; nil once the server refused it
-	prep  sync.Mutex // one preparation at a time
+	stmts sync.Map // query -> *sql.Stmt; nil once the server refused it
 
 	// live is read-locked while a statement runs prepared or one is
 	// remembered, and locked by Close (and refused), which thus wait for
@@ -90,7 +89,14 @@ func (r preparedRow) Scan(dest ...any) error {
 // stmt returns q's prepared statement with p.live read-locked, or nil (and
 // p.live as it was) when q runs unprepared.
 func (p *PreparedDB) stmt(ctx context.Context, q string) *sql.Stmt {
-	if _, ok := p.stmts.Load(q); !ok {
+	p.live.RLock()
+	_, known := p.stmts.Load(q)
+	closed := p.closed
+	p.live.RUnlock()
+	if closed {
+		return nil
+	}
+	if !known {
 		p.prepare(ctx, q)
 	}
 	p.live.RLock()
@@ -105,17 +111,10 @@ func (p *PreparedDB) stmt(ctx context.Context, q string) *sql.Stmt {
 // prepare prepares q and remembers the answer: the statement, or nil when
 // the server refused it for good. Other errors (a connection that failed,
 // ctx done) leave q to run unprepared this time and to be prepared again
-// next time.
+// next time. No lock is held while the server answers, so a call waits for
+// nothing but its own preparation, within its own ctx; calls that prepare
+// the same statement at once keep the first and close the others'.
 func (p *PreparedDB) prepare(ctx context.Context, q string) {
-	p.prep.Lock()
-	defer p.prep.Unlock()
-	p.live.RLock()
-	_, known := p.stmts.Load(q)
-	closed := p.closed
-	p.live.RUnlock()
-	if known || closed {
-		return
-	}
 	st, err := p.db.PrepareContext(ctx, q)
 	if err != nil {
 		if p.unprepared(err) {
@@ -124,12 +123,13 @@ func (p *PreparedDB) prepare(ctx context.Context, q string) {
 		return
 	}
 	p.live.RLock() // Close, which write-locks, then finds it to close
-	closed = p.closed
-	if !closed {
-		p.stmts.Store(q, st)
+	kept := !p.closed
+	if kept {
+		_, loaded := p.stmts.LoadOrStore(q, st)
+		kept = !loaded
 	}
 	p.live.RUnlock()
-	if closed {
+	if !kept {
 		_ = st.Close()
 	}
 }
