@@ -87,25 +87,28 @@ func (r preparedRow) Scan(dest ...any) error {
 }
 
 // stmt returns q's prepared statement with p.live read-locked, or nil (and
-// p.live as it was) when q runs unprepared.
+// p.live as it was) when q runs unprepared; it prepares q on first use.
 func (p *PreparedDB) stmt(ctx context.Context, q string) *sql.Stmt {
-	p.live.RLock()
-	_, known := p.stmts.Load(q)
-	closed := p.closed
-	p.live.RUnlock()
-	if closed {
-		return nil
-	}
-	if !known {
+	st, settled := p.running(q)
+	if st == nil && !settled {
 		p.prepare(ctx, q)
+		st, _ = p.running(q)
 	}
+	return st
+}
+
+// running returns q's prepared statement with p.live read-locked, or nil
+// with p.live as it was; settled reports whether q needs no preparation
+// (prepared, refused for good, or p closed).
+func (p *PreparedDB) running(q string) (st *sql.Stmt, settled bool) {
 	p.live.RLock()
-	v, _ := p.stmts.Load(q)
+	v, known := p.stmts.Load(q)
 	if st, _ := v.(*sql.Stmt); st != nil && !p.closed {
-		return st
+		return st, true
 	}
+	settled = known || p.closed
 	p.live.RUnlock()
-	return nil
+	return nil, settled
 }
 
 // prepare prepares q and remembers the answer: the statement, or nil when
@@ -150,11 +153,10 @@ func (p *PreparedDB) Close() error {
 	p.live.Lock()
 	p.closed = true
 	var open []*sql.Stmt
-	p.stmts.Range(func(q, v any) bool {
+	p.stmts.Range(func(_, v any) bool {
 		if st, _ := v.(*sql.Stmt); st != nil {
 			open = append(open, st)
 		}
-		p.stmts.Delete(q)
 		return true
 	})
 	p.live.Unlock()

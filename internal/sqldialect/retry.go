@@ -21,25 +21,6 @@ const (
 	mysqlDeadlock        = 1213 // ER_LOCK_DEADLOCK
 )
 
-// MySQL's error numbers that say the server will not prepare a statement.
-const (
-	mysqlUnsupportedPS    = 1295 // ER_UNSUPPORTED_PS: not in the prepared statement protocol
-	mysqlMaxPreparedStmts = 1461 // ER_MAX_PREPARED_STMT_COUNT_REACHED
-)
-
-// Unprepared reports whether err says that the server will not prepare a
-// statement (MySQL: max_prepared_stmt_count reached, or a statement the
-// prepared protocol does not take), so that nothing of it ran and it may run
-// unprepared instead: sqlconn.Prepared's test.
-func Unprepared(err error) bool {
-	for ; err != nil; err = errors.Unwrap(err) {
-		if n, ok := mysqlNumber(err); ok {
-			return n == mysqlMaxPreparedStmts || n == mysqlUnsupportedPS
-		}
-	}
-	return false
-}
-
 // PostgreSQL's SQLSTATEs that ask for one (SQLite's busy errors are retried by
 // its busy handler).
 var postgresRetry = map[string]bool{
@@ -63,11 +44,20 @@ func Retryable(err error) error {
 }
 
 func retryable(err error) bool {
-	for err != nil {
+	return inChain(err, func(err error) bool {
 		if s, ok := err.(interface{ SQLState() string }); ok && postgresRetry[s.SQLState()] {
 			return true
 		}
-		if n, ok := mysqlNumber(err); ok && (n == mysqlDeadlock || n == mysqlLockWaitTimeout) {
+		n, ok := mysqlNumber(err)
+		return ok && (n == mysqlDeadlock || n == mysqlLockWaitTimeout)
+	})
+}
+
+// inChain reports whether match holds for err or an error it wraps, joined
+// errors included.
+func inChain(err error, match func(error) bool) bool {
+	for err != nil {
+		if match(err) {
 			return true
 		}
 		switch u := err.(type) {
@@ -75,7 +65,7 @@ func retryable(err error) bool {
 			err = u.Unwrap()
 		case interface{ Unwrap() []error }:
 			for _, e := range u.Unwrap() {
-				if retryable(e) {
+				if inChain(e, match) {
 					return true
 				}
 			}
@@ -98,4 +88,21 @@ func mysqlNumber(err error) (uint64, bool) {
 		return 0, false
 	}
 	return f.Uint(), true
+}
+
+// MySQL's error numbers that say the server will not prepare a statement.
+const (
+	mysqlUnsupportedPS    = 1295 // ER_UNSUPPORTED_PS: not in the prepared statement protocol
+	mysqlMaxPreparedStmts = 1461 // ER_MAX_PREPARED_STMT_COUNT_REACHED
+)
+
+// Unprepared reports whether err says that the server will not prepare a
+// statement (MySQL: max_prepared_stmt_count reached, or a statement the
+// prepared protocol does not take), so that nothing of it ran and it may run
+// unprepared instead: sqlconn.Prepared's test.
+func Unprepared(err error) bool {
+	return inChain(err, func(err error) bool {
+		n, ok := mysqlNumber(err)
+		return ok && (n == mysqlMaxPreparedStmts || n == mysqlUnsupportedPS)
+	})
 }
