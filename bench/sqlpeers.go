@@ -87,11 +87,25 @@ func sqlLockImpls() []sqlLockImpl {
 			if err != nil {
 				return nil, nil, err
 			}
+			// A Locker each stands for a process each: every Locker
+			// after the first has a pool of its own, as a process has,
+			// whose turns (see lock/sqllock) no other Locker counts.
+			pools := []*sql.DB{db}
+			opened := 0
 			return latchkeyLockers(func() (*sqllock.Locker, error) {
-				return sqllock.New(ctx, db, sqllock.MySQL, sqllock.WithTable(prefix+"locks"))
+				pool := db
+				if opened++; opened > 1 {
+					if pool, err = benchDB("mysql", mysqlDSN, c); err != nil {
+						return nil, err
+					}
+					pools = append(pools, pool)
+				}
+				return sqllock.New(ctx, pool, sqllock.MySQL, sqllock.WithTable(prefix+"locks"))
 			}, func() {
 				_, _ = db.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+prefix+"locks")
-				_ = db.Close()
+				for _, p := range pools {
+					_ = p.Close()
+				}
 			})
 		}},
 	}

@@ -22,6 +22,9 @@ type backend struct {
 	dialect Dialect
 	q       queries
 	marks   marks // the other modes' marks (modes.go; PostgreSQL, MySQL)
+	// turns are MySQL's turns (turns.go): nil unless the Locker was made on
+	// a *sql.DB for MySQL.
+	turns *turns
 	// waiting is which owners wait, whose attempts queue their Locker on
 	// the server (queue.go): nil unless the Locker LISTENs (PostgreSQL
 	// through pgx: a pool, or its database/sql driver).
@@ -104,18 +107,26 @@ func (b *backend) tryAcquirePostgres(ctx context.Context, key, owner string, ttl
 // statement, whose LAST_INSERT_ID is the token, or, held, refusedFlag plus
 // the holder's time left in ms.
 func (b *backend) tryAcquireMySQL(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
+	if b.turns.outOfTurn(key, owner) {
+		return 0, 0, lock.ErrNotAcquired // the holder's time left is not known here
+	}
 	id, err := sqlconn.LastID(b.db.Exec(ctx, b.q.acquire, key, owner, ttl.Milliseconds()))
 	if err != nil {
 		return 0, 0, fmt.Errorf("sqllock: %w", err)
 	}
 	if id > 0 && id < refusedFlag {
+		b.turns.attempted(key, owner, true, false, 0)
 		return uint64(id), 0, nil
 	}
 	left := max(id-refusedFlag, 0) // 0: unknown
+	other := left&otherFlag != 0
+	left &^= otherFlag
 	if left > lock.MaxTTL.Milliseconds() {
 		return b.takeOver(ctx, key, owner, ttl)
 	}
-	return 0, time.Duration(left) * time.Millisecond, lock.ErrNotAcquired
+	held := time.Duration(left) * time.Millisecond
+	b.turns.attempted(key, owner, false, other, held)
+	return 0, held, lock.ErrNotAcquired
 }
 
 // takeOver is TryAcquire of a key whose row another mode marked (no lease
@@ -139,6 +150,7 @@ func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duratio
 			return fmt.Errorf("sqllock: %w", err)
 		}
 		if at == 0 {
+			b.turns.lost(key, owner)
 			return errNotHeld
 		}
 		return nil
@@ -158,22 +170,42 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 	if b.dialect == Postgres {
 		args = append(args, keyHash(key))
 	}
-	var ok bool
 	if b.dialect == MySQL {
-		n, err := sqlconn.Affected(b.db.Exec(ctx, b.q.release, args...))
-		if err != nil {
-			return fmt.Errorf("sqllock: %w", err)
-		}
-		ok = n > 0 // the owner always changes to NULL: changed rows are matched rows
-	} else {
-		var released any
-		var err error
-		if ok, err = sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.release, args...), &released); err != nil {
-			return fmt.Errorf("sqllock: %w", err)
-		}
+		return b.releaseMySQL(ctx, key, owner)
+	}
+	var released any
+	ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.release, args...), &released)
+	if err != nil {
+		return fmt.Errorf("sqllock: %w", err)
 	}
 	if !ok {
 		return errNotHeld
+	}
+	return nil
+}
+
+// releaseMySQL is Release on MySQL: on the session holding key's turn if
+// owner took the lock under it (turns.go), else on any. A release while
+// another Locker stands in line for the turn sends this Locker's next
+// attempts on key to the line too.
+func (b *backend) releaseMySQL(ctx context.Context, key, owner string) error {
+	if conn, name, done := b.turns.holding(key, owner); conn != nil {
+		return b.releaseTurn(ctx, conn, name, key, owner, done)
+	}
+	res, err := b.db.Exec(ctx, b.q.release, b.turns.turnName(key), key, owner)
+	var n, line int64
+	if err == nil {
+		if n, err = res.RowsAffected(); err == nil && n > 0 {
+			line, err = res.LastInsertId()
+		}
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("sqllock: %w", err)
+	case n == 0: // the expiry always changes: changed rows are matched rows
+		return errNotHeld
+	case line == inLine:
+		b.turns.yield(key)
 	}
 	return nil
 }
@@ -196,6 +228,7 @@ func (b *backend) RenewBatch(ctx context.Context, batch []driver.Renewal) []erro
 				errs[start+i] = fmt.Errorf("sqllock: %w", err)
 			case !renewed[r.Key]:
 				errs[start+i] = errNotHeld
+				b.turns.lost(r.Key, r.Owner)
 			}
 		}
 	}

@@ -65,15 +65,21 @@ type queries struct {
 	holder         string // SQLite: $1 key, $2 owner -> remaining ms, other modes, mark (MySQL's and PostgreSQL's acquire say it)
 	mark           string // SQLite: $1 key, $2 owner -> marks the row as waited for by owner's Locker
 	renew          string // $1 key, $2 owner, $3 ttl ms -> rows affected
-	release        string // $1 key, $2 owner -> rows (PostgreSQL also notifies, if waited for)
+	release        string // $1 key, $2 owner -> rows (PostgreSQL also notifies, if waited for); MySQL: $1 the key's turn, $2 key, $3 owner
 	// handover releases and takes the lock for the next owner in one step
 	// unless another Locker's waiter marked the row: $1 key, $2 owner,
 	// $3 next, $4 ttl ms -> next's token, 0 when released for everyone
-	// (PostgreSQL: $5 key hash, notified then). MySQL: $1 next, $2 ttl ms,
-	// $3 key, $4 owner -> rows changed, the token as LAST_INSERT_ID.
+	// (PostgreSQL: $5 key hash, notified then). MySQL: $1 next, $2 the
+	// key's turn, $3 ttl ms, $4 key, $5 owner -> rows changed, the token as
+	// LAST_INSERT_ID (notInLine or inLine when released for everyone).
 	handover string
-	relabel  string // $1 key, $2 owner, $3 new owner -> rows (PostgreSQL also notifies); MySQL: $1 new owner, $2 key, $3 owner
-	batch    string // $1 keys, $2 owners, $3 ttls -> renewed keys
+	// turnRelease and turnHandover (MySQL) are release and handover for a
+	// lock taken under its key's turn (turns.go), the turn's name given
+	// twice: $1 and $2 the name, $3 key, $4 owner; $1 next, $2 and $3 the
+	// name, $4 ttl ms, $5 key, $6 owner.
+	turnRelease, turnHandover string
+	relabel                   string // $1 key, $2 owner, $3 new owner -> rows (PostgreSQL also notifies); MySQL: $1 new owner, $2 key, $3 owner
+	batch                     string // $1 keys, $2 owners, $3 ttls -> renewed keys
 	// held (MySQL) lists the keys of a batch that their owners hold, after
 	// the batch's UPDATE, which returns none.
 	held string
@@ -278,10 +284,18 @@ RETURNING key`) // SQLite's RETURNING sees only the target's columns, unqualifie
 }
 
 // What MySQL's acquisition leaves in LAST_INSERT_ID when it is refused:
-// refusedFlag (2^62) plus the holder's time left in ms, capped at
-// heldCap (2^40; a mode's mark never expires).
+// refusedFlag (2^62), plus otherFlag (2^41) if the holder is another
+// Locker's, plus the holder's time left in ms, capped at heldCap (2^40; a
+// mode's mark never expires).
 const (
+	// What MySQL's release, and a hand-over that freed the lock for
+	// everyone, leave in LAST_INSERT_ID: whether a session of another
+	// Locker stood in line for the key's turn (turns.go). A token is larger.
+	notInLine = 1
+	inLine    = 2
+
 	refusedFlag = int64(1) << 62
+	otherFlag   = int64(1) << 41
 	heldCap     = int64(1) << 40
 )
 
@@ -330,24 +344,40 @@ func mysqlQueries(fill func(string) string) queries {
 		// The clock is read once, for the token (VALUES(token) is now in
 		// µs), which the expiry of the VALUES row reads too. Terse: every
 		// byte travels with every attempt, the refusal and its mark too.
-		acquire: fill(strings.NewReplacer("{now}", "VALUES(token)DIV 1000", "{refused}", strconv.FormatInt(refusedFlag, 10), "{cap}", strconv.FormatInt(heldCap, 10)).Replace(
+		acquire: fill(strings.NewReplacer("{now}", "VALUES(token)DIV 1000", "{refused}", strconv.FormatInt(refusedFlag, 10), "{cap}", strconv.FormatInt(heldCap, 10), "{other}", strconv.FormatInt(otherFlag, 10)).Replace(
 			"INSERT INTO {table}(`key`,owner,token,expires_at)" +
 				"VALUES($1,$2,LAST_INSERT_ID({now_us}),token DIV 1000+$3)ON DUPLICATE KEY UPDATE " +
 				"owner=IF(owner IS NULL OR expires_at<={now},VALUES(owner),owner)," +
 				"waited=IF(LEFT(owner,16)<>LEFT(VALUES(owner),16)AND expires_at>{now} AND waited<{now}+{renew},{now}+{mark},waited)," +
 				"token=IF(owner=VALUES(owner)AND expires_at<={now},LAST_INSERT_ID(GREATEST(token+1,VALUES(token)))," +
-				"token+LEAST(LAST_INSERT_ID({refused}+LEAST(GREATEST(expires_at-{now},1),{cap})),0))," +
+				"token+LEAST(LAST_INSERT_ID({refused}+IF(LEFT(owner,16)<=>LEFT(VALUES(owner),16),0,{other})+LEAST(GREATEST(expires_at-{now},1),{cap})),0))," +
 				"expires_at=IF(owner=VALUES(owner)AND expires_at<={now},VALUES(expires_at),expires_at)")),
 		// The owner first; the rest read whether it is now next's. The next
 		// owner is never the releasing one, so changed rows are matched rows.
+		// Freed for everyone, it leaves inLine or notInLine in
+		// LAST_INSERT_ID ($2 is the key's turn, see turns.go), else the token.
 		handover: fill("UPDATE {table} SET owner=IF(waited>{now_ms},NULL,$1)," +
-			"token=IF(owner IS NULL,token+LAST_INSERT_ID(0),LAST_INSERT_ID(GREATEST(token+1,{now_us})))," +
-			"expires_at=IF(owner IS NULL,0,{now_ms}+$2)" +
-			" WHERE `key`=$3 AND owner=$4 AND expires_at>{now_ms}"),
+			"token=IF(owner IS NULL,token+0*LAST_INSERT_ID(1+(IS_USED_LOCK($2)IS NOT NULL)),LAST_INSERT_ID(GREATEST(token+1,{now_us})))," +
+			"expires_at=IF(owner IS NULL,0,{now_ms}+$3)" +
+			" WHERE `key`=$4 AND owner=$5 AND expires_at>{now_ms}"),
 		hasWaited: fill("SELECT waited FROM {table} WHERE 1 = 0"),
 		addWaited: fill("ALTER TABLE {table} ADD COLUMN waited BIGINT NOT NULL DEFAULT 0"),
 		renew:     fill("UPDATE {table} SET expires_at = LAST_INSERT_ID({now_ms} + $1) WHERE `key` = $2 AND owner = $3 AND expires_at > {now_ms}"),
-		release:   fill("UPDATE {table} SET expires_at=0 WHERE `key`=$1 AND owner=$2 AND expires_at>{now_ms}"),
+		// LAST_INSERT_ID says whether a session holds the key's turn, $1
+		// (turns.go): inLine, someone of another Locker waits, or notInLine.
+		release: fill("UPDATE {table} SET expires_at=0*LAST_INSERT_ID(1+(IS_USED_LOCK($1)IS NOT NULL))" +
+			" WHERE `key`=$2 AND owner=$3 AND expires_at>{now_ms}"),
+		// The release and the hand-over of a lock taken under its key's turn,
+		// run on the session that holds the turn: they give the turn back as
+		// they free the lock, once the row is locked and before commit, and
+		// say as release does whether the server then granted it to someone
+		// (it does so at once).
+		turnRelease: fill("UPDATE {table} SET expires_at=0*IFNULL(RELEASE_LOCK($1),0)*LAST_INSERT_ID(1+(IS_USED_LOCK($2)IS NOT NULL))" +
+			" WHERE `key`=$3 AND owner=$4 AND expires_at>{now_ms}"),
+		turnHandover: fill("UPDATE {table} SET owner=IF(waited>{now_ms},NULL,$1)," +
+			"token=IF(owner IS NULL,token+0*IFNULL(RELEASE_LOCK($2),0)*LAST_INSERT_ID(1+(IS_USED_LOCK($3)IS NOT NULL)),LAST_INSERT_ID(GREATEST(token+1,{now_us})))," +
+			"expires_at=IF(owner IS NULL,0,{now_ms}+$4)" +
+			" WHERE `key`=$5 AND owner=$6 AND expires_at>{now_ms}"),
 		// The new owner differs from the old (lock.SetHolder skips a
 		// relabel to the same owner), so changed rows are matched rows.
 		relabel: fill("UPDATE {table} SET owner = $1 WHERE `key` = $2 AND owner = $3 AND expires_at > {now_ms}"),

@@ -44,15 +44,23 @@ func (b *backend) ReleaseHandover(ctx context.Context, key, owner, next string, 
 // handoverMySQL runs MySQL's handover: the rows it changed, and the token
 // it left in LAST_INSERT_ID (0 when released for everyone).
 func (b *backend) handoverMySQL(ctx context.Context, key, owner, next string, ttl time.Duration) (token, changed int64, err error) {
-	res, err := b.db.Exec(ctx, b.q.handover, next, ttl.Milliseconds(), key, owner)
+	if conn, name, done := b.turns.holding(key, owner); conn != nil {
+		return b.handoverTurn(ctx, conn, name, key, owner, next, ttl, done)
+	}
+	res, err := b.db.Exec(ctx, b.q.handover, next, b.turns.turnName(key), ttl.Milliseconds(), key, owner)
 	if err != nil {
 		return 0, 0, err
 	}
 	if changed, err = res.RowsAffected(); err != nil || changed == 0 {
 		return 0, 0, err
 	}
-	token, err = res.LastInsertId()
-	return token, changed, err
+	if token, err = res.LastInsertId(); err != nil || token > inLine {
+		return token, changed, err
+	}
+	if token == inLine { // freed for everyone, and someone stands in line
+		b.turns.yield(key)
+	}
+	return 0, changed, nil
 }
 
 // migrateWaited adds the waited column to a lock table made before it.

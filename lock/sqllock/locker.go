@@ -98,7 +98,20 @@ func New(ctx context.Context, db *sql.DB, d Dialect, opts ...Option) (*Locker, e
 	case d == MySQL && !o.unprepared:
 		prepared = sqlconn.Prepared(db, sqldialect.Unprepared)
 	}
-	return newLocker(ctx, sqlconn.StdDB(db), d, conns, prepared, o)
+	l, err := newLocker(ctx, sqlconn.StdDB(db), d, conns, prepared, o)
+	if err != nil || d != MySQL {
+		return l, err
+	}
+	// MySQL: waiters of different processes take turns (turns.go), named
+	// after the database and table, as named locks are the server's.
+	var schema string
+	if err := db.QueryRowContext(ctx, "SELECT IFNULL(DATABASE(),'')").Scan(&schema); err != nil {
+		_ = l.Close()
+		return nil, fmt.Errorf("sqllock: %w", err)
+	}
+	l.backend.turns = newTurns(db, schema+"."+o.table, l.backend.q.turnRelease, l.backend.q.turnHandover)
+	l.Manager, _ = lock.NewManager(turnsBackend{l.backend}) // not nil
+	return l, nil
 }
 
 // NewPgx returns a Locker on a pgx pool for PostgreSQL and creates the lease
@@ -151,6 +164,9 @@ func (l *Locker) Close() error {
 		if l.listener != nil {
 			l.listener.close()
 		}
+		if l.backend.turns != nil {
+			l.backend.turns.close()
+		}
 		if l.prepared != nil {
 			_ = l.prepared.Close()
 		}
@@ -165,3 +181,22 @@ type watchingBackend struct {
 }
 
 var _ driver.WaiterWatcher = watchingBackend{}
+
+// turnsBackend adds MySQL's turns (turns.go) to the backend: its waiting
+// Acquire calls are woken when their Locker's turn comes, and poll with a
+// short backoff while it holds the turn.
+type turnsBackend struct{ *backend }
+
+var _ driver.WaiterWatcher = turnsBackend{}
+
+// WatchReleaseFor implements driver.WaiterWatcher.
+func (b turnsBackend) WatchReleaseFor(_ context.Context, key, owner string) (<-chan struct{}, func(), error) {
+	wake, stop := b.turns.watch(key, owner)
+	return wake, stop, nil
+}
+
+// WatchRelease implements driver.ReleaseWatcher, for those who only watch:
+// MySQL tells nobody of releases, so they poll.
+func (turnsBackend) WatchRelease(context.Context, string) (<-chan struct{}, func(), error) {
+	return nil, nil, fmt.Errorf("%w: sqllock: MySQL tells nobody of releases", lock.ErrUnsupported)
+}

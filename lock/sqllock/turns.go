@@ -1,0 +1,503 @@
+package sqllock
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/latchkey-go/latchkey/internal/waitq"
+)
+
+// On MySQL, which has no NOTIFY, Lockers of different processes waiting for
+// one key take turns through a named lock of the server (GET_LOCK), the
+// key's turn. A Locker asks for the turn, on a connection of its own, once
+// one of its waiting Acquire calls finds the key held by another Locker;
+// the server grants the turn to one session at a time, in the order they
+// asked. While the turn is asked for and not granted, the Locker's waiting
+// calls make no attempt (turnValve excepted); once granted, they attempt
+// (polling every few milliseconds while the holder has not let go), and the
+// one that takes the lock keeps the turn while it holds it. Its release
+// gives the turn back inside the release's own statement, after the row is
+// locked and before it commits: the next Locker in line is woken at once,
+// and its attempt waits on the row only until that commit. A release that
+// hands the lock to the Locker's own next waiter (the row not marked as
+// waited for) keeps the turn with the lock.
+//
+// The server grants a named lock given back to its next waiter at once, so
+// a release can tell whether someone stood in line (IS_USED_LOCK right
+// after RELEASE_LOCK; without the turn, IS_USED_LOCK alone). If so, the
+// releasing Locker's next attempts on the key, for up to turnValve or until
+// its own turn comes, join the line instead of taking the lock back before
+// the next in line wakes: a service that takes and releases a lock in a
+// loop does not starve the others. A try (lock.WithWait(0)) of that
+// Locker in that window fails as if the lock were held: the line comes
+// first.
+//
+// The turn is only a hint about who attempts: the lease row alone decides
+// who holds the lock, and a Locker that never gets the turn (its session
+// lost, a holder of the turn paused) attempts once every turnValve anyway.
+const (
+	// turnValve bounds how long a waiting call goes without an attempt
+	// while its Locker waits for the turn.
+	turnValve = time.Second
+	// turnAsk is how long one GET_LOCK waits for the turn before it asks
+	// again (the place in line is then lost; an hour is forever here).
+	turnAsk = 3600
+	// turnShare bounds the connections turns may take: at most this part
+	// of a pool with SetMaxOpenConns, maxTurns without a limit, counted
+	// over every Locker on the pool.
+	turnShare = 2
+	maxTurns  = 64
+)
+
+// turns keeps a Locker's turns on MySQL, and the wake-ups of its waiting
+// Acquire calls: WatchReleaseFor registers one, TryAcquire decides whether
+// it attempts and, after a failed attempt, when it attempts next.
+type turns struct {
+	db *sql.DB
+	// release and handover are the lock's, run on the connection that holds
+	// the turn and giving the turn back as they free the lock (queries'
+	// turnRelease and turnHandover).
+	release, handover string
+	prefix            string // of the turns' names: the table's
+	ctx               context.Context
+	cancel            context.CancelFunc
+	running           sync.WaitGroup // goroutines asking for or giving back a turn
+
+	mu      sync.Mutex
+	gates   map[string]*gate      // by key; guarded by mu
+	owners  map[string]*turnWatch // waiting Acquire calls by owner; guarded by mu
+	refused string                // the owner whose last attempt found another Locker's holder; guarded by mu
+	yielded map[string]time.Time  // keys this Locker last released to a line, and when; guarded by mu
+	open    *atomic.Int64         // turns asked for or held on db, by every Locker on it
+}
+
+// poolTurns counts the turns asked for or held on each *sql.DB, which
+// several Lockers may share.
+var poolTurns sync.Map // *sql.DB -> *atomic.Int64
+
+// A gate is a Locker's standing for one key.
+type gate struct {
+	name    string
+	watches int       // waiting Acquire calls of the Locker
+	holder  string    // the owner that took the lock while the turn was granted
+	turn    *turn     // asked for or held; nil when neither
+	tried   time.Time // when the turn was asked for, or a call last attempted out of turn
+}
+
+// A turn is one request for a gate's turn.
+type turn struct {
+	stop context.CancelFunc // ends the request
+	conn *sql.Conn          // the session the server granted the turn; nil until then
+}
+
+// A turnWatch is a waiting Acquire call's wake-up and poll.
+type turnWatch struct {
+	key  string
+	wake waitq.Wake
+	poll *time.Timer
+	n    int // failed attempts in a row, for the poll's backoff
+}
+
+func newTurns(db *sql.DB, table, release, handover string) *turns {
+	ctx, cancel := context.WithCancel(context.Background())
+	open, _ := poolTurns.LoadOrStore(db, new(atomic.Int64))
+	return &turns{db: db, open: open.(*atomic.Int64), release: release, handover: handover, prefix: table, ctx: ctx, cancel: cancel,
+		gates: make(map[string]*gate), owners: make(map[string]*turnWatch), yielded: make(map[string]time.Time)}
+}
+
+// turnName is the named lock of key's turn: at most 64 characters, as
+// MySQL allows, distinct per database, table and key. t may be nil (a
+// Locker made without turns): the name then matches nobody's turn.
+func (t *turns) turnName(key string) string {
+	if t == nil {
+		return "latchkey:none"
+	}
+	h := sha256.Sum256([]byte(t.prefix + "\x00" + key))
+	return "latchkey:" + hex.EncodeToString(h[:24])
+}
+
+// watch registers owner's waiting Acquire for key. If its last attempt
+// found another Locker's holder, the Locker asks for key's turn.
+func (t *turns) watch(key, owner string) (waitq.Wake, func()) {
+	w := &turnWatch{key: key, wake: waitq.NewWake()}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.owners[owner] = w
+	g := t.gates[key]
+	if g == nil {
+		g = &gate{name: t.turnName(key)}
+		t.gates[key] = g
+	}
+	g.watches++
+	if t.refused == owner {
+		t.refused = ""
+		t.askLocked(key, g)
+	}
+	return w.wake, func() { t.unwatch(key, owner, w) }
+}
+
+func (t *turns) unwatch(key, owner string, w *turnWatch) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if w.poll != nil {
+		w.poll.Stop()
+	}
+	if t.owners[owner] == w {
+		delete(t.owners, owner)
+	}
+	if g := t.gates[key]; g != nil {
+		g.watches--
+		t.tidyLocked(key, g)
+	}
+}
+
+// tidyLocked gives key's turn back, or stops asking for it, once neither a
+// waiting call nor a holder needs it, and forgets the gate; while waiting
+// calls remain, it asks again for a turn given back.
+func (t *turns) tidyLocked(key string, g *gate) {
+	switch {
+	case g.watches > 0 && g.holder == "":
+		if g.turn == nil {
+			t.askLocked(key, g)
+		}
+	case g.watches == 0 && g.holder == "":
+		t.letGoLocked(g)
+		delete(t.gates, key)
+	}
+}
+
+// askLocked asks for key's turn on a connection of the Locker's, unless it
+// asks or holds already, or turns have all the connections they may take.
+func (t *turns) askLocked(key string, g *gate) {
+	if g.turn != nil || t.ctx.Err() != nil {
+		return
+	}
+	if t.open.Add(1) > t.limit() {
+		t.open.Add(-1)
+		return
+	}
+	ctx, stop := context.WithCancel(t.ctx)
+	tn := &turn{stop: stop}
+	g.turn, g.tried = tn, time.Now()
+	t.running.Go(func() { t.ask(ctx, key, g, tn) })
+}
+
+// limit is how many turns the Lockers on t's pool may ask for or hold at once.
+func (t *turns) limit() int64 {
+	if n := t.db.Stats().MaxOpenConnections; n > 0 {
+		return int64(n / turnShare)
+	}
+	return maxTurns
+}
+
+// ask waits on a connection of its own for the turn until the server
+// grants it or ctx ends, then wakes key's waiting calls.
+func (t *turns) ask(ctx context.Context, key string, g *gate, tn *turn) {
+	conn, err := t.db.Conn(ctx)
+	if err == nil {
+		for {
+			var got sql.NullInt64
+			err = conn.QueryRowContext(ctx, "SELECT GET_LOCK('"+g.name+"',"+strconv.Itoa(turnAsk)+")").Scan(&got)
+			if err != nil || got.Int64 == 1 {
+				break
+			}
+		}
+		if err != nil {
+			// Cut short: the session may still be in line. Discard it.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			_ = conn.Close()
+			conn = nil
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case g.turn != tn: // given up meanwhile
+		if conn != nil {
+			t.running.Go(func() { t.giveBack(conn, g.name, true) })
+		}
+		return
+	case conn == nil: // failed: the calls attempt as they would without turns
+		g.turn = nil
+		t.open.Add(-1)
+	default:
+		tn.conn = conn
+		delete(t.yielded, key)
+	}
+	t.wakeLocked(key)
+}
+
+// letGoLocked gives g's turn back, or stops asking for it.
+func (t *turns) letGoLocked(g *gate) {
+	tn := g.turn
+	if tn == nil {
+		return
+	}
+	g.turn = nil
+	t.open.Add(-1)
+	tn.stop()
+	if tn.conn != nil {
+		t.running.Go(func() { t.giveBack(tn.conn, g.name, true) })
+	}
+}
+
+// giveBack gives back the turn conn holds, if unlock, and returns conn to
+// the pool.
+func (t *turns) giveBack(conn *sql.Conn, name string, unlock bool) {
+	if unlock {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := conn.ExecContext(ctx, "DO RELEASE_LOCK('"+name+"')"); err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}
+	_ = conn.Close()
+}
+
+// wakeLocked wakes key's waiting calls.
+func (t *turns) wakeLocked(key string) {
+	for _, w := range t.owners {
+		if w.key == key {
+			w.wake.Signal()
+		}
+	}
+}
+
+// outOfTurn reports whether owner, a waiting call, must not attempt key now
+// because its Locker waits for the turn: the turn's grant wakes it, and the
+// Manager's poll (at least once a second) asks again.
+func (t *turns) outOfTurn(key, owner string) bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.owners[owner] == nil {
+		// Not (yet) a waiting call: its Locker just gave the lock to the
+		// line, which it joins rather than barge in (watch asks for the
+		// turn); a yield is forgotten once the Locker's turn comes or
+		// after turnValve.
+		if at, ok := t.yielded[key]; ok {
+			if time.Since(at) < turnValve {
+				t.refused = owner
+				return true
+			}
+			delete(t.yielded, key)
+		}
+		return false
+	}
+	g := t.gates[key]
+	if g == nil || g.turn == nil || g.turn.conn != nil || time.Since(g.tried) >= turnValve {
+		if g != nil {
+			g.tried = time.Now()
+		}
+		return false
+	}
+	return true
+}
+
+// attempted records an attempt of owner on key: taken, or refused with the
+// holder's time left, by another Locker's holder or not. A waiting call
+// refused while its Locker holds the turn attempts again after a short
+// backoff (2 to 10 ms), or right after the holder's lease ends.
+func (t *turns) attempted(key, owner string, taken, other bool, left time.Duration) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w, g := t.owners[owner], t.gates[key]
+	if taken {
+		if g != nil && g.turn != nil && g.turn.conn != nil && g.holder == "" {
+			g.holder = owner
+		}
+		return
+	}
+	if other {
+		if w == nil {
+			t.refused = owner // a waiting call's first attempt: its watch asks
+		} else if g != nil {
+			t.askLocked(key, g)
+		}
+	}
+	if w == nil || (g != nil && g.turn != nil && g.turn.conn == nil) {
+		return // not waiting, or woken when the turn comes
+	}
+	d := min(2*time.Millisecond<<min(w.n, 3), 10*time.Millisecond)
+	w.n++
+	if left > 0 && left < d {
+		d = left + time.Millisecond
+	}
+	if w.poll == nil {
+		w.poll = time.AfterFunc(d, w.wake.Signal)
+	} else {
+		w.poll.Reset(d)
+	}
+}
+
+// holding returns the connection holding key's turn if owner took the lock
+// under it, for the release that gives the turn back; done must then be
+// called with the lock's next owner if the release handed it over (the
+// turn stays with it), else "", whether the statement gave the turn back,
+// and whether the row was marked as waited for: other Lockers then stand
+// in line, and this Locker's next attempts on key join the line too
+// (outOfTurn) rather than take the lock from the next in line as it wakes.
+func (t *turns) holding(key, owner string) (conn *sql.Conn, name string, done func(next string, givenBack, lineBehind bool)) {
+	if t == nil {
+		return nil, "", nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	g := t.gates[key]
+	if g == nil || g.holder != owner || g.turn == nil || g.turn.conn == nil {
+		return nil, "", nil
+	}
+	tn := g.turn
+	return tn.conn, g.name, func(next string, givenBack, lineBehind bool) {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if g.turn != tn || g.holder != owner {
+			return
+		}
+		if next != "" {
+			g.holder = next
+			return
+		}
+		if lineBehind {
+			t.yieldLocked(key)
+		}
+		g.holder, g.turn = "", nil
+		t.open.Add(-1)
+		tn.stop()
+		t.running.Go(func() { t.giveBack(tn.conn, g.name, !givenBack) })
+		t.tidyLocked(key, g)
+	}
+}
+
+// yieldLocked records that the Locker released key to a line. Yields
+// older than turnValve are forgotten, here or when read.
+func (t *turns) yieldLocked(key string) {
+	now := time.Now()
+	if len(t.yielded) >= 1024 {
+		for k, at := range t.yielded {
+			if now.Sub(at) >= turnValve {
+				delete(t.yielded, k)
+			}
+		}
+	}
+	t.yielded[key] = now
+}
+
+// yield records that the Locker released key, not under a turn, while a
+// session stood in line for its turn (see holding).
+func (t *turns) yield(key string) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.yieldLocked(key)
+}
+
+// lost gives key's turn back when owner, who held the lock under it, lost
+// the lock.
+func (t *turns) lost(key, owner string) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if g := t.gates[key]; g != nil && g.holder == owner {
+		g.holder = ""
+		t.letGoLocked(g)
+		t.tidyLocked(key, g)
+	}
+}
+
+// close gives every turn back and stops asking.
+func (t *turns) close() {
+	t.mu.Lock()
+	t.cancel()
+	for key, g := range t.gates {
+		t.letGoLocked(g)
+		delete(t.gates, key)
+	}
+	t.mu.Unlock()
+	t.running.Wait()
+}
+
+// releaseTurn releases owner's lock on key, taken under key's turn, on conn,
+// the session holding the turn, giving the turn back in the same statement.
+func (b *backend) releaseTurn(ctx context.Context, conn *sql.Conn, name, key, owner string, done func(string, bool, bool)) error {
+	var n, line int64
+	res, err := conn.ExecContext(ctx, inline(b.turns.release, stringLiteral(name), stringLiteral(name), hexLiteral(key), hexLiteral(owner)))
+	if err == nil {
+		if n, err = res.RowsAffected(); err == nil && n > 0 {
+			line, err = res.LastInsertId()
+		}
+	}
+	done("", err == nil && n > 0, line == inLine)
+	switch {
+	case err != nil:
+		return fmt.Errorf("sqllock: %w", err)
+	case n == 0:
+		return errNotHeld
+	}
+	return nil
+}
+
+// handoverTurn is handoverMySQL for a lock taken under key's turn, on conn:
+// the turn stays with the lock when it passes to next, and is given back
+// when the lock is freed for everyone.
+func (b *backend) handoverTurn(ctx context.Context, conn *sql.Conn, name, key, owner, next string, ttl time.Duration, done func(string, bool, bool)) (token, changed int64, err error) {
+	stmt := inline(b.turns.handover, hexLiteral(next), stringLiteral(name), stringLiteral(name),
+		strconv.FormatInt(ttl.Milliseconds(), 10), hexLiteral(key), hexLiteral(owner))
+	res, err := conn.ExecContext(ctx, stmt)
+	if err == nil {
+		if changed, err = res.RowsAffected(); err == nil && changed > 0 {
+			token, err = res.LastInsertId()
+		}
+	}
+	switch {
+	case err == nil && changed > 0 && token > inLine:
+		done(next, false, false)
+		return token, changed, nil
+	case err == nil && changed > 0: // freed for everyone
+		done("", true, token == inLine)
+		return 0, changed, nil
+	}
+	done("", false, false)
+	return 0, changed, err
+}
+
+// stringLiteral is s, made of letters, digits and colons only (a turn's
+// name), as a MySQL string literal.
+func stringLiteral(s string) string { return "'" + s + "'" }
+
+// hexLiteral is s as a MySQL hex literal: any bytes, nothing to escape.
+func hexLiteral(s string) string { return "X'" + hex.EncodeToString([]byte(s)) + "'" }
+
+// inline replaces the statement's placeholders, in order, by literals.
+func inline(stmt string, literals ...string) string {
+	var b strings.Builder
+	for _, lit := range literals {
+		i := strings.IndexByte(stmt, '?')
+		if i < 0 {
+			break // fewer placeholders than literals: the server refuses what is left
+		}
+		b.WriteString(stmt[:i])
+		b.WriteString(lit)
+		stmt = stmt[i+1:]
+	}
+	b.WriteString(stmt)
+	return b.String()
+}

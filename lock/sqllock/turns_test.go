@@ -1,0 +1,271 @@
+package sqllock_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+	"github.com/latchkey-go/latchkey/lock"
+	"github.com/latchkey-go/latchkey/lock/sqllock"
+)
+
+// turnFixture is one MySQL database with Lockers of their own pools, as
+// processes would have, and a session of the test's own.
+type turnFixture struct {
+	dsn    string
+	admin  *sql.DB
+	schema string
+}
+
+func newTurnFixture(t *testing.T) turnFixture {
+	dsn := testsvc.MySQL(t)
+	admin := openMySQL(t, dsn)
+	var schema string
+	if err := admin.QueryRow("SELECT DATABASE()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	return turnFixture{dsn: dsn, admin: admin, schema: schema}
+}
+
+// locker returns a Locker on a pool of its own, closed when t ends.
+func (f turnFixture) locker(t *testing.T) *sqllock.Locker {
+	t.Helper()
+	l, err := sqllock.New(t.Context(), openMySQL(t, f.dsn), sqllock.MySQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// inLine returns how many sessions wait for key's turn, and whether one
+// holds it.
+func (f turnFixture) inLine(t *testing.T, key string) (waiting int, held bool) {
+	t.Helper()
+	name := sqllock.TurnName(f.schema, sqllock.DefaultTable, key)
+	var holder sql.NullInt64
+	if err := f.admin.QueryRow("SELECT IS_USED_LOCK(?)", name).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.admin.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ?",
+		"SELECT GET_LOCK('"+name+"'%").Scan(&waiting); err != nil {
+		t.Fatal(err)
+	}
+	return waiting, holder.Valid
+}
+
+// waitInLine waits until n sessions wait for key's turn behind its holder,
+// or a few seconds have passed (the waiters then wait in some other way,
+// whose order the test checks).
+func (f turnFixture) waitInLine(t *testing.T, key string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if waiting, held := f.inLine(t, key); held && waiting == n {
+			return
+		}
+	}
+	t.Logf("%d sessions are not in line for the turn of %q", n, key)
+}
+
+// TestMySQLLockersTakeTurnsInArrivalOrder: five services, each with its own
+// Locker, want the lock one holds; the four waiters get it in the order
+// they began to wait, not in the order their polls happen to fall, and the
+// turns are all given back afterwards.
+func TestMySQLLockersTakeTurnsInArrivalOrder(t *testing.T) {
+	f := newTurnFixture(t)
+	ctx, ttl := t.Context(), lock.WithTTL(5*time.Second)
+	const key = "order-42"
+	first, err := f.locker(t).Acquire(ctx, key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waiters = 4
+	var (
+		mu    sync.Mutex
+		order []int
+		wg    sync.WaitGroup
+		errs  = make(chan error, waiters)
+	)
+	for i := range waiters {
+		l := f.locker(t)
+		wg.Go(func() {
+			lease, err := l.Acquire(ctx, key, ttl, lock.WithWait(time.Minute))
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond) // the others poll meanwhile
+			errs <- lease.Release(context.Background())
+		})
+		// The first waiter holds the turn and polls; the others line up.
+		f.waitInLine(t, key, i)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(order) != "[0 1 2 3]" {
+		t.Fatalf("the Lockers took the lock in the order %v, not the order they began to wait", order)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if waiting, held := f.inLine(t, key); waiting == 0 && !held {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("after every waiter took the lock, %d sessions still wait for the turn (held: %v)", waiting, held)
+		}
+	}
+}
+
+// TestMySQLStuckTurnDelaysNoWaiterForLong: a session that holds a key's turn
+// and never lets it go (a process paused or cut off while it waited) holds
+// up no one for long: a waiter of another Locker still takes the lock once
+// it is free, by attempting out of turn.
+func TestMySQLStuckTurnDelaysNoWaiterForLong(t *testing.T) {
+	f := newTurnFixture(t)
+	ctx, ttl := t.Context(), lock.WithTTL(5*time.Second)
+	const key = "invoice-7"
+	holder, err := f.locker(t).Acquire(ctx, key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuck, err := f.admin.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stuck.Close() }()
+	var got int
+	if err := stuck.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", sqllock.TurnName(f.schema, sqllock.DefaultTable, key)).Scan(&got); err != nil || got != 1 {
+		t.Fatalf("taking the turn: %d, %v", got, err)
+	}
+	waiter := f.locker(t)
+	done := make(chan error, 1)
+	go func() {
+		lease, err := waiter.Acquire(ctx, key, ttl, lock.WithWait(20*time.Second))
+		if err == nil {
+			err = lease.Release(ctx)
+		}
+		done <- err
+	}()
+	f.waitInLine(t, key, 1)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("a waiter behind a turn nobody gives back did not get the free lock: %v", err)
+	}
+}
+
+// TestMySQLTurnsLeaveConnectionsForTheLeases: Lockers on pools of two
+// connections contending for several keys take no more than half of each
+// pool for turns, so statements (renewals among them) always find a
+// connection, and every Acquire completes.
+func TestMySQLTurnsLeaveConnectionsForTheLeases(t *testing.T) {
+	f := newTurnFixture(t)
+	// Turns that took every connection would hold up the statements until
+	// this ends.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	const keys, lockers, rounds = 3, 3, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, keys*lockers)
+	for range lockers {
+		db := openMySQL(t, f.dsn)
+		db.SetMaxOpenConns(2)
+		l, err := sqllock.New(ctx, db, sqllock.MySQL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		for k := range keys {
+			wg.Go(func() {
+				for range rounds {
+					lease, err := l.Acquire(ctx, fmt.Sprint("sku-", k), lock.WithTTL(time.Second), lock.WithWait(30*time.Second))
+					if err != nil {
+						errs <- err
+						return
+					}
+					time.Sleep(5 * time.Millisecond)
+					if err := lease.Release(ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// TestMySQLReleaseJoinsTheLine: four services take and release one lock in
+// a loop, as workers draining a queue of one account's payments do. A
+// service that just released the lock while the others wait joins the line
+// behind them rather than take the lock back before the next in line
+// wakes: the lock goes round, and seldom to the same service twice in a row.
+func TestMySQLReleaseJoinsTheLine(t *testing.T) {
+	f := newTurnFixture(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	const key, services, total = "account-1234", 4, 200
+	var (
+		mu      sync.Mutex
+		history []int
+		wg      sync.WaitGroup
+	)
+	errs := make(chan error, services)
+	for s := range services {
+		l := f.locker(t)
+		wg.Go(func() {
+			for {
+				lease, err := l.Acquire(ctx, key, lock.WithTTL(5*time.Second), lock.WithWait(30*time.Second))
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				history = append(history, s)
+				n := len(history)
+				mu.Unlock()
+				if err := lease.Release(ctx); err != nil {
+					errs <- err
+					return
+				}
+				if n >= total {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	repeats := 0
+	for i := 1; i < len(history); i++ {
+		if history[i] == history[i-1] {
+			repeats++
+		}
+	}
+	// Until every service waits, and as the last ones stop, a service may
+	// find nobody in line: a few repeats are no unfairness.
+	if repeats > len(history)/20 {
+		t.Fatalf("%d of %d acquisitions went to the service that had just released the lock, while others waited: %v", repeats, len(history), history)
+	}
+}
