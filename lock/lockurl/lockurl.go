@@ -7,7 +7,7 @@
 //	sqlite:locks.db                         the same, path relative to the working directory
 //	postgres://user:pass@host:5432/db       PostgreSQL through pgx (lock/sqllock), LISTEN/NOTIFY wake-ups
 //	postgresql://...                        the same
-//	mysql://user:pass@host:3306/db          MySQL 8.0 or MariaDB 10.6+ (lock/sqllock), waiters poll
+//	mysql://user:pass@host:3306/db          MySQL 8.0 or MariaDB 10.6+ (lock/sqllock), waiters take turns
 //	redis://[user:pass@]host:6379[/db]      one Redis (lock/redislock), options as go-redis's ParseURL reads them
 //	rediss://...                            the same over TLS
 //	redis-cluster://h1:6379[,h2:6379]       a Redis Cluster (lock/redislock), the same options

@@ -70,7 +70,8 @@ func postgresOpener[V, T any](newFn func(context.Context, *pgxpool.Pool, ...sqll
 // its table in the first round trip, on the database of a
 // mysql://user:pass@host:3306/db?params URL, made into a T by on: MySQL or
 // MariaDB through go-sql-driver/mysql (see backendurl.MySQLDSN for the
-// parameters); waiters poll, MySQL having no NOTIFY.
+// parameters). MySQL has no NOTIFY: lock waiters of different processes
+// take turns on a named lock of the server, semaphore waiters poll.
 func mysqlOpener[V, T any](newFn func(context.Context, *sql.DB, sqllock.Dialect, ...sqllock.Option) (V, error), on func(V, func() error) T) backendurl.Opener[T] {
 	return func(ctx context.Context, _ string, u *url.URL) (T, error) {
 		db, err := mysqlDB(u)

@@ -190,7 +190,13 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 // attempts on key to the line too.
 func (b *backend) releaseMySQL(ctx context.Context, key, owner string) error {
 	if conn, name, done := b.turns.holding(key, owner); conn != nil {
-		return b.releaseTurn(ctx, conn, name, key, owner, done)
+		err := b.releaseTurn(ctx, conn, name, key, owner, done)
+		if err == nil || errors.Is(err, errNotHeld) || ctx.Err() != nil {
+			return err
+		}
+		// The turn's session failed (killed, cut off): the turn went with
+		// it. Release on another connection; if the first release was
+		// done after all, this one says not held.
 	}
 	res, err := b.db.Exec(ctx, b.q.release, b.turns.turnName(key), key, owner)
 	var n, line int64

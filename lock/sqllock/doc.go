@@ -23,8 +23,16 @@
 // LISTEN/NOTIFY on PostgreSQL through pgx ([NewPgx], or [New] with pgx's
 // database/sql driver), where Lockers of different processes also queue on
 // the server (the table <table>_queue) and take turns in the order they
-// began to wait; elsewhere they poll with capped backoff, timed by the
-// holder's remaining lease. On PostgreSQL a release and a failed attempt's
+// began to wait. On MySQL and MariaDB, Lockers of different processes
+// waiting for a key take turns through a named lock of the server
+// (GET_LOCK), also in the order they began to wait: a release wakes the
+// next in line within its own statement, and a Locker that released a lock
+// others stand in line for joins the line (for up to a second, a try of its
+// own fails meanwhile). Each such turn takes one connection of the Locker's
+// pool while its Locker waits for or holds the key, at most half of a pool
+// with SetMaxOpenConns (64 without). With lib/pq and on SQLite, waiters of
+// other Lockers poll with capped backoff, timed by the holder's remaining
+// lease. On PostgreSQL a release and a failed attempt's
 // marks commit without waiting for the log flush: a crash of the server may
 // lose one (a released lock then stays held until its lease ends), never a
 // holder or a token. MySQL and MariaDB (MySQL 8.0, MariaDB 10.6 or later,

@@ -45,7 +45,12 @@ func (b *backend) ReleaseHandover(ctx context.Context, key, owner, next string, 
 // it left in LAST_INSERT_ID (0 when released for everyone).
 func (b *backend) handoverMySQL(ctx context.Context, key, owner, next string, ttl time.Duration) (token, changed int64, err error) {
 	if conn, name, done := b.turns.holding(key, owner); conn != nil {
-		return b.handoverTurn(ctx, conn, name, key, owner, next, ttl, done)
+		token, changed, err = b.handoverTurn(ctx, conn, name, key, owner, next, ttl, done)
+		if err == nil || ctx.Err() != nil {
+			return token, changed, err
+		}
+		// The turn's session failed: hand over on another connection (see
+		// releaseMySQL).
 	}
 	res, err := b.db.Exec(ctx, b.q.handover, next, b.turns.turnName(key), ttl.Milliseconds(), key, owner)
 	if err != nil {

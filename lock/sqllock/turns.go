@@ -78,6 +78,16 @@ type turns struct {
 	refused string                // the owner whose last attempt found another Locker's holder; guarded by mu
 	yielded map[string]time.Time  // keys this Locker last released to a line, and when; guarded by mu
 	open    *atomic.Int64         // turns asked for or held on db, by every Locker on it
+	// idle is whether gates, owners and yielded are all empty, as of the
+	// last unlock of mu: attempts and releases of a Locker nobody waits on
+	// then take no lock.
+	idle atomic.Bool
+}
+
+// unlock unlocks mu, recording whether t is idle.
+func (t *turns) unlock() {
+	t.idle.Store(len(t.gates) == 0 && len(t.owners) == 0 && len(t.yielded) == 0)
+	t.mu.Unlock()
 }
 
 // poolTurns counts the turns asked for or held on each *sql.DB, which
@@ -110,8 +120,10 @@ type turnWatch struct {
 func newTurns(db *sql.DB, table, release, handover string) *turns {
 	ctx, cancel := context.WithCancel(context.Background())
 	open, _ := poolTurns.LoadOrStore(db, new(atomic.Int64))
-	return &turns{db: db, open: open.(*atomic.Int64), release: release, handover: handover, prefix: table, ctx: ctx, cancel: cancel,
+	t := &turns{db: db, open: open.(*atomic.Int64), release: release, handover: handover, prefix: table, ctx: ctx, cancel: cancel,
 		gates: make(map[string]*gate), owners: make(map[string]*turnWatch), yielded: make(map[string]time.Time)}
+	t.idle.Store(true)
+	return t
 }
 
 // turnName is the named lock of key's turn: at most 64 characters, as
@@ -130,7 +142,7 @@ func (t *turns) turnName(key string) string {
 func (t *turns) watch(key, owner string) (waitq.Wake, func()) {
 	w := &turnWatch{key: key, wake: waitq.NewWake()}
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlock()
 	t.owners[owner] = w
 	g := t.gates[key]
 	if g == nil {
@@ -147,7 +159,7 @@ func (t *turns) watch(key, owner string) (waitq.Wake, func()) {
 
 func (t *turns) unwatch(key, owner string, w *turnWatch) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlock()
 	if w.poll != nil {
 		w.poll.Stop()
 	}
@@ -219,7 +231,7 @@ func (t *turns) ask(ctx context.Context, key string, g *gate, tn *turn) {
 		}
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlock()
 	switch {
 	case g.turn != tn: // given up meanwhile
 		if conn != nil {
@@ -276,11 +288,11 @@ func (t *turns) wakeLocked(key string) {
 // because its Locker waits for the turn: the turn's grant wakes it, and the
 // Manager's poll (at least once a second) asks again.
 func (t *turns) outOfTurn(key, owner string) bool {
-	if t == nil {
+	if t == nil || t.idle.Load() {
 		return false
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlock()
 	if t.owners[owner] == nil {
 		// Not (yet) a waiting call: its Locker just gave the lock to the
 		// line, which it joins rather than barge in (watch asks for the
@@ -310,11 +322,11 @@ func (t *turns) outOfTurn(key, owner string) bool {
 // refused while its Locker holds the turn attempts again after a short
 // backoff (2 to 10 ms), or right after the holder's lease ends.
 func (t *turns) attempted(key, owner string, taken, other bool, left time.Duration) {
-	if t == nil {
+	if t == nil || (t.idle.Load() && (taken || !other)) {
 		return
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlock()
 	w, g := t.owners[owner], t.gates[key]
 	if taken {
 		if g != nil && g.turn != nil && g.turn.conn != nil && g.holder == "" {
@@ -352,11 +364,11 @@ func (t *turns) attempted(key, owner string, taken, other bool, left time.Durati
 // in line, and this Locker's next attempts on key join the line too
 // (outOfTurn) rather than take the lock from the next in line as it wakes.
 func (t *turns) holding(key, owner string) (conn *sql.Conn, name string, done func(next string, givenBack, lineBehind bool)) {
-	if t == nil {
+	if t == nil || t.idle.Load() {
 		return nil, "", nil
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlock()
 	g := t.gates[key]
 	if g == nil || g.holder != owner || g.turn == nil || g.turn.conn == nil {
 		return nil, "", nil
@@ -364,7 +376,7 @@ func (t *turns) holding(key, owner string) (conn *sql.Conn, name string, done fu
 	tn := g.turn
 	return tn.conn, g.name, func(next string, givenBack, lineBehind bool) {
 		t.mu.Lock()
-		defer t.mu.Unlock()
+		defer t.unlock()
 		if g.turn != tn || g.holder != owner {
 			return
 		}
@@ -404,18 +416,18 @@ func (t *turns) yield(key string) {
 		return
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlock()
 	t.yieldLocked(key)
 }
 
 // lost gives key's turn back when owner, who held the lock under it, lost
 // the lock.
 func (t *turns) lost(key, owner string) {
-	if t == nil {
+	if t == nil || t.idle.Load() {
 		return
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlock()
 	if g := t.gates[key]; g != nil && g.holder == owner {
 		g.holder = ""
 		t.letGoLocked(g)
@@ -431,7 +443,7 @@ func (t *turns) close() {
 		t.letGoLocked(g)
 		delete(t.gates, key)
 	}
-	t.mu.Unlock()
+	t.unlock()
 	t.running.Wait()
 }
 

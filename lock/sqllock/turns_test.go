@@ -269,3 +269,52 @@ func TestMySQLReleaseJoinsTheLine(t *testing.T) {
 		t.Fatalf("%d of %d acquisitions went to the service that had just released the lock, while others waited: %v", repeats, len(history), history)
 	}
 }
+
+// TestMySQLReleaseOutlivesItsTurn: the server kills the session that holds
+// a key's turn (an operator's KILL, a restart of the connection) while its
+// Locker holds the lock under it. The release still frees the lock, on
+// another connection, so the next service need not wait out the lease.
+func TestMySQLReleaseOutlivesItsTurn(t *testing.T) {
+	f := newTurnFixture(t)
+	ctx, ttl := t.Context(), lock.WithTTL(30*time.Second)
+	const key = "refund-99"
+	first, err := f.locker(t).Acquire(ctx, key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan *lock.Lease, 1)
+	errs := make(chan error, 1)
+	go func() {
+		lease, err := f.locker(t).Acquire(ctx, key, ttl, lock.WithWait(20*time.Second))
+		if err != nil {
+			errs <- err
+			return
+		}
+		waited <- lease
+	}()
+	f.waitInLine(t, key, 0) // the waiter holds the turn
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var second *lock.Lease
+	select {
+	case second = <-waited:
+	case err := <-errs:
+		t.Fatal(err)
+	}
+	var session sql.NullInt64
+	if err := f.admin.QueryRow("SELECT IS_USED_LOCK(?)", sqllock.TurnName(f.schema, sqllock.DefaultTable, key)).Scan(&session); err != nil || !session.Valid {
+		t.Fatalf("the holder under its turn holds no turn: %v, %v", session, err)
+	}
+	if _, err := f.admin.Exec(fmt.Sprintf("KILL %d", session.Int64)); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Release(ctx); err != nil {
+		t.Fatalf("release after the turn's session was killed: %v", err)
+	}
+	third, err := f.locker(t).Acquire(ctx, key, ttl, lock.WithWait(0))
+	if err != nil {
+		t.Fatalf("the lock is not free after its release: %v", err)
+	}
+	_ = third.Release(ctx)
+}
