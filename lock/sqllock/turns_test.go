@@ -318,3 +318,54 @@ func TestMySQLReleaseOutlivesItsTurn(t *testing.T) {
 	}
 	_ = third.Release(ctx)
 }
+
+// TestMySQLGivingUpLeavesTheLine: waiters that give up (their context ends,
+// or their wait limit) leave the line and give their turn back, so no
+// session holds or waits for a turn nobody wants, and the next release is
+// free for anyone.
+func TestMySQLGivingUpLeavesTheLine(t *testing.T) {
+	f := newTurnFixture(t)
+	ctx, ttl := t.Context(), lock.WithTTL(5*time.Second)
+	const key = "payout-3"
+	holder, err := f.locker(t).Acquire(ctx, key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() {
+		_, err := f.locker(t).Acquire(ctx, key, ttl, lock.WithWait(1500*time.Millisecond))
+		first <- err
+	}()
+	f.waitInLine(t, key, 0) // the first waiter holds the turn
+	wctx, cancel := context.WithCancel(ctx)
+	second := make(chan error, 1)
+	go func() {
+		_, err := f.locker(t).Acquire(wctx, key, ttl)
+		second <- err
+	}()
+	f.waitInLine(t, key, 1)
+	cancel()
+	if err := <-second; err == nil {
+		t.Fatal("a waiter whose context ended took the lock")
+	}
+	if err := <-first; err == nil {
+		t.Fatal("a waiter whose wait limit passed took the lock")
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		waiting, held := f.inLine(t, key)
+		if waiting == 0 && !held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after both waiters gave up, %d sessions still wait for the turn (held: %v)", waiting, held)
+		}
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next, err := f.locker(t).Acquire(ctx, key, ttl, lock.WithWait(0))
+	if err != nil {
+		t.Fatalf("the lock is not free after its release: %v", err)
+	}
+	_ = next.Release(ctx)
+}
