@@ -29,8 +29,8 @@
 // next in line within its own statement, and a Locker that released a lock
 // others stand in line for joins the line (for up to a second, a try of its
 // own fails meanwhile). Each such turn takes one connection of the Locker's
-// pool while its Locker waits for or holds the key, at most half of a pool
-// with SetMaxOpenConns (64 without). With lib/pq and on SQLite, waiters of
+// pool while its Locker waits for or holds the key: at most 8 per pool, and
+// half of a pool with SetMaxOpenConns; waiters beyond them poll. With lib/pq and on SQLite, waiters of
 // other Lockers poll with capped backoff, timed by the holder's remaining
 // lease. On PostgreSQL a release and a failed attempt's
 // marks commit without waiting for the log flush: a crash of the server may

@@ -51,11 +51,13 @@ const (
 	// turnAsk is how long one GET_LOCK waits for the turn before it asks
 	// again (the place in line is then lost; an hour is forever here).
 	turnAsk = 3600
-	// turnShare bounds the connections turns may take: at most this part
-	// of a pool with SetMaxOpenConns, maxTurns without a limit, counted
-	// over every Locker on the pool.
+	// turnShare and maxTurns bound the connections turns may take, counted
+	// over every Locker on a pool: at most this part of a pool with
+	// SetMaxOpenConns, and at most maxTurns (each is a session of the
+	// server, whose max_connections every process shares). Waiters beyond
+	// them poll, as without turns.
 	turnShare = 2
-	maxTurns  = 64
+	maxTurns  = 8
 )
 
 // turns keeps a Locker's turns on MySQL, and the wake-ups of its waiting
@@ -206,7 +208,7 @@ func (t *turns) askLocked(key string, g *gate) {
 // limit is how many turns the Lockers on t's pool may ask for or hold at once.
 func (t *turns) limit() int64 {
 	if n := t.db.Stats().MaxOpenConnections; n > 0 {
-		return int64(n / turnShare)
+		return int64(min(n/turnShare, maxTurns))
 	}
 	return maxTurns
 }
