@@ -166,12 +166,12 @@ func (b *backend) Renew(ctx context.Context, key, owner string, ttl time.Duratio
 }
 
 func (b *backend) Release(ctx context.Context, key, owner string) error {
+	if b.dialect == MySQL {
+		return b.releaseMySQL(ctx, key, owner)
+	}
 	args := []any{key, owner}
 	if b.dialect == Postgres {
 		args = append(args, keyHash(key))
-	}
-	if b.dialect == MySQL {
-		return b.releaseMySQL(ctx, key, owner)
 	}
 	var released any
 	ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.release, args...), &released)

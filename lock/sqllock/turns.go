@@ -69,7 +69,7 @@ type turns struct {
 	// the turn and giving the turn back as they free the lock (queries'
 	// turnRelease and turnHandover).
 	release, handover string
-	prefix            string // of the turns' names: the table's
+	prefix            string // of the turns' names: the database's and the table's
 	ctx               context.Context
 	cancel            context.CancelFunc
 	running           sync.WaitGroup // goroutines asking for or giving back a turn
@@ -119,10 +119,13 @@ type turnWatch struct {
 	n    int // failed attempts in a row, for the poll's backoff
 }
 
-func newTurns(db *sql.DB, table, release, handover string) *turns {
+// newTurns returns the turns of a Locker on db whose turns' names start from
+// prefix (the database and the table), releasing with the statements
+// release and handover (queries' turnRelease and turnHandover).
+func newTurns(db *sql.DB, prefix, release, handover string) *turns {
 	ctx, cancel := context.WithCancel(context.Background())
 	open, _ := poolTurns.LoadOrStore(db, new(atomic.Int64))
-	t := &turns{db: db, open: open.(*atomic.Int64), release: release, handover: handover, prefix: table, ctx: ctx, cancel: cancel,
+	t := &turns{db: db, open: open.(*atomic.Int64), release: release, handover: handover, prefix: prefix, ctx: ctx, cancel: cancel,
 		gates: make(map[string]*gate), owners: make(map[string]*turnWatch), yielded: make(map[string]time.Time)}
 	t.idle.Store(true)
 	return t
