@@ -369,3 +369,54 @@ func TestMySQLGivingUpLeavesTheLine(t *testing.T) {
 	}
 	_ = next.Release(ctx)
 }
+
+// TestMySQLCloseGivesTheTurnsBack: a Locker closed while one of its leases
+// holds the lock under a turn gives the turn back at once; the lease is
+// still released as usual, and the next service takes the lock.
+func TestMySQLCloseGivesTheTurnsBack(t *testing.T) {
+	f := newTurnFixture(t)
+	ctx, ttl := t.Context(), lock.WithTTL(30*time.Second)
+	const key = "chargeback-5"
+	first, err := f.locker(t).Acquire(ctx, key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := f.locker(t)
+	got := make(chan *lock.Lease, 1)
+	errs := make(chan error, 1)
+	go func() {
+		lease, err := l.Acquire(ctx, key, ttl, lock.WithWait(20*time.Second))
+		if err != nil {
+			errs <- err
+			return
+		}
+		got <- lease
+	}()
+	f.waitInLine(t, key, 0)
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var second *lock.Lease
+	select {
+	case second = <-got:
+	case err := <-errs:
+		t.Fatal(err)
+	}
+	if _, held := f.inLine(t, key); !held {
+		t.Fatal("the lease taken in turn holds no turn")
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, held := f.inLine(t, key); held {
+		t.Fatal("a closed Locker still holds a turn")
+	}
+	if err := second.Release(ctx); err != nil {
+		t.Fatalf("release after Close: %v", err)
+	}
+	third, err := f.locker(t).Acquire(ctx, key, ttl, lock.WithWait(0))
+	if err != nil {
+		t.Fatalf("the lock is not free after its release: %v", err)
+	}
+	_ = third.Release(ctx)
+}
