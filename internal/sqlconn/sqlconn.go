@@ -92,6 +92,16 @@ func LastID(res sql.Result, err error) (int64, error) {
 	return res.LastInsertId()
 }
 
+// AffectedAndID returns the rows a MySQL statement changed and, when it
+// changed any, the LAST_INSERT_ID it left (0 otherwise), from Exec's answer.
+func AffectedAndID(res sql.Result, err error) (changed, id int64, _ error) {
+	if changed, err = Affected(res, err); err != nil || changed == 0 {
+		return 0, 0, err
+	}
+	id, err = res.LastInsertId()
+	return changed, id, err
+}
+
 // Strings returns the first column of every row of q's answer.
 func Strings(ctx context.Context, c Querier, q string, args ...any) ([]string, error) {
 	var out []string

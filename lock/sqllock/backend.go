@@ -198,13 +198,7 @@ func (b *backend) releaseMySQL(ctx context.Context, key, owner string) error {
 		// it. Release on another connection; if the first release was
 		// done after all, this one says not held.
 	}
-	res, err := b.db.Exec(ctx, b.q.release, b.turns.turnName(key), key, owner)
-	var n, line int64
-	if err == nil {
-		if n, err = res.RowsAffected(); err == nil && n > 0 {
-			line, err = res.LastInsertId()
-		}
-	}
+	n, line, err := sqlconn.AffectedAndID(b.db.Exec(ctx, b.q.release, b.turns.turnName(key), key, owner))
 	switch {
 	case err != nil:
 		return fmt.Errorf("sqllock: %w", err)

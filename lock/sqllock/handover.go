@@ -52,14 +52,8 @@ func (b *backend) handoverMySQL(ctx context.Context, key, owner, next string, tt
 		// The turn's session failed: hand over on another connection (see
 		// releaseMySQL).
 	}
-	res, err := b.db.Exec(ctx, b.q.handover, next, b.turns.turnName(key), ttl.Milliseconds(), key, owner)
-	if err != nil {
-		return 0, 0, err
-	}
-	if changed, err = res.RowsAffected(); err != nil || changed == 0 {
-		return 0, 0, err
-	}
-	if token, err = res.LastInsertId(); err != nil || token > inLine {
+	changed, token, err = sqlconn.AffectedAndID(b.db.Exec(ctx, b.q.handover, next, b.turns.turnName(key), ttl.Milliseconds(), key, owner))
+	if err != nil || changed == 0 || token > inLine {
 		return token, changed, err
 	}
 	if token == inLine { // freed for everyone, and someone stands in line

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/sqlconn"
 	"github.com/latchkey-go/latchkey/internal/waitq"
 )
 
@@ -455,13 +456,7 @@ func (t *turns) close() {
 // releaseTurn releases owner's lock on key, taken under key's turn, on conn,
 // the session holding the turn, giving the turn back in the same statement.
 func (b *backend) releaseTurn(ctx context.Context, conn *sql.Conn, name, key, owner string, done func(string, bool, bool)) error {
-	var n, line int64
-	res, err := conn.ExecContext(ctx, inline(b.turns.release, stringLiteral(name), stringLiteral(name), hexLiteral(key), hexLiteral(owner)))
-	if err == nil {
-		if n, err = res.RowsAffected(); err == nil && n > 0 {
-			line, err = res.LastInsertId()
-		}
-	}
+	n, line, err := sqlconn.AffectedAndID(conn.ExecContext(ctx, inline(b.turns.release, stringLiteral(name), stringLiteral(name), hexLiteral(key), hexLiteral(owner))))
 	done("", err == nil && n > 0, line == inLine)
 	switch {
 	case err != nil:
@@ -478,12 +473,7 @@ func (b *backend) releaseTurn(ctx context.Context, conn *sql.Conn, name, key, ow
 func (b *backend) handoverTurn(ctx context.Context, conn *sql.Conn, name, key, owner, next string, ttl time.Duration, done func(string, bool, bool)) (token, changed int64, err error) {
 	stmt := inline(b.turns.handover, hexLiteral(next), stringLiteral(name), stringLiteral(name),
 		strconv.FormatInt(ttl.Milliseconds(), 10), hexLiteral(key), hexLiteral(owner))
-	res, err := conn.ExecContext(ctx, stmt)
-	if err == nil {
-		if changed, err = res.RowsAffected(); err == nil && changed > 0 {
-			token, err = res.LastInsertId()
-		}
-	}
+	changed, token, err = sqlconn.AffectedAndID(conn.ExecContext(ctx, stmt))
 	switch {
 	case err == nil && changed > 0 && token > inLine:
 		done(next, false, false)

@@ -71,6 +71,49 @@ func (f turnFixture) waitInLine(t *testing.T, key string, n int) {
 	t.Logf("%d sessions are not in line for the turn of %q", n, key)
 }
 
+// takeInTurn returns a lease of l on key taken under key's turn: another
+// Locker holds key, l's Acquire waits in line and holds the turn, and the
+// holder releases.
+func (f turnFixture) takeInTurn(t *testing.T, l lock.Locker, key string, ttl lock.Option) *lock.Lease {
+	t.Helper()
+	ctx := t.Context()
+	first, err := f.locker(t).Acquire(ctx, key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *lock.Lease, 1)
+	errs := make(chan error, 1)
+	go func() {
+		lease, err := l.Acquire(ctx, key, ttl, lock.WithWait(20*time.Second))
+		if err != nil {
+			errs <- err
+			return
+		}
+		got <- lease
+	}()
+	f.waitInLine(t, key, 0) // the waiter holds the turn
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case lease := <-got:
+		return lease
+	case err := <-errs:
+		t.Fatal(err)
+		return nil
+	}
+}
+
+// mustBeFree checks that another service can take key at once.
+func (f turnFixture) mustBeFree(t *testing.T, key string) {
+	t.Helper()
+	next, err := f.locker(t).Acquire(t.Context(), key, lock.WithWait(0))
+	if err != nil {
+		t.Fatalf("the lock is not free after its release: %v", err)
+	}
+	_ = next.Release(t.Context())
+}
+
 // TestMySQLLockersTakeTurnsInArrivalOrder: five services, each with its own
 // Locker, want the lock one holds; the four waiters get it in the order
 // they began to wait, not in the order their polls happen to fall, and the
@@ -276,32 +319,8 @@ func TestMySQLReleaseJoinsTheLine(t *testing.T) {
 // another connection, so the next service need not wait out the lease.
 func TestMySQLReleaseOutlivesItsTurn(t *testing.T) {
 	f := newTurnFixture(t)
-	ctx, ttl := t.Context(), lock.WithTTL(30*time.Second)
 	const key = "refund-99"
-	first, err := f.locker(t).Acquire(ctx, key, ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waited := make(chan *lock.Lease, 1)
-	errs := make(chan error, 1)
-	go func() {
-		lease, err := f.locker(t).Acquire(ctx, key, ttl, lock.WithWait(20*time.Second))
-		if err != nil {
-			errs <- err
-			return
-		}
-		waited <- lease
-	}()
-	f.waitInLine(t, key, 0) // the waiter holds the turn
-	if err := first.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var second *lock.Lease
-	select {
-	case second = <-waited:
-	case err := <-errs:
-		t.Fatal(err)
-	}
+	second := f.takeInTurn(t, f.locker(t), key, lock.WithTTL(30*time.Second))
 	var session sql.NullInt64
 	if err := f.admin.QueryRow("SELECT IS_USED_LOCK(?)", sqllock.TurnName(f.schema, sqllock.DefaultTable, key)).Scan(&session); err != nil || !session.Valid {
 		t.Fatalf("the holder under its turn holds no turn: %v, %v", session, err)
@@ -309,14 +328,10 @@ func TestMySQLReleaseOutlivesItsTurn(t *testing.T) {
 	if _, err := f.admin.Exec(fmt.Sprintf("KILL %d", session.Int64)); err != nil {
 		t.Fatal(err)
 	}
-	if err := second.Release(ctx); err != nil {
+	if err := second.Release(t.Context()); err != nil {
 		t.Fatalf("release after the turn's session was killed: %v", err)
 	}
-	third, err := f.locker(t).Acquire(ctx, key, ttl, lock.WithWait(0))
-	if err != nil {
-		t.Fatalf("the lock is not free after its release: %v", err)
-	}
-	_ = third.Release(ctx)
+	f.mustBeFree(t, key)
 }
 
 // TestMySQLGivingUpLeavesTheLine: waiters that give up (their context ends,
@@ -363,11 +378,7 @@ func TestMySQLGivingUpLeavesTheLine(t *testing.T) {
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	next, err := f.locker(t).Acquire(ctx, key, ttl, lock.WithWait(0))
-	if err != nil {
-		t.Fatalf("the lock is not free after its release: %v", err)
-	}
-	_ = next.Release(ctx)
+	f.mustBeFree(t, key)
 }
 
 // TestMySQLCloseGivesTheTurnsBack: a Locker closed while one of its leases
@@ -375,33 +386,9 @@ func TestMySQLGivingUpLeavesTheLine(t *testing.T) {
 // still released as usual, and the next service takes the lock.
 func TestMySQLCloseGivesTheTurnsBack(t *testing.T) {
 	f := newTurnFixture(t)
-	ctx, ttl := t.Context(), lock.WithTTL(30*time.Second)
 	const key = "chargeback-5"
-	first, err := f.locker(t).Acquire(ctx, key, ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
 	l := f.locker(t)
-	got := make(chan *lock.Lease, 1)
-	errs := make(chan error, 1)
-	go func() {
-		lease, err := l.Acquire(ctx, key, ttl, lock.WithWait(20*time.Second))
-		if err != nil {
-			errs <- err
-			return
-		}
-		got <- lease
-	}()
-	f.waitInLine(t, key, 0)
-	if err := first.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var second *lock.Lease
-	select {
-	case second = <-got:
-	case err := <-errs:
-		t.Fatal(err)
-	}
+	second := f.takeInTurn(t, l, key, lock.WithTTL(30*time.Second))
 	if _, held := f.inLine(t, key); !held {
 		t.Fatal("the lease taken in turn holds no turn")
 	}
@@ -411,12 +398,8 @@ func TestMySQLCloseGivesTheTurnsBack(t *testing.T) {
 	if _, held := f.inLine(t, key); held {
 		t.Fatal("a closed Locker still holds a turn")
 	}
-	if err := second.Release(ctx); err != nil {
+	if err := second.Release(t.Context()); err != nil {
 		t.Fatalf("release after Close: %v", err)
 	}
-	third, err := f.locker(t).Acquire(ctx, key, ttl, lock.WithWait(0))
-	if err != nil {
-		t.Fatalf("the lock is not free after its release: %v", err)
-	}
-	_ = third.Release(ctx)
+	f.mustBeFree(t, key)
 }
