@@ -47,16 +47,24 @@ func (s *Service) handlePay(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	p, fresh, err := s.pay(r.Context(), req)
+	p, how, err := s.pay(r.Context(), r.Header.Get("Idempotency-Key"), req)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
 	status := http.StatusCreated
-	if fresh {
+	switch how {
+	case recovered:
+		// The first request's answer was lost after its commit: it counted
+		// and published nothing, so this answer does both (the consumer
+		// takes an event it already had once).
+		s.stats.recovered.Add(1)
+		s.log.Info("a payment committed by an earlier request with this key, whose answer was lost, answered now")
+		fallthrough
+	case made:
 		s.stats.paid.Add(1)
 		s.publishPayment(r.Context(), p)
-	} else {
+	case paidEarlier:
 		s.stats.duplicates.Add(1)
 		status = http.StatusOK // the order had been paid, under another key
 	}
@@ -173,7 +181,7 @@ func (s *Service) handleHealth(w http.ResponseWriter, r *http.Request) {
 func (s *Service) counters() map[string]any {
 	return map[string]any{
 		"status": "ok", "instance": s.cfg.Name,
-		"paid": s.stats.paid.Load(), "duplicates": s.stats.duplicates.Load(),
+		"paid": s.stats.paid.Load(), "duplicates": s.stats.duplicates.Load(), "recovered": s.stats.recovered.Load(),
 		"fenced": s.stats.fenced.Load(), "last_gate": s.stats.lastGate.Load(),
 		"lease_lost_after_commit": s.stats.leaseLost.Load(),
 		"events_published":        s.stats.published.Load(), "events_relayed": s.stats.relayed.Load(),

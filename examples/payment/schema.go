@@ -13,7 +13,10 @@ import (
 // accounts.fence_token is the highest lock token that wrote the row (see
 // fence/sqlfence); orders.status is the state machine UNPAID -> PAID | FAILED;
 // ledger's unique index on payment_id is the last gate: whatever the layers in
-// front of it let through, one payment is written once. published_at makes the
+// front of it let through, one payment is written once. idem_key is the
+// Idempotency-Key of the request that made the payment, so that the same
+// request, retried after its answer was lost, is answered as the payment's
+// maker rather than as a stranger to it. published_at makes the
 // ledger its own outbox: a row whose event was not confirmed published is sent
 // again by the relay.
 var schema = []string{
@@ -38,9 +41,12 @@ var schema = []string{
 	amount        BIGINT      NOT NULL,
 	balance_after BIGINT      NOT NULL,
 	instance      TEXT        NOT NULL,
+	idem_key      TEXT,
 	created_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
 	published_at  TIMESTAMPTZ
 )`,
+	// A ledger made before idem_key: the rows it holds have none.
+	`ALTER TABLE ledger ADD COLUMN IF NOT EXISTS idem_key TEXT`,
 	`CREATE UNIQUE INDEX IF NOT EXISTS ledger_payment_id ON ledger (payment_id)`,
 	`CREATE INDEX IF NOT EXISTS ledger_unpublished ON ledger (created_at) WHERE published_at IS NULL`,
 	`CREATE TABLE IF NOT EXISTS receipts (

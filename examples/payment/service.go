@@ -127,6 +127,9 @@ type Service struct {
 	// the charge's transaction: the place where a holder can stall (a GC
 	// pause, a stopped process) for as long as its lease. Tests set it.
 	beforeCharge func(ctx context.Context, lease *lock.Lease)
+	// afterCommit, when set, runs after the charge committed; an error it
+	// returns is the charge's, as when the commit's answer is lost.
+	afterCommit func(ctx context.Context) error
 	// beforeReceipt, when set, runs before an event's effect; an error fails
 	// that delivery. Tests set it to make deliveries fail.
 	beforeReceipt func(id string) error
@@ -134,8 +137,8 @@ type Service struct {
 
 // stats counts what the layers caught, for /healthz and the tests.
 type stats struct {
-	paid, duplicates, fenced, lastGate, leaseLost atomic.Int64
-	published, relayed, receipts, receiptDups     atomic.Int64
+	paid, duplicates, recovered, fenced, lastGate, leaseLost atomic.Int64
+	published, relayed, receipts, receiptDups                atomic.Int64
 }
 
 // newService builds an instance on db and rdb and migrates the schema. It

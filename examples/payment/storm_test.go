@@ -93,6 +93,62 @@ func TestStormSamePayment(t *testing.T) {
 	t.Logf("%d clients, %d attempts (%d timed out), %d original answer(s)", clients, attempts.Load(), timeouts.Load(), originals)
 }
 
+// A payment whose commit reached the database while its request ended in an
+// error (the client gave up while the commit was on its way, and the driver
+// reported the commit as failed) leaves no stored answer, so the client's
+// retry with the same key runs again. It finds the order paid by a request
+// with its own key and answers as the first would have: 201, the payment,
+// counted and published once, not 200 "paid under another key".
+func TestRetryAfterLostCommitAnswerGets201(t *testing.T) {
+	t.Parallel()
+	var lost atomic.Int64
+	h := newHarness(t, harnessOptions{cfg: stormConfig(), setup: func(name string, s *Service) {
+		s.afterCommit = func(context.Context) error {
+			if lost.Add(1) == 1 {
+				return errors.New("the commit's answer was lost")
+			}
+			return nil
+		}
+	}})
+	const initial, amount = 10_000, 1_200
+	h.createAccount("dave", initial)
+	req := payRequest{OrderID: "order-d", Account: "dave", Amount: amount}
+
+	var statuses []int
+	c := h.client()
+	c.OnAttempt = func(a Attempt) { statuses = append(statuses, a.Status) }
+	ans, err := c.Pay(context.Background(), "lost-d-"+randHex(8), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(statuses) < 2 || statuses[0] < 500 {
+		t.Fatalf("attempts %v: the first should have failed after its commit", statuses)
+	}
+	if ans.Status != http.StatusCreated || ans.Replayed {
+		t.Fatalf("retry after a lost answer: status %d, replayed %v, %s; want 201 made fresh", ans.Status, ans.Replayed, ans.Body)
+	}
+	p := decodePayment(t, ans.Body)
+	if p.Amount != amount || p.BalanceAfter != initial-amount || p.Status != statusPaid {
+		t.Errorf("answer %+v", p)
+	}
+	if sum := h.checkLedger("dave", initial); sum != amount {
+		t.Errorf("ledger sum %d, want one charge of %d", sum, amount)
+	}
+	if got := h.stat(func(s *stats) int64 { return s.paid.Load() }); got != 1 {
+		t.Errorf("counted %d payments, want 1", got)
+	}
+	if got := h.stat(func(s *stats) int64 { return s.duplicates.Load() }); got != 0 {
+		t.Errorf("%d answers said the order was paid under another key", got)
+	}
+	h.waitReceipts("dave")
+
+	// Another key for the same order is still a stranger to the payment.
+	other, err := h.client().Pay(context.Background(), "lost-d-other-"+randHex(8), req)
+	if err != nil || other.Status != http.StatusOK || !bytes.Equal(other.Body, ans.Body) {
+		t.Errorf("the same order under another key: %v %d %s; want 200 with the same payment", err, other.Status, other.Body)
+	}
+}
+
 // Storm (b): many different payments on one account at once, more than it
 // can pay for. No update is lost, the balance never goes below zero, and the
 // ledger explains the balance to the cent.
