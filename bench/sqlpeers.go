@@ -427,6 +427,11 @@ func sqlLockBench(ctx context.Context, runs int, d time.Duration, only string) {
 				}
 			}
 			contSh[i] = append(contSh[i], minOverMax(contended(ctx, shared, fmt.Sprintf("cs:%d", run), 16, d)))
+			// Untimed, on another key: a Locker's first wait opens what it
+			// waits with (its LISTEN connection on PostgreSQL, its pool's
+			// connections), once in a process's life, so that a run of 1 s
+			// measures Lockers that have waited before, as a service's are.
+			_ = contendedEach(ctx, per, fmt.Sprintf("cw:%d", run), d/4)
 			before, cpu0 := c.Load(), serverCPU(impls[i].server)
 			start := time.Now()
 			r := minOverMax(contendedEach(ctx, per, fmt.Sprintf("cp:%d", run), d))
