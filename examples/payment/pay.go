@@ -59,12 +59,13 @@ type payment struct {
 // paymentID is the ledger's unique key: an order is paid at most once.
 func paymentID(orderID string) string { return "pay-" + orderID }
 
-// An origin says who made the payment a successful pay returns.
+// An origin says who made the payment a successful pay returns; a failed
+// one returns 0.
 type origin int
 
 const (
 	// made: this call charged the account.
-	made origin = iota
+	made origin = iota + 1
 	// recovered: an earlier request with this call's idempotency key
 	// charged the account, and its answer was lost. Its commit reached the
 	// database, but the request ended in an error (a client that gave up
