@@ -153,7 +153,9 @@ func (m *Manager) releaseHandover(ctx context.Context, key, owner string, w *wai
 		m.waiters.wakeHead(key) // the lock is someone else's, or free
 		return err
 	default:
-		_ = m.release(ctx, key, w.owner)
+		// Not a hand-over again: w is still the head, and one from w to w
+		// would fail the same way for as long as the error lasts.
+		_ = m.backend.Release(ctx, key, w.owner)
 		m.waiters.wakeHead(key)
 		return err
 	}

@@ -451,9 +451,18 @@ func TestNoGoroutineWhileHolding(t *testing.T) {
 type handoverFake struct {
 	*fakeBackend
 	entered, proceed chan struct{}
+	// fail, when set, is the error of the first failures hand-overs (a
+	// connection lost on the way, say), which change nothing; handovers
+	// counts every call.
+	fail      error
+	failures  int64
+	handovers atomic.Int64
 }
 
 func (h *handoverFake) ReleaseHandover(_ context.Context, key, owner, next string, _ time.Duration) (uint64, error) {
+	if n := h.handovers.Add(1); h.fail != nil && n <= h.failures {
+		return 0, h.fail
+	}
 	if h.entered != nil {
 		h.entered <- struct{}{}
 		<-h.proceed
@@ -547,6 +556,43 @@ func TestHandoverToAWaiterThatGaveUp(t *testing.T) {
 	h.mu.Unlock()
 	if held {
 		t.Fatalf("the lock taken for the waiter that gave up is still %q's", holder)
+	}
+}
+
+// TestFailedHandoverIsTriedOnce: a release whose hand-over to a waiter
+// fails (the connection broke on the way, so the lock may or may not have
+// changed hands) gives back what the waiter may have been given with a
+// plain release, and reports the error. It does not hand the lock over
+// again, from the waiter to the waiter: while the error lasted (a database
+// that went away), that looped until the stack overflowed and the process
+// died.
+func TestFailedHandoverIsTriedOnce(t *testing.T) {
+	lost := errors.New("connection reset")
+	h := &handoverFake{fakeBackend: newFake(), fail: lost, failures: 50}
+	m, _ := NewManager(h)
+	first, err := m.Acquire(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	waited := make(chan error)
+	go func() {
+		_, err := m.Acquire(ctx, "k")
+		waited <- err
+	}()
+	for m.Waiting("k") == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := first.Release(t.Context()); !errors.Is(err, lost) {
+		t.Fatalf("release whose hand-over failed: %v, want %v", err, lost)
+	}
+	if n := h.handovers.Load(); n != 1 {
+		t.Fatalf("%d hand-overs for one release, want 1", n)
+	}
+	cancel()
+	if err := <-waited; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiter: %v", err)
 	}
 }
 
