@@ -125,7 +125,7 @@ func (c *Client) try(ctx context.Context, server, key string, body []byte, n int
 		return a, nil, 0
 	}
 	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Idempotency-Key", key)
+	hreq.Header.Set(idemhttp.DefaultHeader, key)
 	hc := c.HTTP
 	if hc == nil {
 		hc = http.DefaultClient

@@ -287,6 +287,22 @@ func (h *harness) waitReceipts(accounts ...string) {
 
 func (h *harness) stat(f func(*stats) int64) int64 { return f(&h.a.s.stats) + f(&h.b.s.stats) }
 
+// checkChargedOnce checks that account, opened with initial, was charged
+// amount exactly once, and that answer (a 201's body) is that payment.
+func (h *harness) checkChargedOnce(account string, answer []byte, initial, amount int64) {
+	h.t.Helper()
+	p := decodePayment(h.t, answer)
+	if p.Amount != amount || p.BalanceAfter != initial-amount || p.Status != statusPaid {
+		h.t.Errorf("answer %+v", p)
+	}
+	if sum := h.checkLedger(account, initial); sum != amount {
+		h.t.Errorf("ledger sum %d, want exactly one charge of %d", sum, amount)
+	}
+	if got := h.stat(func(s *stats) int64 { return s.paid.Load() }); got != 1 {
+		h.t.Errorf("charged %d times, want 1", got)
+	}
+}
+
 func decodePayment(t *testing.T, b []byte) payment {
 	t.Helper()
 	var p payment

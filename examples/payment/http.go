@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/latchkey-go/latchkey/idem/idemhttp"
 )
 
 // errInvalid marks a request the service refuses to read.
@@ -47,7 +49,10 @@ func (s *Service) handlePay(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	p, how, err := s.pay(r.Context(), r.Header.Get("Idempotency-Key"), req)
+	// The key as the idempotency middleware read it (quotes removed); it
+	// refused the request had the header been missing or malformed.
+	key, _ := idemhttp.ParseKey(r.Header.Get(idemhttp.DefaultHeader))
+	p, how, err := s.pay(r.Context(), key, req)
 	if err != nil {
 		s.writeError(w, err)
 		return

@@ -231,7 +231,7 @@ func (s *Service) paidBefore(ctx context.Context, key, orderID string) (payment,
 		return payment{}, 0, errors.New("payment: a PAID order has no ledger row")
 	case err != nil:
 		return payment{}, 0, err
-	case by.Valid && by.String == key:
+	case key != "" && by.Valid && by.String == key:
 		return p, recovered, nil
 	}
 	return p, paidEarlier, nil

@@ -79,16 +79,7 @@ func TestStormSamePayment(t *testing.T) {
 	if originals > 1 {
 		t.Errorf("%d clients got a freshly made answer; at most one may", originals)
 	}
-	p := decodePayment(t, answers[0].Body)
-	if p.Amount != amount || p.BalanceAfter != initial-amount || p.Status != statusPaid {
-		t.Errorf("answer %+v", p)
-	}
-	if sum := h.checkLedger("alice", initial); sum != amount {
-		t.Errorf("ledger sum %d, want exactly one charge of %d", sum, amount)
-	}
-	if got := h.stat(func(s *stats) int64 { return s.paid.Load() }); got != 1 {
-		t.Errorf("charged %d times, want 1", got)
-	}
+	h.checkChargedOnce("alice", answers[0].Body, initial, amount)
 	h.waitReceipts("alice")
 	t.Logf("%d clients, %d attempts (%d timed out), %d original answer(s)", clients, attempts.Load(), timeouts.Load(), originals)
 }
@@ -127,16 +118,7 @@ func TestRetryAfterLostCommitAnswerGets201(t *testing.T) {
 	if ans.Status != http.StatusCreated || ans.Replayed {
 		t.Fatalf("retry after a lost answer: status %d, replayed %v, %s; want 201 made fresh", ans.Status, ans.Replayed, ans.Body)
 	}
-	p := decodePayment(t, ans.Body)
-	if p.Amount != amount || p.BalanceAfter != initial-amount || p.Status != statusPaid {
-		t.Errorf("answer %+v", p)
-	}
-	if sum := h.checkLedger("dave", initial); sum != amount {
-		t.Errorf("ledger sum %d, want one charge of %d", sum, amount)
-	}
-	if got := h.stat(func(s *stats) int64 { return s.paid.Load() }); got != 1 {
-		t.Errorf("counted %d payments, want 1", got)
-	}
+	h.checkChargedOnce("dave", ans.Body, initial, amount)
 	if got := h.stat(func(s *stats) int64 { return s.duplicates.Load() }); got != 0 {
 		t.Errorf("%d answers said the order was paid under another key", got)
 	}
