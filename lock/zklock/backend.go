@@ -451,8 +451,16 @@ func (b *backend) create(ctx context.Context, c *contender) error {
 		b.withdraw(ctx, c)
 		return err
 	}
+	if queued, ok := ctx.Value(queuedKey{}).(func()); ok {
+		queued()
+	}
 	return nil
 }
+
+// queuedKey is the context key of a function create calls once it has made
+// a contender's node: a semaphore's waiter, which queues for the
+// semaphore's lock in the background, learns that it stands in line.
+type queuedKey struct{}
 
 // findGUID looks for the node a create with an unknown outcome may have made.
 func (b *backend) findGUID(ctx context.Context, dir, guid string, cause error) (string, error) {

@@ -106,16 +106,20 @@ func (s *semBackend) semDir(name string) (string, error) {
 }
 
 // WatchReleaseOwner implements semaphore.ServerQueue: the waiting Acquire
-// queues for the semaphore's lock at once, in the background.
-func (s *semBackend) WatchReleaseOwner(_ context.Context, r semaphore.Request, owner string) (<-chan struct{}, func(), error) {
-	ctx, cancel := context.WithCancel(context.Background())
+// queues for the semaphore's lock, and waits for it in the background. It
+// returns once the waiter's node stands in the lock's line (or its wait
+// ended first), so waiters counted as waiting are served in the order they
+// were counted.
+func (s *semBackend) WatchReleaseOwner(ctx context.Context, r semaphore.Request, owner string) (<-chan struct{}, func(), error) {
+	queued := make(chan struct{})
+	wctx, cancel := context.WithCancel(context.WithValue(context.Background(), queuedKey{}, sync.OnceFunc(func() { close(queued) })))
 	w := &zkWaiter{wake: waitq.NewWake(), cancel: cancel, done: make(chan struct{})}
 	s.mu.Lock()
 	s.waiters[owner] = w
 	s.mu.Unlock()
 	go func() {
 		defer close(w.done)
-		l, err := s.inner.Acquire(ctx, r.Name+semLockSuffix, lock.WithTTL(s.b.sessionTimeout()))
+		l, err := s.inner.Acquire(wctx, r.Name+semLockSuffix, lock.WithTTL(s.b.sessionTimeout()))
 		if err != nil {
 			w.wake.Signal() // the attempt tells what went wrong
 			return
@@ -125,6 +129,11 @@ func (s *semBackend) WatchReleaseOwner(_ context.Context, r semaphore.Request, o
 		w.mu.Unlock()
 		w.wake.Signal()
 	}()
+	select {
+	case <-queued:
+	case <-w.done:
+	case <-ctx.Done():
+	}
 	stop := func() {
 		s.mu.Lock()
 		delete(s.waiters, owner)

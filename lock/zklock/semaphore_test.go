@@ -153,3 +153,51 @@ func TestKazooSemaphoreInterop(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSemaphoreWaiterStandsInLineOnceCounted: once Waiting counts an
+// Acquire, its node is in the line for the semaphore's lock on the server.
+// Waiters are served in the order of their nodes, so a waiter counted before
+// its node exists could be overtaken by the next one to arrive: of four
+// waiters started one after another, the fourth could get a permit freed
+// for the first three.
+func TestSemaphoreWaiterStandsInLineOnceCounted(t *testing.T) {
+	srv := startZK(t)
+	admin := plainConn(t, srv)
+	a, b := newSemaphores(t, srv.Endpoint()), newSemaphores(t, srv.Endpoint())
+	sa, _ := a.Semaphore("line", 1)
+	sb, _ := b.Semaphore("line", 1)
+	held, err := sa.Acquire(t.Context(), lock.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lockDir := zklock.DefaultPrefix + "/line-__lock__"
+	for i := range 3 {
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if p, err := sb.Acquire(ctx, lock.WithTTL(10*time.Second)); err == nil {
+				_ = p.Release(context.Background())
+			}
+		}()
+		deadline := time.Now().Add(10 * time.Second)
+		for sb.Waiting() < 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiter %d never counted", i)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		kids, _, err := admin.Children(lockDir)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			t.Fatal(err)
+		}
+		cancel()
+		<-done
+		if len(kids) != 1 {
+			t.Fatalf("waiter %d: counted as waiting with %d nodes in the line for the semaphore's lock, want 1", i, len(kids))
+		}
+	}
+	if err := held.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
