@@ -481,6 +481,26 @@ func newHandoverFake() *handoverFake {
 	return &handoverFake{fakeBackend: newFake(), entered: make(chan struct{}), proceed: make(chan struct{})}
 }
 
+// acquired is what an Acquire started by acquireQueued returned.
+type acquired struct {
+	lease *Lease
+	err   error
+}
+
+// acquireQueued starts m.Acquire(ctx, key, opts...) in a goroutine and
+// returns once that call waits for key; its result arrives on the channel.
+func acquireQueued(ctx context.Context, m *Manager, key string, opts ...Option) <-chan acquired {
+	got := make(chan acquired, 1)
+	go func() {
+		l, err := m.Acquire(ctx, key, opts...)
+		got <- acquired{l, err}
+	}()
+	for m.Waiting(key) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	return got
+}
+
 // TestHandoverGivesTheWaiterTheLock: a release with a waiter behind it
 // takes the lock for the waiter, whose Acquire returns it with the new,
 // higher token.
@@ -491,24 +511,15 @@ func TestHandoverGivesTheWaiterTheLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *Lease)
-	go func() {
-		lease, err := m.Acquire(t.Context(), "k")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- lease
-	}()
-	for m.Waiting("k") == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	got := acquireQueued(t.Context(), m, "k")
 	go func() { _ = first.Release(t.Context()) }()
 	<-h.entered
 	close(h.proceed)
-	second := <-got
-	if second == nil {
-		t.FailNow()
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
 	}
+	second := r.lease
 	if second.Token() <= first.Token() {
 		t.Fatalf("handed-over token %d, not above the releaser's %d", second.Token(), first.Token())
 	}
@@ -532,20 +543,13 @@ func TestHandoverToAWaiterThatGaveUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	gaveUp := make(chan error)
-	go func() {
-		_, err := m.Acquire(ctx, "k")
-		gaveUp <- err
-	}()
-	for m.Waiting("k") == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	gaveUp := acquireQueued(ctx, m, "k")
 	released := make(chan error)
 	go func() { released <- first.Release(t.Context()) }()
 	<-h.entered
 	cancel()
-	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Acquire after its ctx ended: %v", err)
+	if r := <-gaveUp; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("Acquire after its ctx ended: %v", r.err)
 	}
 	close(h.proceed)
 	if err := <-released; err != nil {
@@ -576,14 +580,7 @@ func TestFailedHandoverIsTriedOnce(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	waited := make(chan error)
-	go func() {
-		_, err := m.Acquire(ctx, "k")
-		waited <- err
-	}()
-	for m.Waiting("k") == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waited := acquireQueued(ctx, m, "k")
 	if err := first.Release(t.Context()); !errors.Is(err, lost) {
 		t.Fatalf("release whose hand-over failed: %v, want %v", err, lost)
 	}
@@ -591,8 +588,8 @@ func TestFailedHandoverIsTriedOnce(t *testing.T) {
 		t.Fatalf("%d hand-overs for one release, want 1", n)
 	}
 	cancel()
-	if err := <-waited; !errors.Is(err, context.Canceled) {
-		t.Fatalf("the waiter: %v", err)
+	if r := <-waited; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("the waiter: %v", r.err)
 	}
 }
 

@@ -45,17 +45,7 @@ func TestWaiterWatcherLearnsTheWaitingOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *Lease, 1)
-	go func() {
-		l, err := m.Acquire(ctx, "k", WithWait(time.Minute))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	for m.Waiting("k") == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	got := acquireQueued(ctx, m, "k", WithWait(time.Minute))
 	_, stop, _, err := m.WatchHolder(ctx, "k")
 	if err != nil {
 		t.Fatal(err)
@@ -64,10 +54,11 @@ func TestWaiterWatcherLearnsTheWaitingOwner(t *testing.T) {
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	l := <-got
-	if l == nil {
-		t.FailNow()
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
 	}
+	l := r.lease
 	defer func() { _ = l.Release(context.Background()) }()
 	b.fakeBackend.mu.Lock()
 	owner := b.fakeBackend.held["k"]
