@@ -38,7 +38,8 @@ var (
 
 func (b *backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
 	if b.dialect == MySQL {
-		return b.tryAcquireMySQL(ctx, key, owner, ttl)
+		token, _, left, err := b.tryAcquireMySQL(ctx, key, owner, ttl, false)
+		return token, left, err
 	}
 	if b.dialect == Postgres {
 		return b.tryAcquirePostgres(ctx, key, owner, ttl)
@@ -103,30 +104,69 @@ func (b *backend) tryAcquirePostgres(ctx context.Context, key, owner string, ttl
 	return 0, time.Duration(max(left, 0)) * time.Millisecond, lock.ErrNotAcquired
 }
 
-// tryAcquireMySQL is TryAcquire in the statements of mysqlQueries: one
-// statement, whose LAST_INSERT_ID is the token, or, held, refusedFlag plus
-// the holder's time left in ms.
-func (b *backend) tryAcquireMySQL(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, error) {
-	if b.turns.outOfTurn(key, owner) {
-		return 0, 0, lock.ErrNotAcquired // the holder's time left is not known here
+// tryAcquireMySQL is TryAcquire in the statements of mysqlQueries, and
+// TryAcquirePartial if partial: the lock the key's turn took for a waiting
+// call of the Locker (turns.go), else one statement, whose LAST_INSERT_ID is
+// the token, or, held, refusedFlag plus the holder's time left in ms. valid
+// is the lease's, from the call's start: ttl unless partial.
+func (b *backend) tryAcquireMySQL(ctx context.Context, key, owner string, ttl time.Duration, partial bool) (token uint64, valid, left time.Duration, err error) {
+	start := time.Now()
+	if token, valid, ok := b.collect(ctx, key, owner, ttl, partial, start); ok {
+		return token, valid, 0, nil
+	}
+	if b.turns.outOfTurn(key, owner, ttl) {
+		return 0, 0, 0, lock.ErrNotAcquired // the holder's time left is not known here
 	}
 	id, err := sqlconn.LastID(b.db.Exec(ctx, b.q.acquire, key, owner, ttl.Milliseconds()))
 	if err != nil {
-		return 0, 0, fmt.Errorf("sqllock: %w", err)
+		return 0, 0, 0, fmt.Errorf("sqllock: %w", err)
 	}
 	if id > 0 && id < refusedFlag {
-		b.turns.attempted(key, owner, true, false, 0)
-		return uint64(id), 0, nil
+		b.turns.attempted(key, owner, ttl, true, false, 0)
+		return uint64(id), ttl, 0, nil
 	}
-	left := max(id-refusedFlag, 0) // 0: unknown
-	other := left&otherFlag != 0
-	left &^= otherFlag
-	if left > lock.MaxTTL.Milliseconds() {
-		return b.takeOver(ctx, key, owner, ttl)
+	ms := max(id-refusedFlag, 0) // 0: unknown
+	other := ms&otherFlag != 0
+	ms &^= otherFlag
+	if ms > lock.MaxTTL.Milliseconds() {
+		token, left, err := b.takeOver(ctx, key, owner, ttl)
+		return token, ttl, left, err
 	}
-	held := time.Duration(left) * time.Millisecond
-	b.turns.attempted(key, owner, false, other, held)
-	return 0, held, lock.ErrNotAcquired
+	left = time.Duration(ms) * time.Millisecond
+	b.turns.attempted(key, owner, ttl, false, other, left)
+	return 0, 0, left, lock.ErrNotAcquired
+}
+
+// collect returns the lock the key's turn took for a waiting call of the
+// Locker, if there is one, for owner: valid from start, when the call began.
+// The server counts that lease from when the taking statement began, after
+// it was sent: what is left of it is certain. A lease of the full ttl (not
+// partial), one with less than a third left, or one taken for another call
+// of the Locker, costs a renewal or a relabel first; a lock lost meanwhile
+// is not collected.
+func (b *backend) collect(ctx context.Context, key, owner string, ttl time.Duration, partial bool, start time.Time) (token uint64, valid time.Duration, ok bool) {
+	tk, ok := b.turns.collect(key, owner)
+	if !ok {
+		return 0, 0, false
+	}
+	valid = min(tk.sent.Add(tk.ttl).Sub(start), ttl)
+	err := error(nil)
+	if tk.owner != owner {
+		var n int64
+		n, err = sqlconn.Affected(b.db.Exec(ctx, b.q.relabel, owner, key, tk.owner))
+		if err == nil && n == 0 {
+			err = errNotHeld
+		}
+	}
+	if err == nil && (!partial || valid < ttl/3) {
+		valid, err = ttl, b.Renew(ctx, key, owner, ttl)
+	}
+	if err != nil || valid <= 0 {
+		// Lost, or not ours: the turn stays, the Locker's calls attempt.
+		b.turns.uncollect(key, owner)
+		return 0, 0, false
+	}
+	return uint64(tk.token), valid, true
 }
 
 // takeOver is TryAcquire of a key whose row another mode marked (no lease

@@ -78,8 +78,12 @@ type queries struct {
 	// twice: $1 and $2 the name, $3 key, $4 owner; $1 next, $2 and $3 the
 	// name, $4 ttl ms, $5 key, $6 owner.
 	turnRelease, turnHandover string
-	relabel                   string // $1 key, $2 owner, $3 new owner -> rows (PostgreSQL also notifies); MySQL: $1 new owner, $2 key, $3 owner
-	batch                     string // $1 keys, $2 owners, $3 ttls -> renewed keys
+	// turnTake (MySQL) waits for the key's turn and, once granted, is
+	// acquire: $1 key, $2 owner, $3 ttl ms, $4 the name; LAST_INSERT_ID
+	// as acquire's when the turn was granted, 0 (no row changed) when not.
+	turnTake string
+	relabel  string // $1 key, $2 owner, $3 new owner -> rows (PostgreSQL also notifies); MySQL: $1 new owner, $2 key, $3 owner
+	batch    string // $1 keys, $2 owners, $3 ttls -> renewed keys
 	// held (MySQL) lists the keys of a batch that their owners hold, after
 	// the batch's UPDATE, which returns none.
 	held string
@@ -333,6 +337,17 @@ const (
 // so any bytes survive; when fewer rows changed than were asked, a SELECT
 // tells which are still held.
 func mysqlQueries(fill func(string) string) queries {
+	// acquire is the acquisition, inserting the row values gives (its token
+	// is the clock in µs, which the update's {now} reads back).
+	acquire := func(values string) string {
+		return fill(strings.NewReplacer("{now}", "VALUES(token)DIV 1000", "{refused}", strconv.FormatInt(refusedFlag, 10), "{cap}", strconv.FormatInt(heldCap, 10), "{other}", strconv.FormatInt(otherFlag, 10)).Replace(
+			"INSERT INTO {table}(`key`,owner,token,expires_at)" + values + " ON DUPLICATE KEY UPDATE " +
+				"owner=IF(owner IS NULL OR expires_at<={now},VALUES(owner),owner)," +
+				"waited=IF(LEFT(owner,16)<>LEFT(VALUES(owner),16)AND expires_at>{now} AND waited<{now}+{renew},{now}+{mark},waited)," +
+				"token=IF(owner=VALUES(owner)AND expires_at<={now},LAST_INSERT_ID(GREATEST(token+1,VALUES(token)))," +
+				"token+LEAST(LAST_INSERT_ID({refused}+IF(LEFT(owner,16)<=>LEFT(VALUES(owner),16),0,{other})+LEAST(GREATEST(expires_at-{now},1),{cap})),0))," +
+				"expires_at=IF(owner=VALUES(owner)AND expires_at<={now},VALUES(expires_at),expires_at)"))
+	}
 	return queries{
 		migrate: []string{fill("CREATE TABLE IF NOT EXISTS {table} (\n" +
 			"\t`key`      VARBINARY(1024) NOT NULL PRIMARY KEY,\n" +
@@ -344,14 +359,10 @@ func mysqlQueries(fill func(string) string) queries {
 		// The clock is read once, for the token (VALUES(token) is now in
 		// µs), which the expiry of the VALUES row reads too. Terse: every
 		// byte travels with every attempt, the refusal and its mark too.
-		acquire: fill(strings.NewReplacer("{now}", "VALUES(token)DIV 1000", "{refused}", strconv.FormatInt(refusedFlag, 10), "{cap}", strconv.FormatInt(heldCap, 10), "{other}", strconv.FormatInt(otherFlag, 10)).Replace(
-			"INSERT INTO {table}(`key`,owner,token,expires_at)" +
-				"VALUES($1,$2,LAST_INSERT_ID({now_us}),token DIV 1000+$3)ON DUPLICATE KEY UPDATE " +
-				"owner=IF(owner IS NULL OR expires_at<={now},VALUES(owner),owner)," +
-				"waited=IF(LEFT(owner,16)<>LEFT(VALUES(owner),16)AND expires_at>{now} AND waited<{now}+{renew},{now}+{mark},waited)," +
-				"token=IF(owner=VALUES(owner)AND expires_at<={now},LAST_INSERT_ID(GREATEST(token+1,VALUES(token)))," +
-				"token+LEAST(LAST_INSERT_ID({refused}+IF(LEFT(owner,16)<=>LEFT(VALUES(owner),16),0,{other})+LEAST(GREATEST(expires_at-{now},1),{cap})),0))," +
-				"expires_at=IF(owner=VALUES(owner)AND expires_at<={now},VALUES(expires_at),expires_at)")),
+		acquire: acquire("VALUES($1,$2,LAST_INSERT_ID({now_us}),token DIV 1000+$3)"),
+		// The acquisition of a turn's session: the same, once the server
+		// grants it the turn, which it waits for a second at most.
+		turnTake: acquire("SELECT $1,$2,LAST_INSERT_ID({now_us}),{now_ms}+$3 FROM DUAL WHERE GET_LOCK($4," + strconv.Itoa(turnTake) + ")=1"),
 		// The owner first; the rest read whether it is now next's. The next
 		// owner is never the releasing one, so changed rows are matched rows.
 		// Freed for everyone, it leaves inLine or notInLine in

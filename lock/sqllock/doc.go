@@ -25,8 +25,9 @@
 // the server (the table <table>_queue) and take turns in the order they
 // began to wait. On MySQL and MariaDB, Lockers of different processes
 // waiting for a key take turns through a named lock of the server
-// (GET_LOCK), also in the order they began to wait: a release wakes the
-// next in line within its own statement, and a Locker that released a lock
+// (GET_LOCK), also in the order they began to wait: the statement that
+// waits in line takes the lock as soon as the holder's release statement
+// gives the turn back, and a Locker that released a lock
 // others stand in line for joins the line (for up to a second, a try of its
 // own fails meanwhile). Each such turn takes one connection of the Locker's
 // pool while its Locker waits for or holds the key: at most 8 per pool, and

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -109,7 +110,7 @@ func New(ctx context.Context, db *sql.DB, d Dialect, opts ...Option) (*Locker, e
 		_ = l.Close()
 		return nil, fmt.Errorf("sqllock: %w", err)
 	}
-	l.backend.turns = newTurns(db, schema+"."+o.table, l.backend.q.turnRelease, l.backend.q.turnHandover)
+	l.backend.turns = newTurns(db, schema+"."+o.table, l.backend.q)
 	l.Manager, _ = lock.NewManager(turnsBackend{l.backend}) // not nil
 	return l, nil
 }
@@ -187,12 +188,21 @@ var _ driver.WaiterWatcher = watchingBackend{}
 // short backoff while it holds the turn.
 type turnsBackend struct{ *backend }
 
-var _ driver.WaiterWatcher = turnsBackend{}
+var (
+	_ driver.WaiterWatcher   = turnsBackend{}
+	_ driver.BoundedAcquirer = turnsBackend{}
+)
 
 // WatchReleaseFor implements driver.WaiterWatcher.
 func (b turnsBackend) WatchReleaseFor(_ context.Context, key, owner string) (<-chan struct{}, func(), error) {
 	wake, stop := b.turns.watch(key, owner)
 	return wake, stop, nil
+}
+
+// TryAcquirePartial implements driver.BoundedAcquirer: a lock the key's turn
+// took for a waiting call is collected with what is left of its lease.
+func (b turnsBackend) TryAcquirePartial(ctx context.Context, key, owner string, ttl time.Duration) (uint64, time.Duration, time.Duration, error) {
+	return b.tryAcquireMySQL(ctx, key, owner, ttl, true)
 }
 
 // WatchRelease implements driver.ReleaseWatcher, for those who only watch:

@@ -22,15 +22,31 @@ import (
 // key's turn. A Locker asks for the turn, on a connection of its own, once
 // one of its waiting Acquire calls finds the key held by another Locker;
 // the server grants the turn to one session at a time, in the order they
-// asked. While the turn is asked for and not granted, the Locker's waiting
-// calls make no attempt (turnValve excepted); once granted, they attempt
-// (polling every few milliseconds while the holder has not let go), and the
-// one that takes the lock keeps the turn while it holds it. Its release
-// gives the turn back inside the release's own statement, after the row is
-// locked and before it commits: the next Locker in line is woken at once,
-// and its attempt waits on the row only until that commit. A release that
-// hands the lock to the Locker's own next waiter (the row not marked as
-// waited for) keeps the turn with the lock.
+// asked. The statement that asks is the lease row's acquisition for the
+// Locker's longest waiter, run once the server grants the turn (turnTake):
+// a hand-over between processes is the holder's release, which gives the
+// turn back inside its own statement (after the row is locked, before it
+// commits), and the next in line's take, which waits on the row only until
+// that commit, with no client between them. The waiter collects the lock
+// without a round trip (collect); a lock taken for a waiter that gave up in
+// the meantime is released on the turn's session.
+//
+// While the turn is asked for and not granted, the Locker's waiting calls
+// make no attempt (turnValve excepted). If the take finds the lock held (a
+// holder that took it without the turn, a paused one), the turn is held
+// all the same and the Locker's waiting calls attempt, polling every few
+// milliseconds while the holder has not let go; the one that takes the
+// lock keeps the turn while it holds it. A release that hands the lock to
+// the Locker's own next waiter (the row not marked as waited for) keeps the
+// turn with the lock.
+//
+// Each statement waits for the turn a second at most (turnTake), and the
+// session asks again, in the order the waits ran out: the statement holds
+// the table's metadata lock while it waits, so a schema change of the table
+// queues behind the line a second at most, not as long as the line lasts.
+// A request given up ends when its statement does, never in the middle,
+// where a take the client no longer hears of would keep the lock to its
+// expiry.
 //
 // The server grants a named lock given back to its next waiter at once, so
 // a release can tell whether someone stood in line (IS_USED_LOCK right
@@ -49,9 +65,11 @@ const (
 	// turnValve bounds how long a waiting call goes without an attempt
 	// while its Locker waits for the turn.
 	turnValve = time.Second
-	// turnAsk is how long one GET_LOCK waits for the turn before it asks
-	// again (the place in line is then lost; an hour is forever here).
-	turnAsk = 3600
+	// turnTake is how many seconds one statement waits for the turn before
+	// the session asks again (behind those that asked meanwhile). It bounds
+	// how much of a lease taken in turn its wait costs: the server counts
+	// the lease from when the statement began.
+	turnTake = 1
 	// turnShare and maxTurns bound the connections turns may take, counted
 	// over every Locker on a pool: at most this part of a pool with
 	// SetMaxOpenConns, and at most maxTurns (each is a session of the
@@ -59,6 +77,9 @@ const (
 	// them poll, as without turns.
 	turnShare = 2
 	maxTurns  = 8
+	// turnStatement bounds a turn's statement beyond its wait for the turn:
+	// a row lock the take waits on, a release.
+	turnStatement = 10 * time.Second
 )
 
 // turns keeps a Locker's turns on MySQL, and the wake-ups of its waiting
@@ -66,19 +87,22 @@ const (
 // it attempts and, after a failed attempt, when it attempts next.
 type turns struct {
 	db *sql.DB
+	// take asks for the turn and takes the lock (queries' turnTake);
 	// release and handover are the lock's, run on the connection that holds
 	// the turn and giving the turn back as they free the lock (queries'
 	// turnRelease and turnHandover).
-	release, handover string
-	prefix            string // of the turns' names: the database's and the table's
-	ctx               context.Context
-	cancel            context.CancelFunc
-	running           sync.WaitGroup // goroutines asking for or giving back a turn
+	take, release, handover string
+	prefix                  string // of the turns' names: the database's and the table's
+	ctx                     context.Context
+	cancel                  context.CancelFunc
+	running                 sync.WaitGroup // goroutines asking for or giving back a turn
 
 	mu      sync.Mutex
 	gates   map[string]*gate      // by key; guarded by mu
 	owners  map[string]*turnWatch // waiting Acquire calls by owner; guarded by mu
 	refused string                // the owner whose last attempt found another Locker's holder; guarded by mu
+	last    attempt               // the last refused attempt of a call not yet waiting; guarded by mu
+	seq     uint64                // of waiting calls, in the order they began to wait; guarded by mu
 	yielded map[string]time.Time  // keys this Locker last released to a line, and when; guarded by mu
 	open    *atomic.Int64         // turns asked for or held on db, by every Locker on it
 	// idle is whether gates, owners and yielded are all empty, as of the
@@ -99,17 +123,31 @@ var poolTurns sync.Map // *sql.DB -> *atomic.Int64
 
 // A gate is a Locker's standing for one key.
 type gate struct {
-	name    string
-	watches int       // waiting Acquire calls of the Locker
-	holder  string    // the owner that took the lock while the turn was granted
-	turn    *turn     // asked for or held; nil when neither
-	tried   time.Time // when the turn was asked for, or a call last attempted out of turn
+	key, name string
+	watches   int       // waiting Acquire calls of the Locker
+	holder    string    // the owner that took the lock while the turn was granted
+	taken     *taken    // the lock the turn took, until a waiting call collects it
+	turn      *turn     // asked for or held; nil when neither
+	tried     time.Time // when the turn was asked for, or a call last attempted out of turn
 }
 
 // A turn is one request for a gate's turn.
 type turn struct {
-	stop context.CancelFunc // ends the request
-	conn *sql.Conn          // the session the server granted the turn; nil until then
+	conn *sql.Conn // the session the server granted the turn; nil until then
+}
+
+// taken is a lock a turn's session took for a waiting call.
+type taken struct {
+	owner string
+	token int64
+	sent  time.Time     // when the statement that took it was sent
+	ttl   time.Duration // the lease asked for, from the statement's start
+}
+
+// An attempt is an owner's refused attempt: the lease it asked for.
+type attempt struct {
+	owner string
+	ttl   time.Duration
 }
 
 // A turnWatch is a waiting Acquire call's wake-up and poll.
@@ -117,16 +155,18 @@ type turnWatch struct {
 	key  string
 	wake waitq.Wake
 	poll *time.Timer
-	n    int // failed attempts in a row, for the poll's backoff
+	n    int           // failed attempts in a row, for the poll's backoff
+	seq  uint64        // when it began to wait, in the Locker's order
+	ttl  time.Duration // the lease its attempts ask for; 0 until known
 }
 
 // newTurns returns the turns of a Locker on db whose turns' names start from
-// prefix (the database and the table), releasing with the statements
-// release and handover (queries' turnRelease and turnHandover).
-func newTurns(db *sql.DB, prefix, release, handover string) *turns {
+// prefix (the database and the table), with q's statements turnTake,
+// turnRelease and turnHandover.
+func newTurns(db *sql.DB, prefix string, q queries) *turns {
 	ctx, cancel := context.WithCancel(context.Background())
 	open, _ := poolTurns.LoadOrStore(db, new(atomic.Int64))
-	t := &turns{db: db, open: open.(*atomic.Int64), release: release, handover: handover, prefix: prefix, ctx: ctx, cancel: cancel,
+	t := &turns{db: db, open: open.(*atomic.Int64), take: q.turnTake, release: q.turnRelease, handover: q.turnHandover, prefix: prefix, ctx: ctx, cancel: cancel,
 		gates: make(map[string]*gate), owners: make(map[string]*turnWatch), yielded: make(map[string]time.Time)}
 	t.idle.Store(true)
 	return t
@@ -149,10 +189,15 @@ func (t *turns) watch(key, owner string) (waitq.Wake, func()) {
 	w := &turnWatch{key: key, wake: waitq.NewWake()}
 	t.mu.Lock()
 	defer t.unlock()
+	t.seq++
+	w.seq = t.seq
+	if t.last.owner == owner {
+		w.ttl, t.last = t.last.ttl, attempt{}
+	}
 	t.owners[owner] = w
 	g := t.gates[key]
 	if g == nil {
-		g = &gate{name: t.turnName(key)}
+		g = &gate{key: key, name: t.turnName(key)}
 		t.gates[key] = g
 	}
 	g.watches++
@@ -174,6 +219,11 @@ func (t *turns) unwatch(key, owner string, w *turnWatch) {
 	}
 	if g := t.gates[key]; g != nil {
 		g.watches--
+		if g.taken != nil && g.taken.owner == owner {
+			// It gave up as the turn took the lock for it.
+			g.holder = ""
+			t.letGoLocked(g)
+		}
 		t.tidyLocked(key, g)
 	}
 }
@@ -203,10 +253,9 @@ func (t *turns) askLocked(key string, g *gate) {
 		t.open.Add(-1)
 		return
 	}
-	ctx, stop := context.WithCancel(t.ctx)
-	tn := &turn{stop: stop}
+	tn := &turn{}
 	g.turn, g.tried = tn, time.Now()
-	t.running.Go(func() { t.ask(ctx, key, g, tn) })
+	t.running.Go(func() { t.ask(g, tn) })
 }
 
 // limit is how many turns the Lockers on t's pool may ask for or hold at once.
@@ -217,44 +266,149 @@ func (t *turns) limit() int64 {
 	return maxTurns
 }
 
-// ask waits on a connection of its own for the turn until the server
-// grants it or ctx ends, then wakes key's waiting calls.
-func (t *turns) ask(ctx context.Context, key string, g *gate, tn *turn) {
-	conn, err := t.db.Conn(ctx)
-	if err == nil {
-		for {
-			var got sql.NullInt64
-			err = conn.QueryRowContext(ctx, "SELECT GET_LOCK('"+g.name+"',"+strconv.Itoa(turnAsk)+")").Scan(&got)
-			if err != nil || got.Int64 == 1 {
-				break
-			}
+// ask asks for g's turn on a connection of its own, a second at a time,
+// until the server grants it or the request is given up, taking the lock
+// for the Locker's longest waiting call as the turn is granted.
+func (t *turns) ask(g *gate, tn *turn) {
+	conn, err := t.db.Conn(t.ctx)
+	for err == nil {
+		owner, ttl, asking := t.taker(g, tn)
+		if !asking {
+			t.giveBack(conn, g.name, false)
+			return
 		}
-		if err != nil {
-			// Cut short: the session may still be in line. Discard it.
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-			_ = conn.Close()
-			conn = nil
+		var granted bool
+		var token int64
+		sent := time.Now()
+		granted, token, err = t.ask1(conn, g, owner, ttl)
+		if err == nil && granted {
+			t.granted(g, tn, conn, taken{owner: owner, token: token, sent: sent, ttl: ttl})
+			return
 		}
+	}
+	if conn != nil {
+		// The session failed, perhaps with the turn, or a lock taken: the
+		// server frees both as the session ends.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		_ = conn.Close()
 	}
 	t.mu.Lock()
 	defer t.unlock()
-	switch {
-	case g.turn != tn: // given up meanwhile
-		if conn != nil {
-			t.running.Go(func() { t.giveBack(conn, g.name, true) })
-		}
-		return
-	case conn == nil: // failed: the calls attempt as they would without turns
+	if g.turn == tn { // the calls attempt as they would without turns
 		g.turn = nil
 		t.open.Add(-1)
-	default:
-		tn.conn = conn
-		delete(t.yielded, key)
+		t.wakeLocked(g.key)
 	}
-	t.wakeLocked(key)
 }
 
-// letGoLocked gives g's turn back, or stops asking for it.
+// ask1 waits on conn for g's turn, at most turnTake seconds, and, if owner
+// is not "", takes the lock for owner once the turn is granted: whether the
+// turn was granted, and the token of the lock taken (0 if the lock was
+// held). The statement is not cut short (see the turns' doc).
+func (t *turns) ask1(conn *sql.Conn, g *gate, owner string, ttl time.Duration) (granted bool, token int64, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), turnTake*time.Second+turnStatement)
+	defer cancel()
+	if owner == "" {
+		var got sql.NullInt64
+		err = conn.QueryRowContext(ctx, "SELECT GET_LOCK('"+g.name+"',"+strconv.Itoa(turnTake)+")").Scan(&got)
+		return got.Int64 == 1, 0, err
+	}
+	res, err := conn.ExecContext(ctx, inline(t.take, hexLiteral(g.key), hexLiteral(owner), strconv.FormatInt(ttl.Milliseconds(), 10), stringLiteral(g.name)))
+	id, err := sqlconn.LastID(res, err)
+	switch {
+	case err != nil:
+		return false, 0, err
+	case id == 0: // not granted: the statement changed nothing
+		return false, 0, nil
+	case id < refusedFlag:
+		return true, id, nil
+	}
+	return true, 0, nil // granted, the lock held
+}
+
+// taker returns the waiting call of g's key the turn takes the lock for: the
+// longest waiting whose lease is known ("" if none), unless tn is no longer
+// g's request.
+func (t *turns) taker(g *gate, tn *turn) (owner string, ttl time.Duration, asking bool) {
+	t.mu.Lock()
+	defer t.unlock()
+	if g.turn != tn || t.ctx.Err() != nil {
+		return "", 0, false
+	}
+	var first *turnWatch
+	for o, w := range t.owners {
+		if w.key == g.key && w.ttl > 0 && (first == nil || w.seq < first.seq) {
+			first, owner = w, o
+		}
+	}
+	if first == nil {
+		return "", 0, true
+	}
+	return owner, first.ttl, true
+}
+
+// granted records that conn holds g's turn, and the lock it took, if
+// tk.token is not 0, for a call that collects it; a lock taken for a call
+// that gave up, or a turn given up meanwhile, is given back.
+func (t *turns) granted(g *gate, tn *turn, conn *sql.Conn, tk taken) {
+	t.mu.Lock()
+	defer t.unlock()
+	if tk.token == 0 {
+		tk.owner = ""
+	}
+	if g.turn != tn {
+		t.running.Go(func() { t.drop(conn, g, tk.owner) })
+		return
+	}
+	tn.conn = conn
+	delete(t.yielded, g.key)
+	if tk.owner == "" {
+		t.wakeLocked(g.key)
+		return
+	}
+	g.holder, g.taken = tk.owner, &tk
+	if w := t.owners[tk.owner]; w != nil && w.key == g.key {
+		w.wake.Signal()
+		return
+	}
+	// Its call gave up meanwhile.
+	g.holder = ""
+	t.letGoLocked(g)
+	t.tidyLocked(g.key, g)
+}
+
+// collect returns the lock g's turn took for a waiting call of the Locker,
+// once: to owner, the call that attempts, whether it was taken for owner or
+// for another call of the Locker (which then relabels it). ok is false if
+// there is none.
+func (t *turns) collect(key, owner string) (tk taken, ok bool) {
+	if t == nil || t.idle.Load() {
+		return taken{}, false
+	}
+	t.mu.Lock()
+	defer t.unlock()
+	g := t.gates[key]
+	if g == nil || g.taken == nil {
+		return taken{}, false
+	}
+	tk, g.taken, g.holder = *g.taken, nil, owner
+	return tk, true
+}
+
+// uncollect forgets that owner holds the lock g's turn took for it, which
+// owner found expired or no longer its own: the turn stays, and the
+// Locker's waiting calls attempt.
+func (t *turns) uncollect(key, owner string) {
+	t.mu.Lock()
+	defer t.unlock()
+	if g := t.gates[key]; g != nil && g.holder == owner {
+		g.holder = ""
+		t.wakeLocked(key)
+	}
+}
+
+// letGoLocked gives g's turn back, and the lock it took that no call
+// collected, or stops asking for the turn (after the statement that asks).
 func (t *turns) letGoLocked(g *gate) {
 	tn := g.turn
 	if tn == nil {
@@ -262,17 +416,42 @@ func (t *turns) letGoLocked(g *gate) {
 	}
 	g.turn = nil
 	t.open.Add(-1)
-	tn.stop()
-	if tn.conn != nil {
-		t.running.Go(func() { t.giveBack(tn.conn, g.name, true) })
+	if tn.conn == nil {
+		return
 	}
+	owner := ""
+	if g.taken != nil {
+		owner, g.taken = g.taken.owner, nil
+	}
+	t.running.Go(func() { t.drop(tn.conn, g, owner) })
+}
+
+// drop gives back the turn conn holds, releasing owner's lock on g's key if
+// owner is not "", and returns conn to the pool.
+func (t *turns) drop(conn *sql.Conn, g *gate, owner string) {
+	if owner != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), turnStatement)
+		n, err := sqlconn.Affected(conn.ExecContext(ctx, t.releaseStatement(g.name, g.key, owner)))
+		cancel()
+		if err == nil && n > 0 {
+			t.giveBack(conn, g.name, false)
+			return
+		}
+	}
+	t.giveBack(conn, g.name, true)
+}
+
+// releaseStatement is the release of owner's lock on key on the session
+// holding the key's turn, name, giving the turn back.
+func (t *turns) releaseStatement(name, key, owner string) string {
+	return inline(t.release, stringLiteral(name), stringLiteral(name), hexLiteral(key), hexLiteral(owner))
 }
 
 // giveBack gives back the turn conn holds, if unlock, and returns conn to
 // the pool.
 func (t *turns) giveBack(conn *sql.Conn, name string, unlock bool) {
 	if unlock {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), turnStatement)
 		defer cancel()
 		if _, err := conn.ExecContext(ctx, "DO RELEASE_LOCK('"+name+"')"); err != nil {
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
@@ -290,10 +469,11 @@ func (t *turns) wakeLocked(key string) {
 	}
 }
 
-// outOfTurn reports whether owner, a waiting call, must not attempt key now
-// because its Locker waits for the turn: the turn's grant wakes it, and the
-// Manager's poll (at least once a second) asks again.
-func (t *turns) outOfTurn(key, owner string) bool {
+// outOfTurn reports whether owner, a waiting call for a lease of ttl, must
+// not attempt key now because its Locker waits for the turn: the turn's
+// grant wakes it, and the Manager's poll (at least once a second) asks
+// again.
+func (t *turns) outOfTurn(key, owner string, ttl time.Duration) bool {
 	if t == nil || t.idle.Load() {
 		return false
 	}
@@ -306,7 +486,7 @@ func (t *turns) outOfTurn(key, owner string) bool {
 		// after turnValve.
 		if at, ok := t.yielded[key]; ok {
 			if time.Since(at) < turnValve {
-				t.refused = owner
+				t.refused, t.last = owner, attempt{owner: owner, ttl: ttl}
 				return true
 			}
 			delete(t.yielded, key)
@@ -323,11 +503,12 @@ func (t *turns) outOfTurn(key, owner string) bool {
 	return true
 }
 
-// attempted records an attempt of owner on key: taken, or refused with the
-// holder's time left, by another Locker's holder or not. A waiting call
-// refused while its Locker holds the turn attempts again after a short
-// backoff (2 to 10 ms), or right after the holder's lease ends.
-func (t *turns) attempted(key, owner string, taken, other bool, left time.Duration) {
+// attempted records an attempt of owner on key for a lease of ttl: taken,
+// or refused with the holder's time left, by another Locker's holder or
+// not. A waiting call refused while its Locker holds the turn attempts
+// again after a short backoff (2 to 10 ms), or right after the holder's
+// lease ends.
+func (t *turns) attempted(key, owner string, ttl time.Duration, taken, other bool, left time.Duration) {
 	if t == nil || (t.idle.Load() && (taken || !other)) {
 		return
 	}
@@ -339,6 +520,11 @@ func (t *turns) attempted(key, owner string, taken, other bool, left time.Durati
 			g.holder = owner
 		}
 		return
+	}
+	if w == nil {
+		t.last = attempt{owner: owner, ttl: ttl} // for its watch
+	} else {
+		w.ttl = ttl
 	}
 	if other {
 		if w == nil {
@@ -395,7 +581,6 @@ func (t *turns) holding(key, owner string) (conn *sql.Conn, name string, done fu
 		}
 		g.holder, g.turn = "", nil
 		t.open.Add(-1)
-		tn.stop()
 		t.running.Go(func() { t.giveBack(tn.conn, g.name, !givenBack) })
 		t.tidyLocked(key, g)
 	}
@@ -456,7 +641,7 @@ func (t *turns) close() {
 // releaseTurn releases owner's lock on key, taken under key's turn, on conn,
 // the session holding the turn, giving the turn back in the same statement.
 func (b *backend) releaseTurn(ctx context.Context, conn *sql.Conn, name, key, owner string, done func(string, bool, bool)) error {
-	n, line, err := sqlconn.AffectedAndID(conn.ExecContext(ctx, inline(b.turns.release, stringLiteral(name), stringLiteral(name), hexLiteral(key), hexLiteral(owner))))
+	n, line, err := sqlconn.AffectedAndID(conn.ExecContext(ctx, b.turns.releaseStatement(name, key, owner)))
 	done("", err == nil && n > 0, line == inLine)
 	switch {
 	case err != nil:

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchkey-go/latchkey/internal/sqlcount"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 	"github.com/latchkey-go/latchkey/lock/sqllock"
@@ -51,8 +52,8 @@ func (f turnFixture) inLine(t *testing.T, key string) (waiting int, held bool) {
 	if err := f.admin.QueryRow("SELECT IS_USED_LOCK(?)", name).Scan(&holder); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.admin.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ?",
-		"SELECT GET_LOCK('"+name+"'%").Scan(&waiting); err != nil {
+	if err := f.admin.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND ID <> CONNECTION_ID()",
+		"%GET_LOCK('"+name+"'%").Scan(&waiting); err != nil {
 		t.Fatal(err)
 	}
 	return waiting, holder.Valid
@@ -402,4 +403,147 @@ func TestMySQLCloseGivesTheTurnsBack(t *testing.T) {
 		t.Fatalf("release after Close: %v", err)
 	}
 	f.mustBeFree(t, key)
+}
+
+// behindTurnHolder starts l's Acquire of key while another service holds
+// key under its turn, waits until l's Locker stands in line for the turn,
+// and returns the holder's lease, for the caller to release, and where l's
+// Acquire returns its lease.
+func (f turnFixture) behindTurnHolder(t *testing.T, ctx context.Context, l lock.Locker, key string, opts ...lock.Option) (*lock.Lease, <-chan *lock.Lease, <-chan error) {
+	t.Helper()
+	holder := f.takeInTurn(t, f.locker(t), key, lock.WithTTL(5*time.Second))
+	got := make(chan *lock.Lease, 1)
+	errs := make(chan error, 1)
+	go func() {
+		lease, err := l.Acquire(ctx, key, append(opts, lock.WithWait(20*time.Second))...)
+		if err != nil {
+			errs <- err
+			return
+		}
+		got <- lease
+	}()
+	f.waitInLine(t, key, 1)
+	return holder, got, errs
+}
+
+// TestMySQLHandOverBetweenProcessesIsOneStatement: a payment worker of one
+// process waits for an account's lock that a worker of another process
+// holds. When the holder releases, the statement that waited in line for
+// the turn takes the lock as the turn comes: the waiter's Acquire returns
+// with no attempt after the release, one statement where a wake-up and an
+// attempt took two.
+func TestMySQLHandOverBetweenProcessesIsOneStatement(t *testing.T) {
+	f := newTurnFixture(t)
+	ctx := t.Context()
+	const key = "account-77"
+	c := new(sqlcount.Counter)
+	db, err := sqlcount.Open("mysql", f.dsn, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	l, err := sqllock.New(ctx, db, sqllock.MySQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	holder, got, errs := f.behindTurnHolder(t, ctx, l, key, lock.WithTTL(5*time.Second))
+	before := c.Load()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var lease *lock.Lease
+	select {
+	case lease = <-got:
+	case err := <-errs:
+		t.Fatal(err)
+	}
+	after := c.Load()
+	if lease.Token() <= holder.Token() {
+		t.Errorf("the token went from %d to %d", holder.Token(), lease.Token())
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := after - before; n != 1 {
+		t.Fatalf("from the holder's release until the waiter held the lock, the waiter's Locker ran %d statements, not 1 (the one that waited in line)", n)
+	}
+	f.mustBeFree(t, key)
+}
+
+// TestMySQLLeaseTakenInTurnIsKeptToItsDeadline: the lock a turn takes for a
+// waiting call is counted by the server from when the statement that waited
+// for the turn began. The lease the call gets must not outlive the row: the
+// row's expiry is no earlier than the lease's deadline, for a renewed lease
+// (what is left of the lease) and for a fixed one (renewed to the full TTL
+// before the call returns).
+func TestMySQLLeaseTakenInTurnIsKeptToItsDeadline(t *testing.T) {
+	f := newTurnFixture(t)
+	for _, fixed := range []bool{false, true} {
+		t.Run(fmt.Sprint("fixed=", fixed), func(t *testing.T) {
+			ctx := t.Context()
+			key := fmt.Sprint("refund-", fixed)
+			opts := []lock.Option{lock.WithTTL(5 * time.Second)}
+			if fixed {
+				opts = append(opts, lock.WithFixedTTL())
+			}
+			holder, got, errs := f.behindTurnHolder(t, ctx, f.locker(t), key, opts...)
+			// The waiter's statement has waited for the turn a while,
+			// longer than the lease's margin for clock rates.
+			time.Sleep(300 * time.Millisecond)
+			if err := holder.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var lease *lock.Lease
+			select {
+			case lease = <-got:
+			case err := <-errs:
+				t.Fatal(err)
+			}
+			defer func() { _ = lease.Release(ctx) }()
+			var expires int64
+			if err := f.admin.QueryRow("SELECT expires_at FROM "+sqllock.DefaultTable+" WHERE `key` = ?", key).Scan(&expires); err != nil {
+				t.Fatal(err)
+			}
+			if deadline := lease.Deadline().UnixMilli(); expires < deadline {
+				t.Fatalf("the row expires %d ms before the lease's deadline", deadline-expires)
+			}
+		})
+	}
+}
+
+// TestMySQLWaiterGivingUpAsItsTurnComes: a waiter gives up (its request
+// was cancelled) just as the holder releases and its Locker's turn takes
+// the lock for it. The lock taken for nobody is released at once, not kept
+// to the end of its 30-second lease: the next service gets it within
+// seconds, round after round.
+func TestMySQLWaiterGivingUpAsItsTurnComes(t *testing.T) {
+	f := newTurnFixture(t)
+	const key = "subscription-9"
+	for round := range 8 {
+		wctx, cancel := context.WithCancel(t.Context())
+		holder, got, gaveUp := f.behindTurnHolder(t, wctx, f.locker(t), key, lock.WithTTL(30*time.Second))
+		released := make(chan error, 1)
+		go func() { released <- holder.Release(t.Context()) }()
+		// Cancel the waiter somewhere around the release's round trip.
+		time.Sleep(time.Duration(round) * 200 * time.Microsecond)
+		cancel()
+		if err := <-released; err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case lease := <-got: // it took the lock before it gave up
+			if err := lease.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		case <-gaveUp:
+		}
+		next, err := f.locker(t).Acquire(t.Context(), key, lock.WithWait(10*time.Second))
+		if err != nil {
+			t.Fatalf("round %d: the lock taken for a waiter that gave up was kept: %v", round, err)
+		}
+		if err := next.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -1,0 +1,64 @@
+package sqllock
+
+import (
+	"testing"
+	"time"
+
+	"github.com/latchkey-go/latchkey/internal/testsvc"
+)
+
+// TestTakeInTurnCollectedByAnotherCall: a key's turn took the lock for one
+// waiting call of a Locker, and another of its calls attempts first (the
+// Locker's own queue put that one ahead). The attempting call gets the lock
+// under its own name, with the token the turn took, and releases it; the
+// call the turn took it for holds nothing. (Which call the turn picks is
+// decided in the instant two calls begin to wait, so the case is set up
+// here by hand.)
+func TestTakeInTurnCollectedByAnotherCall(t *testing.T) {
+	ctx := t.Context()
+	db := testsvc.OpenDB(t, "mysql", testsvc.MySQL(t))
+	l, err := New(ctx, db, MySQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	b := l.backend
+	const key, ttl = "ledger-12", 5 * time.Second
+	picked, first := "0123456789abcdef-picked", "0123456789abcdef-first"
+	sent := time.Now()
+	token, _, err := b.TryAcquire(ctx, key, picked, ttl) // what the turn's statement did
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn := &turn{conn: conn}
+	b.turns.mu.Lock()
+	g := &gate{key: key, name: b.turns.turnName(key), holder: picked, turn: tn,
+		taken: &taken{owner: picked, token: int64(token), sent: sent, ttl: ttl}}
+	b.turns.gates[key] = g
+	b.turns.open.Add(1)
+	b.turns.unlock()
+
+	got, valid, _, err := b.tryAcquireMySQL(ctx, key, first, ttl, true)
+	if err != nil {
+		t.Fatalf("the call that attempted did not get the lock its turn took: %v", err)
+	}
+	if got != token || valid <= 0 || valid > ttl {
+		t.Fatalf("collected token %d valid for %v; want token %d, valid within the lease", got, valid, token)
+	}
+	if err := b.Renew(ctx, key, picked, ttl); err == nil {
+		t.Fatal("the call the turn took the lock for still holds it")
+	}
+	if err := b.Renew(ctx, key, first, ttl); err != nil {
+		t.Fatalf("the lock is not held under the collecting call's name: %v", err)
+	}
+	if err := b.Release(ctx, key, first); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.TryAcquire(ctx, key, "fedcba9876543210-next", ttl); err != nil {
+		t.Fatalf("the lock is not free after its release: %v", err)
+	}
+}
