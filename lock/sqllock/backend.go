@@ -162,8 +162,16 @@ func (b *backend) collect(ctx context.Context, key, owner string, ttl time.Durat
 		valid, err = ttl, b.Renew(ctx, key, owner, ttl)
 	}
 	if err != nil || valid <= 0 {
-		// Lost, or not ours: the turn stays, the Locker's calls attempt.
+		// Lost, not ours, or not confirmed: the turn stays, the Locker's
+		// calls attempt. A lock the server may still keep for the call
+		// (a statement that failed) is given back, not left to expire.
 		b.turns.uncollect(key, owner)
+		if err != nil && !errors.Is(err, errNotHeld) {
+			_ = b.Release(ctx, key, owner)
+			if tk.owner != owner {
+				_ = b.Release(ctx, key, tk.owner)
+			}
+		}
 		return 0, 0, false
 	}
 	return uint64(tk.token), valid, true

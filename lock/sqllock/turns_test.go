@@ -3,6 +3,7 @@ package sqllock_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -536,7 +537,10 @@ func TestMySQLWaiterGivingUpAsItsTurnComes(t *testing.T) {
 			if err := lease.Release(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-		case <-gaveUp:
+		case err := <-gaveUp:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("round %d: the waiter gave up with %v, not its context's end", round, err)
+			}
 		}
 		next, err := f.locker(t).Acquire(t.Context(), key, lock.WithWait(10*time.Second))
 		if err != nil {
