@@ -1,17 +1,20 @@
 package sqllock
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/latchkey-go/latchkey/internal/testsvc"
+	"github.com/latchkey-go/latchkey/lock"
 )
 
 // TestTakeInTurnCollectedByAnotherCall: a key's turn took the lock for one
 // waiting call of a Locker, and another of its calls attempts first (the
 // Locker's own queue put that one ahead). The attempting call gets the lock
 // under its own name, with the token the turn took, and releases it; the
-// call the turn took it for holds nothing. (Which call the turn picks is
+// call the turn took it for holds nothing, and a try of the Locker takes
+// nothing either. (Which call the turn picks is
 // decided in the instant two calls begin to wait, so the case is set up
 // here by hand.)
 func TestTakeInTurnCollectedByAnotherCall(t *testing.T) {
@@ -41,7 +44,15 @@ func TestTakeInTurnCollectedByAnotherCall(t *testing.T) {
 	b.turns.gates[key] = g
 	b.turns.open.Add(1)
 	b.turns.unlock()
+	for _, o := range []string{picked, first} {
+		_, stop := b.turns.watch(key, o)
+		defer stop()
+	}
 
+	// A try of the Locker (a call that does not wait) does not take it.
+	if _, _, _, err := b.tryAcquireMySQL(ctx, key, "0123456789abcdef-try", ttl, true); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("a try took the lock the turn took for a waiting call: %v", err)
+	}
 	got, valid, _, err := b.tryAcquireMySQL(ctx, key, first, ttl, true)
 	if err != nil {
 		t.Fatalf("the call that attempted did not get the lock its turn took: %v", err)

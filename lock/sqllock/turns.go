@@ -377,10 +377,11 @@ func (t *turns) granted(g *gate, tn *turn, conn *sql.Conn, tk taken) {
 	t.tidyLocked(g.key, g)
 }
 
-// collect returns the lock g's turn took for a waiting call of the Locker,
-// once: to owner, the call that attempts, whether it was taken for owner or
-// for another call of the Locker (which then relabels it). ok is false if
-// there is none.
+// collect returns the lock key's turn took for a waiting call of the
+// Locker, once: to owner, a waiting call that attempts, whether it was taken
+// for owner or for another waiting call of the Locker (owner then relabels
+// it). ok is false if there is none, or owner does not wait (a try of the
+// Locker does not take a waiting call's lock).
 func (t *turns) collect(key, owner string) (tk taken, ok bool) {
 	if t == nil || t.idle.Load() {
 		return taken{}, false
@@ -388,7 +389,7 @@ func (t *turns) collect(key, owner string) (tk taken, ok bool) {
 	t.mu.Lock()
 	defer t.unlock()
 	g := t.gates[key]
-	if g == nil || g.taken == nil {
+	if w := t.owners[owner]; g == nil || g.taken == nil || w == nil || w.key != key {
 		return taken{}, false
 	}
 	tk, g.taken, g.holder = *g.taken, nil, owner
