@@ -551,3 +551,41 @@ func TestMySQLWaiterGivingUpAsItsTurnComes(t *testing.T) {
 		}
 	}
 }
+
+// TestMySQLSchemaChangeIsNotStuckBehindTheLine: the statement that waits in
+// line for a key's turn holds the lock table's metadata lock while it
+// waits, which a schema change of the table (a migration adding a column)
+// must wait out. While a holder keeps the lock for as long as it likes, a
+// schema change still goes through, since each statement in line waits a
+// second at most: it would otherwise wait for the line, and every
+// statement on the table would queue behind it.
+func TestMySQLSchemaChangeIsNotStuckBehindTheLine(t *testing.T) {
+	f := newTurnFixture(t)
+	ctx := t.Context()
+	const key = "inventory-31"
+	holder, got, errs := f.behindTurnHolder(t, ctx, f.locker(t), key, lock.WithTTL(30*time.Second))
+	conn, err := f.admin.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	// The server gives up on the change after 20 s of waiting for the
+	// table, far longer than a second in line.
+	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = 20"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "ALTER TABLE "+sqllock.DefaultTable+" COMMENT = 'migrated'"); err != nil {
+		t.Fatalf("a schema change waited out the line for the lock: %v", err)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatalf("the holder's lease did not outlast the schema change (its renewals queued behind it): %v", err)
+	}
+	select {
+	case lease := <-got:
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	case err := <-errs:
+		t.Fatal(err)
+	}
+}
