@@ -84,7 +84,12 @@ func (b *backend) tryAcquirePostgres(ctx context.Context, key, owner string, ttl
 		left   int64
 		queued bool
 	)
-	query, waits := b.q.acquire, b.waiting.waits(owner)
+	waits, promised := b.waiting.waits(key, owner)
+	if promised > 0 {
+		// This Locker released key with a promise to another: refused.
+		return 0, promised, lock.ErrNotAcquired
+	}
+	query := b.q.acquire
 	if waits {
 		query = b.q.acquireWaiting
 	}
@@ -217,17 +222,34 @@ func (b *backend) Release(ctx context.Context, key, owner string) error {
 	if b.dialect == MySQL {
 		return b.releaseMySQL(ctx, key, owner)
 	}
-	args := []any{key, owner}
 	if b.dialect == Postgres {
-		args = append(args, keyHash(key))
+		return b.releasePostgres(ctx, key, owner)
 	}
 	var released any
-	ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.release, args...), &released)
+	ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.release, key, owner), &released)
 	if err != nil {
 		return fmt.Errorf("sqllock: %w", err)
 	}
 	if !ok {
 		return errNotHeld
+	}
+	return nil
+}
+
+// releasePostgres is Release on PostgreSQL: a release that promised the
+// lock to another Locker (queue.go) spares this Locker's next attempts on
+// key, refused until the promise ends.
+func (b *backend) releasePostgres(ctx context.Context, key, owner string) error {
+	sent := time.Now()
+	var promised sql.NullString
+	ok, err := sqlconn.ScanOne(b.db.QueryRow(ctx, b.q.release, key, owner, keyHash(key)), &promised)
+	switch {
+	case err != nil:
+		return fmt.Errorf("sqllock: %w", err)
+	case !ok:
+		return errNotHeld
+	case promised.Valid && promised.String != lockerID(owner):
+		b.waiting.promisedElsewhere(key, sent)
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ const (
 
 // promise is the SET clause of a PostgreSQL release (v.ms the clock in
 // ms): a row marked as waited for is promised to the first live Locker in
-// the key's queue, if any, for promisedFor ms; any other release clears the
+// the key's queue, if any, for promisedFor; any other release clears the
 // promise.
 const promise = `next_locker = CASE WHEN l.waited > v.ms THEN (SELECT q.locker FROM {table}_queue AS q
 		WHERE q.key = $1 AND q.expires_at > v.ms ORDER BY q.queued_us, q.locker LIMIT 1) END,
@@ -121,7 +121,7 @@ func newQueries(d Dialect, table string) (queries, error) {
 	}
 	fill := func(q string) string {
 		return d.Fill(q, "{table}", table, "{channel}", table+channelSuffix, "{mark}", waitedMark, "{renew}", waitedRenew,
-			"{queued}", queuedFor, "{requeue}", queueRenew, "{promised}", promisedFor, "{noflush}", noFlush)
+			"{queued}", queuedFor, "{requeue}", queueRenew, "{promised}", strconv.FormatInt(promisedFor.Milliseconds(), 10), "{noflush}", noFlush)
 	}
 	if d == MySQL {
 		return mysqlQueries(fill), nil
@@ -231,7 +231,7 @@ WHERE l.key = $1 AND NOT EXISTS (SELECT 1 FROM u) AND NOT EXISTS (SELECT 1 FROM 
 	UPDATE {table} AS l SET owner = NULL, expires_at = 0, ` + strings.ReplaceAll(promise, "v.ms", "{now_ms}") + `
 	WHERE l.key = $1 AND l.owner = $2 AND l.expires_at > {now_ms}
 	RETURNING l.waited > {now_ms} AS w, l.next_locker AS nl, {noflush}
-) SELECT 1 FROM r LEFT JOIN LATERAL (SELECT pg_notify('{channel}', $3 || COALESCE(' ' || r.nl, '')) WHERE r.w) AS n ON true`)
+) SELECT r.nl FROM r LEFT JOIN LATERAL (SELECT pg_notify('{channel}', $3 || COALESCE(' ' || r.nl, '')) WHERE r.w) AS n ON true`)
 		// One clock reading (the CTE, evaluated once) for every condition.
 		q.handover = fill("WITH v AS (SELECT {now_us} AS us, {now_us} / 1000 AS ms), h AS (\n" +
 			strings.NewReplacer("{table} SET", "{table} AS l SET", "\nWHERE key", ",\n\t"+promise+"\nFROM v WHERE key",

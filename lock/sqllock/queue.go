@@ -12,7 +12,7 @@ import (
 // key's queue, a row of <table>_queue that lives queuedFor ms and is
 // renewed by the waiter's later attempts; its attempt that takes the lock
 // removes it. A release of a row that another Locker's waiter marked
-// (waitedMark) promises the lock for promisedFor ms to the Locker that has
+// (waitedMark) promises the lock for promisedFor to the Locker that has
 // queued longest, and its NOTIFY names that Locker: only its waiters
 // attempt, and every other Locker's attempt finds the lock taken until the
 // promise ends. Without a live queued Locker the release notifies every
@@ -23,7 +23,7 @@ import (
 const (
 	queuedFor   = "4000" // ms a queue row lives
 	queueRenew  = "1500" // renewed by an attempt once less than queuedFor minus this is left
-	promisedFor = "1000" // ms a released lock waits for the Locker promised it
+	promisedFor = time.Second // how long a released lock waits for the Locker promised it
 )
 
 // queueTable is the PostgreSQL queue of Lockers waiting for each key.
@@ -42,12 +42,16 @@ const lockerIDLen = 16
 // lockerID returns the id of the Locker owner belongs to.
 func lockerID(owner string) string { return owner[:min(len(owner), lockerIDLen)] }
 
-// waiting records which of a Locker's owners are waiting Acquire calls, and
-// for which keys the Locker may stand in the server's queue.
+// waiting records which of a Locker's owners are waiting Acquire calls, for
+// which keys the Locker may stand in the server's queue, and which keys it
+// released while promising them to another Locker.
 type waiting struct {
 	mu     sync.Mutex
 	owners map[string]string     // a waiting owner -> its key; guarded by mu
 	keys   map[string]*keyQueued // guarded by mu
+	// promised holds, for keys this Locker released with a promise to
+	// another Locker, when that promise ends; guarded by mu.
+	promised map[string]time.Time
 }
 
 // keyQueued is a Locker's standing in one key's queue.
@@ -70,15 +74,51 @@ func (w *waiting) join(key, owner string) {
 	w.keys[key].watches++
 }
 
-// waits reports whether owner is a waiting Acquire's; w may be nil.
-func (w *waiting) waits(owner string) bool {
+// waits reports whether owner is a waiting Acquire's; w may be nil. If not,
+// and owner's Locker released key with a promise to another Locker that
+// has not ended, promised is what is left of it: every attempt of this
+// Locker until then is refused (see the queue's doc), so it need not be
+// sent. A waiting call still attempts: its attempt queues the Locker.
+func (w *waiting) waits(key, owner string) (waits bool, promised time.Duration) {
 	if w == nil {
-		return false
+		return false, 0
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	_, ok := w.owners[owner]
-	return ok
+	if _, ok := w.owners[owner]; ok {
+		return true, 0
+	}
+	if end, ok := w.promised[key]; ok {
+		if left := time.Until(end); left > 0 {
+			return false, left
+		}
+		delete(w.promised, key)
+	}
+	return false, 0
+}
+
+// promisedElsewhere records that this Locker released key with a promise
+// to another Locker, sent at sent (the promise ends promisedFor after the
+// release ran, so no earlier than this).
+func (w *waiting) promisedElsewhere(key string, sent time.Time) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	end := sent.Add(promisedFor)
+	if w.promised == nil {
+		w.promised = make(map[string]time.Time)
+	}
+	if len(w.promised) >= 1024 {
+		now := time.Now()
+		for k, e := range w.promised {
+			if !e.After(now) {
+				delete(w.promised, k)
+			}
+		}
+	}
+	w.promised[key] = end
 }
 
 // attempted records what a waiting owner's attempt on key did to the queue:

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/latchkey-go/latchkey/internal/sqlconn"
 	"github.com/latchkey-go/latchkey/internal/testsvc"
 	"github.com/latchkey-go/latchkey/lock"
 )
@@ -362,4 +364,65 @@ func TestListenerLetsItsConnectionGo(t *testing.T) {
 		}
 		waitListening(0)
 	}
+}
+
+// countedDB counts the statements a backend sends.
+type countedDB struct {
+	sqlconn.DB
+	n atomic.Int64
+}
+
+func (c *countedDB) Exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	c.n.Add(1)
+	return c.DB.Exec(ctx, q, args...)
+}
+
+func (c *countedDB) QueryRow(ctx context.Context, q string, args ...any) sqlconn.Row {
+	c.n.Add(1)
+	return c.DB.QueryRow(ctx, q, args...)
+}
+
+// TestReleasePromisedElsewhereSparesTheNextAttempt: a service releases a
+// lock another process waits for, and the release promises the lock to that
+// process for a second. Any attempt of the releasing service within the
+// promise is refused, so its next Acquire of the key sends none: a try
+// fails at once, reporting the promise's time left, and a waiting Acquire
+// goes straight to the attempt that joins the queue. The process promised
+// the lock gets it, and the releasing service's waiting Acquire gets it
+// after that.
+func TestReleasePromisedElsewhereSparesTheNextAttempt(t *testing.T) {
+	eachDriver(t, "latchkey_promise_spare_test", func(t *testing.T, f queueFixture) {
+		ctx, ttl := t.Context(), lock.WithTTL(5*time.Second)
+		releaser := f.locker()
+		counted := &countedDB{DB: releaser.backend.db}
+		releaser.backend.db = counted
+		lease, err := releaser.Acquire(ctx, f.key, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := f.waitBehind(f.locker(), ttl)
+		f.waitQueued(1)
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		before := counted.n.Load()
+		_, err = releaser.Acquire(ctx, f.key, ttl, lock.WithWait(0))
+		var held *lock.HeldError
+		if !errors.As(err, &held) || held.TimeLeft <= 0 || held.TimeLeft > promisedFor {
+			t.Fatalf("a try within the promise to another Locker: %v; want the lock held for the promise's time left", err)
+		}
+		if n := counted.n.Load() - before; n != 0 {
+			t.Fatalf("a try within the promise to another Locker sent %d statements, not 0", n)
+		}
+		if err := <-other; err != nil {
+			t.Fatalf("the Locker promised the lock did not get it: %v", err)
+		}
+		again, err := releaser.Acquire(ctx, f.key, ttl, lock.WithWait(10*time.Second))
+		if err != nil {
+			t.Fatalf("the releasing service did not get the lock back: %v", err)
+		}
+		if err := again.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
