@@ -23,7 +23,9 @@
 // LISTEN/NOTIFY on PostgreSQL through pgx ([NewPgx], or [New] with pgx's
 // database/sql driver), where Lockers of different processes also queue on
 // the server (the table <table>_queue) and take turns in the order they
-// began to wait. On MySQL and MariaDB, Lockers of different processes
+// began to wait; a Locker whose release promised the lock to the Locker
+// queued longest sends no attempt on the key until that promise ends (a
+// second: a try of its own fails meanwhile). On MySQL and MariaDB, Lockers of different processes
 // waiting for a key take turns through a named lock of the server
 // (GET_LOCK), also in the order they began to wait: the statement that
 // waits in line takes the lock as soon as the holder's release statement
