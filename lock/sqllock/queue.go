@@ -21,8 +21,8 @@ import (
 // row, which a release may promise the lock to: the lock then waits out
 // the promise, at most once a release and only until the row's time ends.
 const (
-	queuedFor   = "4000" // ms a queue row lives
-	queueRenew  = "1500" // renewed by an attempt once less than queuedFor minus this is left
+	queuedFor   = "4000"      // ms a queue row lives
+	queueRenew  = "1500"      // renewed by an attempt once less than queuedFor minus this is left
 	promisedFor = time.Second // how long a released lock waits for the Locker promised it
 )
 
