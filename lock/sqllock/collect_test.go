@@ -1,6 +1,7 @@
 package sqllock
 
 import (
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -71,5 +72,57 @@ func TestTakeInTurnCollectedByAnotherCall(t *testing.T) {
 	}
 	if _, _, err := b.TryAcquire(ctx, key, "fedcba9876543210-next", ttl); err != nil {
 		t.Fatalf("the lock is not free after its release: %v", err)
+	}
+}
+
+// TestTakeInTurnForACallThatGaveUp: a key's turn took the lock for a
+// waiting call, which gives up before it collects it (its request was
+// cancelled in that instant). The lock is released on the turn's session,
+// with the turn, rather than kept to the end of its lease.
+func TestTakeInTurnForACallThatGaveUp(t *testing.T) {
+	ctx := t.Context()
+	db := testsvc.OpenDB(t, "mysql", testsvc.MySQL(t))
+	l, err := New(ctx, db, MySQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	b := l.backend
+	const key, ttl = "ledger-13", 30 * time.Second
+	owner := "0123456789abcdef-gave-up"
+	name := b.turns.turnName(key)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the turn's statement did: it got the turn and took the lock.
+	var got int
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", name).Scan(&got); err != nil || got != 1 {
+		t.Fatalf("taking the turn: %d, %v", got, err)
+	}
+	sent := time.Now()
+	token, _, err := b.TryAcquire(ctx, key, owner, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stop := b.turns.watch(key, owner)
+	b.turns.mu.Lock()
+	g := b.turns.gates[key]
+	g.turn, g.holder = &turn{conn: conn}, owner
+	g.taken = &taken{owner: owner, token: int64(token), sent: sent, ttl: ttl}
+	b.turns.open.Add(1)
+	b.turns.unlock()
+
+	stop() // the call gives up
+	b.turns.running.Wait()
+	if _, _, err := b.TryAcquire(ctx, key, "fedcba9876543210-next", ttl); err != nil {
+		t.Fatalf("the lock taken for a call that gave up was kept: %v", err)
+	}
+	var holder sql.NullInt64
+	if err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", name).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	if holder.Valid {
+		t.Fatalf("the turn is still held, by session %d", holder.Int64)
 	}
 }
