@@ -115,8 +115,7 @@ func (b *backend) tryAcquirePostgres(ctx context.Context, key, owner string, ttl
 // the token, or, held, refusedFlag plus the holder's time left in ms. valid
 // is the lease's, from the call's start: ttl unless partial.
 func (b *backend) tryAcquireMySQL(ctx context.Context, key, owner string, ttl time.Duration, partial bool) (token uint64, valid, left time.Duration, err error) {
-	start := time.Now()
-	if token, valid, ok := b.collect(ctx, key, owner, ttl, partial, start); ok {
+	if token, valid, ok := b.collect(ctx, key, owner, ttl, partial); ok {
 		return token, valid, 0, nil
 	}
 	if b.turns.outOfTurn(key, owner, ttl) {
@@ -143,18 +142,18 @@ func (b *backend) tryAcquireMySQL(ctx context.Context, key, owner string, ttl ti
 }
 
 // collect returns the lock the key's turn took for a waiting call of the
-// Locker, if there is one, for owner: valid from start, when the call began.
-// The server counts that lease from when the taking statement began, after
-// it was sent: what is left of it is certain. A lease of the full ttl (not
+// Locker, if there is one, for owner: valid from now, which is after the
+// call began. The server counts that lease from when the taking statement
+// began, after it was sent: what is left of it is certain. A lease of the full ttl (not
 // partial), one with less than a third left, or one taken for another call
 // of the Locker, costs a renewal or a relabel first; a lock lost meanwhile
 // is not collected.
-func (b *backend) collect(ctx context.Context, key, owner string, ttl time.Duration, partial bool, start time.Time) (token uint64, valid time.Duration, ok bool) {
+func (b *backend) collect(ctx context.Context, key, owner string, ttl time.Duration, partial bool) (token uint64, valid time.Duration, ok bool) {
 	tk, ok := b.turns.collect(key, owner)
 	if !ok {
 		return 0, 0, false
 	}
-	valid = min(tk.sent.Add(tk.ttl).Sub(start), ttl)
+	valid = min(time.Until(tk.sent.Add(tk.ttl)), ttl)
 	err := error(nil)
 	if tk.owner != owner {
 		var n int64

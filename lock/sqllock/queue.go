@@ -51,7 +51,7 @@ type waiting struct {
 	keys   map[string]*keyQueued // guarded by mu
 	// promised holds, for keys this Locker released with a promise to
 	// another Locker, when that promise ends; guarded by mu.
-	promised map[string]time.Time
+	promised deadlines
 }
 
 // keyQueued is a Locker's standing in one key's queue.
@@ -88,13 +88,7 @@ func (w *waiting) waits(key, owner string) (waits bool, promised time.Duration) 
 	if _, ok := w.owners[owner]; ok {
 		return true, 0
 	}
-	if end, ok := w.promised[key]; ok {
-		if left := time.Until(end); left > 0 {
-			return false, left
-		}
-		delete(w.promised, key)
-	}
-	return false, 0
+	return false, w.promised.left(key)
 }
 
 // promisedElsewhere records that this Locker released key with a promise
@@ -106,19 +100,7 @@ func (w *waiting) promisedElsewhere(key string, sent time.Time) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	end := sent.Add(promisedFor)
-	if w.promised == nil {
-		w.promised = make(map[string]time.Time)
-	}
-	if len(w.promised) >= 1024 {
-		now := time.Now()
-		for k, e := range w.promised {
-			if !e.After(now) {
-				delete(w.promised, k)
-			}
-		}
-	}
-	w.promised[key] = end
+	w.promised.set(key, sent.Add(promisedFor))
 }
 
 // attempted records what a waiting owner's attempt on key did to the queue:

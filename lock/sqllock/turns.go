@@ -103,7 +103,7 @@ type turns struct {
 	refused string                // the owner whose last attempt found another Locker's holder; guarded by mu
 	last    attempt               // the last refused attempt of a call not yet waiting; guarded by mu
 	seq     uint64                // of waiting calls, in the order they began to wait; guarded by mu
-	yielded map[string]time.Time  // keys this Locker last released to a line, and when; guarded by mu
+	yielded deadlines             // keys this Locker released to a line, until turnValve after; guarded by mu
 	open    *atomic.Int64         // turns asked for or held on db, by every Locker on it
 	// idle is whether gates, owners and yielded are all empty, as of the
 	// last unlock of mu: attempts and releases of a Locker nobody waits on
@@ -167,7 +167,7 @@ func newTurns(db *sql.DB, prefix string, q queries) *turns {
 	ctx, cancel := context.WithCancel(context.Background())
 	open, _ := poolTurns.LoadOrStore(db, new(atomic.Int64))
 	t := &turns{db: db, open: open.(*atomic.Int64), take: q.turnTake, release: q.turnRelease, handover: q.turnHandover, prefix: prefix, ctx: ctx, cancel: cancel,
-		gates: make(map[string]*gate), owners: make(map[string]*turnWatch), yielded: make(map[string]time.Time)}
+		gates: make(map[string]*gate), owners: make(map[string]*turnWatch)}
 	t.idle.Store(true)
 	return t
 }
@@ -485,12 +485,9 @@ func (t *turns) outOfTurn(key, owner string, ttl time.Duration) bool {
 		// line, which it joins rather than barge in (watch asks for the
 		// turn); a yield is forgotten once the Locker's turn comes or
 		// after turnValve.
-		if at, ok := t.yielded[key]; ok {
-			if time.Since(at) < turnValve {
-				t.refused, t.last = owner, attempt{owner: owner, ttl: ttl}
-				return true
-			}
-			delete(t.yielded, key)
+		if t.yielded.left(key) > 0 {
+			t.refused, t.last = owner, attempt{owner: owner, ttl: ttl}
+			return true
 		}
 		return false
 	}
@@ -587,18 +584,10 @@ func (t *turns) holding(key, owner string) (conn *sql.Conn, name string, done fu
 	}
 }
 
-// yieldLocked records that the Locker released key to a line. Yields
-// older than turnValve are forgotten, here or when read.
+// yieldLocked records that the Locker released key to a line, for
+// turnValve.
 func (t *turns) yieldLocked(key string) {
-	now := time.Now()
-	if len(t.yielded) >= 1024 {
-		for k, at := range t.yielded {
-			if now.Sub(at) >= turnValve {
-				delete(t.yielded, k)
-			}
-		}
-	}
-	t.yielded[key] = now
+	t.yielded.set(key, time.Now().Add(turnValve))
 }
 
 // yield records that the Locker released key, not under a turn, while a

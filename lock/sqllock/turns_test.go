@@ -97,6 +97,13 @@ func (f turnFixture) takeInTurn(t *testing.T, l lock.Locker, key string, ttl loc
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return leaseOf(t, got, errs)
+}
+
+// leaseOf returns the lease an Acquire sends on got, or fails t with the
+// error it sends on errs.
+func leaseOf(t *testing.T, got <-chan *lock.Lease, errs <-chan error) *lock.Lease {
+	t.Helper()
 	select {
 	case lease := <-got:
 		return lease
@@ -453,12 +460,7 @@ func TestMySQLHandOverBetweenProcessesIsOneStatement(t *testing.T) {
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var lease *lock.Lease
-	select {
-	case lease = <-got:
-	case err := <-errs:
-		t.Fatal(err)
-	}
+	lease := leaseOf(t, got, errs)
 	after := c.Load()
 	if lease.Token() <= holder.Token() {
 		t.Errorf("the token went from %d to %d", holder.Token(), lease.Token())
@@ -495,12 +497,7 @@ func TestMySQLLeaseTakenInTurnIsKeptToItsDeadline(t *testing.T) {
 			if err := holder.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
-			var lease *lock.Lease
-			select {
-			case lease = <-got:
-			case err := <-errs:
-				t.Fatal(err)
-			}
+			lease := leaseOf(t, got, errs)
 			defer func() { _ = lease.Release(ctx) }()
 			var expires int64
 			if err := f.admin.QueryRow("SELECT expires_at FROM "+sqllock.DefaultTable+" WHERE `key` = ?", key).Scan(&expires); err != nil {
@@ -580,12 +577,7 @@ func TestMySQLSchemaChangeIsNotStuckBehindTheLine(t *testing.T) {
 	if err := holder.Release(ctx); err != nil {
 		t.Fatalf("the holder's lease did not outlast the schema change (its renewals queued behind it): %v", err)
 	}
-	select {
-	case lease := <-got:
-		if err := lease.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-	case err := <-errs:
+	if err := leaseOf(t, got, errs).Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
