@@ -144,6 +144,31 @@ func openLatchkey(addr string, opts ...redislock.Option) (locker, error) {
 	return lk, nil
 }
 
+// openLatchkeyFullDuplex is latchkey with its own batching off, sending
+// through go-redis's full-duplex automatic pipelining (go-redis 9.22 and
+// later, experimental there): one held connection with a writer and a
+// reader streaming every caller's commands, the design rueidis has. A
+// measurement of where a streaming transport would take the lock, not a
+// way users call it.
+func openLatchkeyFullDuplex(addr string) (locker, error) {
+	c := newGoRedis(addr)
+	cfg := redis.DefaultBlockingAutoPipelineOptions()
+	cfg.FullDuplex = true
+	ap, err := c.AutoPipelineWithOptions(cfg)
+	if err != nil {
+		c.Close()
+		return locker{}, err
+	}
+	l, err := redislock.New(ap, redislock.WithBatching(false))
+	if err != nil {
+		c.Close()
+		return locker{}, err
+	}
+	lk := latchkeyLocker(l)
+	lk.close = func() { l.Close(); c.Close() }
+	return lk, nil
+}
+
 // latchkeyLocker is l as the benchmark calls it; its close closes l only.
 func latchkeyLocker(l *redislock.Locker) locker {
 	// As users call it: default options (the lease is lock.DefaultTTL, the

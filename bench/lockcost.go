@@ -88,12 +88,15 @@ func lockSendsTable(ctx context.Context, addr, prefix string, gs []int, runs int
 }
 
 // lockServerCost runs n pairs of every implementation on a private
-// redis-server, with one goroutine and with 64, runs times taking turns,
-// and prints the medians of what a pair costs the server: the commands it
-// ran (a script and each command in it), their time (INFO commandstats,
-// which counts a script's commands within the script's own time too), and
-// the server process's CPU time, which adds reading, parsing and answering
-// each round trip: what batching saves. It needs redis-server on PATH.
+// redis-server, with 1, 16 and 64 goroutines, runs times taking turns, and
+// prints the medians of what a pair costs: the commands the server ran (a
+// script and each command in it), their time (INFO commandstats, which
+// counts a script's commands within the script's own time too), the server
+// process's CPU time, which adds reading, parsing and answering each round
+// trip (what batching saves), and this process's CPU time, the client's
+// side of the same work. The two CPU times show where a pair's time goes
+// on a machine the client and the server share. It needs redis-server on
+// PATH.
 func lockServerCost(ctx context.Context, impls []impl, n, runs int) error {
 	ss, cs, err := startRedises(1)
 	if err != nil {
@@ -118,11 +121,12 @@ func lockServerCost(ctx context.Context, impls []impl, n, runs int) error {
 		ls[i].stalls = new(atomic.Int64)
 		defer ls[i].close()
 	}
-	gs := []int{1, 64}
-	type cost struct{ cmds, us, cpu [][]float64 } // by goroutine count, then run
+	gs := []int{1, 16, 64}
+	type cost struct{ cmds, us, cpu, client [][]float64 } // by goroutine count, then run
 	costs := make([]cost, len(opened))
 	for i := range costs {
-		costs[i] = cost{cmds: make([][]float64, len(gs)), us: make([][]float64, len(gs)), cpu: make([][]float64, len(gs))}
+		costs[i] = cost{cmds: make([][]float64, len(gs)), us: make([][]float64, len(gs)),
+			cpu: make([][]float64, len(gs)), client: make([][]float64, len(gs))}
 	}
 	for run := range runs {
 		for gi, g := range gs {
@@ -135,9 +139,11 @@ func lockServerCost(ctx context.Context, impls []impl, n, runs int) error {
 				if err != nil {
 					return err
 				}
+				client := cpuTime()
 				if err := pairs(ctx, ls[i], p, g, n); err != nil {
 					return fmt.Errorf("%s: %w", opened[i].name, err)
 				}
+				client = cpuTime() - client
 				after, err := testsvc.ReadCommandStats(ctx, c)
 				if err != nil {
 					return err
@@ -146,12 +152,13 @@ func lockServerCost(ctx context.Context, impls []impl, n, runs int) error {
 				costs[i].cmds[gi] = append(costs[i].cmds[gi], float64(sc.Calls)/float64(n))
 				costs[i].us[gi] = append(costs[i].us[gi], sc.Micros/float64(n))
 				costs[i].cpu[gi] = append(costs[i].cpu[gi], sc.CPUMicros/float64(n))
+				costs[i].client[gi] = append(costs[i].client[gi], float64(client)/float64(time.Microsecond)/float64(n))
 			}
 		}
 	}
-	fmt.Printf("\nWhat an uncontended pair costs Redis (private redis-server, %d pairs, medians of %d runs taking turns):"+
-		" commands run (a script and each command in it), their time in INFO commandstats, and the server's CPU time,"+
-		" which adds reading, parsing and answering each round trip:\n\n", n, runs)
+	fmt.Printf("\nWhat an uncontended pair costs (private redis-server, %d pairs, medians of %d runs taking turns):"+
+		" commands run (a script and each command in it), their time in INFO commandstats, the server's CPU time,"+
+		" which adds reading, parsing and answering each round trip, and the client's (this process's) CPU time:\n\n", n, runs)
 	fmt.Printf("| | %s |\n|---|%s\n", strings.Join(names(opened), " | "), strings.Repeat("---|", len(opened)))
 	row := func(label string, f func(i int) string) {
 		fmt.Printf("| %s |", label)
@@ -165,6 +172,10 @@ func lockServerCost(ctx context.Context, impls []impl, n, runs int) error {
 	for gi, g := range gs {
 		row(fmt.Sprintf("server CPU per pair, %d goroutine%s (µs)", g, map[bool]string{true: "s"}[g > 1]),
 			func(i int) string { return fmt.Sprintf("%.2f", medianOf(costs[i].cpu[gi])) })
+	}
+	for gi, g := range gs {
+		row(fmt.Sprintf("client CPU per pair, %d goroutine%s (µs)", g, map[bool]string{true: "s"}[g > 1]),
+			func(i int) string { return fmt.Sprintf("%.2f", medianOf(costs[i].client[gi])) })
 	}
 	return nil
 }

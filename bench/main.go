@@ -40,6 +40,7 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	gs := flag.String("g", "1,2,4,8,16,32,64,128,256", "goroutine counts of the uncontended test")
 	lockCost := flag.Int("lock-cost", 6400, "pairs per implementation in the table of what a pair costs a private redis-server (0 skips it; needs redis-server on PATH)")
+	fullDuplex := flag.Bool("latchkey-fullduplex", false, "add a latchkey column sending through go-redis's full-duplex automatic pipelining (batching off), to measure a streaming transport beside the default")
 	fixedSends := flag.String("latchkey-sends", "", "comma-separated fixed sends in flight to add as latchkey columns beside the adaptive default (redislock.WithSendsInFlight), to compare with it")
 	skipContended := flag.Bool("nocontended", false, "skip the contended test")
 	lockTable := flag.Bool("lock", true, "measure the locks")
@@ -93,6 +94,9 @@ func main() {
 			name := fmt.Sprintf("latchkey-sends-%d", n)
 			impls = append(impls, impl{name, func() (locker, error) { return openLatchkey(*addr, redislock.WithSendsInFlight(n)) }})
 		}
+	}
+	if *fullDuplex {
+		impls = append(impls, impl{"latchkey-fullduplex", func() (locker, error) { return openLatchkeyFullDuplex(*addr) }})
 	}
 	if *only != "" {
 		keep := strings.Split(*only, ",")
